@@ -1,0 +1,10 @@
+"""sweepkit: which inference lever helps which workload, on which hardware, at what cost.
+
+Pipeline: catalogue -> cost model -> sweep -> warehouse -> queries -> reports.
+"""
+
+__version__ = "0.1.0"
+
+from sweepkit.evaluate import evaluate  # noqa: E402
+
+__all__ = ["__version__", "evaluate"]

@@ -1,0 +1,25 @@
+"""Catalogue: accelerators, models, number formats and draft kinds, loaded from TOML data files.
+
+Pipeline position: **catalogue** -> cost model -> sweep -> warehouse -> queries -> reports.
+"""
+
+from sweepkit.catalogue.devices import Device, device_names, get_device, load_devices
+from sweepkit.catalogue.formats import Format, format_names, get_format, load_formats
+from sweepkit.catalogue.models import (
+    Draft,
+    Model,
+    draft_names,
+    get_draft,
+    get_model,
+    load_hf_config,
+    load_models,
+    model_from_hf_config,
+    model_names,
+)
+
+__all__ = [
+    "Device", "Draft", "Format", "Model",
+    "device_names", "draft_names", "format_names", "model_names",
+    "get_device", "get_draft", "get_format", "get_model",
+    "load_devices", "load_formats", "load_hf_config", "load_models", "model_from_hf_config",
+]

@@ -1,0 +1,88 @@
+"""Accelerator catalogue: frozen dataclasses loaded from ``devices.toml`` (base SI units in every name)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Mapping
+
+from sweepkit.catalogue._toml import read_packaged
+from sweepkit.catalogue.formats import get_format
+from sweepkit.errors import bad_value
+
+_NUMERIC = (
+    "peak_flops_per_s", "hbm_bytes_per_s", "hbm_capacity_bytes", "tdp_w", "idle_w",
+    "energy_per_flop_j", "energy_per_hbm_byte_j", "flops_efficiency", "bandwidth_efficiency",
+    "pass_overhead_s", "link_bytes_per_s", "link_latency_s", "link_energy_per_bit_j",
+    "price_usd_per_gpu_hour",
+)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator (one chip). Dense bf16 peak; achievable fractions applied by the cost model.
+
+    Attributes (units in the names): peak_flops_per_s (dense bf16), hbm_bytes_per_s, hbm_capacity_bytes,
+    tdp_w, idle_w, energy_per_flop_j (bf16; a format with speed-up k costs 1/k of it), energy_per_hbm_byte_j,
+    flops_efficiency (MFU, seed 0.55), bandwidth_efficiency (MBU, seed 0.80), pass_overhead_s (fixed per
+    target pass, seed 0.5 ms), link_* (scale-up link, one direction), price_usd_per_gpu_hour (illustrative),
+    compute_speedup (format -> native multiple of the bf16 rate).
+    """
+
+    name: str
+    description: str
+    source: str
+    peak_flops_per_s: float
+    hbm_bytes_per_s: float
+    hbm_capacity_bytes: float
+    tdp_w: float
+    idle_w: float
+    energy_per_flop_j: float
+    energy_per_hbm_byte_j: float
+    flops_efficiency: float
+    bandwidth_efficiency: float
+    pass_overhead_s: float
+    link: str
+    link_bytes_per_s: float
+    link_latency_s: float
+    link_energy_per_bit_j: float
+    price_usd_per_gpu_hour: float
+    price_illustrative: bool = True
+    compute_speedup: Mapping[str, float] = field(default_factory=dict)
+
+    def speedup(self, compute_format: str) -> float:
+        """Native compute multiple of ``compute_format`` over bf16 (1.0 where the format is not native)."""
+        get_format(compute_format, "compute_format")
+        return float(self.compute_speedup.get(compute_format, 1.0))
+
+    @property
+    def ridge_flop_per_byte(self) -> float:
+        """Achievable ridge point: peak x MFU / (HBM x MBU). H100: 989e12 x 0.55 / (3.35e12 x 0.8) = 203."""
+        return self.peak_flops_per_s * self.flops_efficiency / (self.hbm_bytes_per_s * self.bandwidth_efficiency)
+
+
+def _device(name: str, raw: dict) -> Device:
+    kw = {k: float(raw[k]) for k in _NUMERIC}
+    return Device(name=name, description=raw["description"], source=raw["source"], link=raw["link"],
+                  price_illustrative=bool(raw.get("price_illustrative", True)),
+                  compute_speedup=MappingProxyType({k: float(v) for k, v in raw.get("compute_speedup", {}).items()}),
+                  **kw)
+
+
+@lru_cache(maxsize=None)
+def load_devices() -> dict[str, Device]:
+    raw = read_packaged("devices.toml")["devices"]
+    return {k: _device(k, v) for k, v in raw.items()}
+
+
+def device_names() -> list[str]:
+    return list(load_devices())
+
+
+def get_device(name: str, field: str = "device") -> Device:
+    """Look a device up by name; unknown names raise :class:`InputError` listing the known ones."""
+    devices = load_devices()
+    if name not in devices:
+        raise bad_value(field, name, devices)
+    return devices[name]

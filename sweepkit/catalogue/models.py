@@ -1,0 +1,189 @@
+"""Model catalogue: HF ``config.json`` fields -> frozen :class:`Model`, plus draft kinds.
+
+Notation (docs/notation.md): L layers, D d_model (hidden_size), H query heads, H_kv KV heads, d_h head dim,
+F FFN width (SwiGLU: gate, up, down), V vocab.
+
+Parameter count per layer (seed-system.md sec. 3): attention q,o: 2 D (H d_h); k,v: 2 D (H_kv d_h);
+SwiGLU MLP: 3 D F. Matmul parameters P_mm = L x per_layer + V D (LM head). Resident parameters add the input
+embedding V D unless it is tied to the LM head, plus QKV biases where present.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from sweepkit.catalogue._toml import read_packaged
+from sweepkit.errors import InputError, bad_value
+
+_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A dense decoder-only transformer, described by its HF config fields.
+
+    Attributes:
+      name, source: catalogue key and where the numbers come from.
+      n_layers (L), d_model (D), n_heads (H), n_kv_heads (H_kv), head_dim (d_h), d_ff (F), vocab (V).
+      tied_embeddings: input embedding shares the LM head's matrix.
+      qkv_bias: attention q/k/v projections carry biases (Qwen2).
+    """
+
+    name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    vocab: int
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    source: str = ""
+    official_params: float | None = None
+
+    @property
+    def q_dim(self) -> int:
+        """H x d_h: width of the query / attention output (equals D for every catalogue model)."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """H_kv x d_h: width of one of K or V per token per layer."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def params_per_layer(self) -> int:
+        """2 D q_dim + 2 D kv_dim + 3 D F (+ q,k,v biases). Llama-3-70B: 855.6 M (seed-system.md sec. 4)."""
+        bias = (self.q_dim + 2 * self.kv_dim) if self.qkv_bias else 0
+        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + 3 * self.d_model * self.d_ff + bias
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.d_model
+
+    @property
+    def matmul_params(self) -> int:
+        """P_mm = L x per_layer + V D (LM head): the weights every forward pass streams."""
+        return self.n_layers * self.params_per_layer + self.embedding_params
+
+    @property
+    def resident_params(self) -> int:
+        """Parameters held in HBM: matmul weights plus the input embedding unless tied."""
+        return self.matmul_params + (0 if self.tied_embeddings else self.embedding_params)
+
+    def kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
+        """2 (K and V) x L x H_kv x d_h x bytes. Llama-3-8B bf16: 131,072 B."""
+        return 2.0 * self.n_layers * self.kv_dim * kv_bytes_per_value
+
+    def with_layers(self, n_layers: int, name: str | None = None) -> "Model":
+        """The same architecture with another depth (the MTP draft is the target with one layer)."""
+        fields = {**self.__dict__, "n_layers": n_layers, "name": name or f"{self.name}[{n_layers}L]"}
+        return Model(**fields)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A speculative draft.
+
+    Attributes:
+      kind: ``none``, ``mtp`` (DeepSeek-V3 style: one extra target layer sharing embedding and LM head) or
+        ``model`` (a separate small model, its own weights and KV).
+      name: ``none``, ``mtp`` or the draft model's catalogue key.
+      model: the network the draft runs per pass (for MTP: the target with one layer), None for ``none``.
+      resident_params: parameters the draft adds to HBM (MTP: one layer; a model: all of it).
+    """
+
+    kind: str
+    name: str
+    model: Model | None
+    resident_params: int
+
+    @property
+    def present(self) -> bool:
+        return self.kind != "none"
+
+
+def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where: str | None = None) -> Model:
+    """Build a :class:`Model` from the fields of a HF ``config.json``; bad or missing fields raise InputError."""
+    where = where or f"model {name!r}"
+    missing = [k for k in _REQUIRED if k not in config]
+    if missing:
+        raise InputError(f"{where}: config.json is missing {', '.join(missing)}; a dense decoder config needs "
+                         f"{', '.join(_REQUIRED)} (num_key_value_heads, head_dim, tie_word_embeddings optional)")
+
+    def positive_int(key: str, default: Any = None) -> int:
+        value = config.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise bad_value(key, value, "a positive integer", where=where)
+        return value
+
+    d = positive_int("hidden_size")
+    heads = positive_int("num_attention_heads")
+    kv_heads = positive_int("num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise bad_value("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}", where=where)
+    head_dim = positive_int("head_dim", d // heads if d % heads == 0 else None)
+    return Model(
+        name=name, n_layers=positive_int("num_hidden_layers"), d_model=d, n_heads=heads, n_kv_heads=kv_heads,
+        head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        qkv_bias=bool(config.get("attention_bias", False)),
+        source=str(config.get("source", where)), official_params=config.get("official_params"),
+    )
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> Model:
+    """Load any HF ``config.json`` from disk as a :class:`Model` (name defaults to the parent folder)."""
+    path = Path(path)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such config.json") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{path}: expected a JSON object of HF config fields")
+    return model_from_hf_config(config, name=name or path.parent.name or path.stem, where=str(path))
+
+
+@lru_cache(maxsize=None)
+def load_models() -> dict[str, Model]:
+    raw = read_packaged("models.toml")["models"]
+    return {k: model_from_hf_config(v, name=k, where=f"models.toml [models.{k}]") for k, v in raw.items()}
+
+
+def model_names() -> list[str]:
+    return list(load_models())
+
+
+def get_model(name: str, field: str = "model") -> Model:
+    """Look a model up by catalogue name; unknown names raise :class:`InputError` listing the known ones."""
+    models = load_models()
+    if name not in models:
+        raise bad_value(field, name, models)
+    return models[name]
+
+
+def draft_names() -> list[str]:
+    return ["none", "mtp", *model_names()]
+
+
+def get_draft(name: str, target: Model, field: str = "draft") -> Draft:
+    """Resolve a draft name against its target: ``none``, ``mtp`` or a catalogue model sharing the vocab."""
+    if name == "none":
+        return Draft(kind="none", name="none", model=None, resident_params=0)
+    if name == "mtp":
+        mtp = target.with_layers(1, name=f"{target.name}-mtp")
+        return Draft(kind="mtp", name="mtp", model=mtp, resident_params=target.params_per_layer)
+    if name not in load_models():
+        raise bad_value(field, name, draft_names())
+    model = load_models()[name]
+    if model.vocab != target.vocab:
+        raise InputError(f"{field} = {name!r} has vocab {model.vocab} but target {target.name!r} has "
+                         f"{target.vocab}; a draft must share the target's vocabulary")
+    return Draft(kind="model", name=name, model=model, resident_params=model.resident_params)

@@ -1,0 +1,92 @@
+"""Catalogue entries as JAX pytrees of scalar arrays (stackable along a leading grid axis).
+
+Frozen dataclasses registered with ``jax.tree_util.register_dataclass``: every field is a leaf, so a
+stacked ``DeviceArrays`` (one row per catalogue device) can be indexed inside ``jit`` by a device index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sweepkit.catalogue import Device, Draft, Model
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class DeviceArrays:
+    """Numeric fields of :class:`sweepkit.catalogue.Device` (per chip; base SI units)."""
+
+    peak_flops_per_s: jax.Array
+    hbm_bytes_per_s: jax.Array
+    hbm_capacity_bytes: jax.Array
+    tdp_w: jax.Array
+    idle_w: jax.Array
+    energy_per_flop_j: jax.Array
+    energy_per_hbm_byte_j: jax.Array
+    flops_efficiency: jax.Array
+    bandwidth_efficiency: jax.Array
+    pass_overhead_s: jax.Array
+    link_bytes_per_s: jax.Array
+    link_latency_s: jax.Array
+    link_energy_per_bit_j: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ModelArrays:
+    """What the cost model needs of a network (see docs/notation.md).
+
+    Attributes:
+      n_layers: L.  d_model: D.  q_dim: H d_h (attention width).
+      matmul_params: P_mm = L x per-layer + V D (streamed every pass).
+      resident_params: parameters held in HBM (for a draft: what it adds to the target's).
+      kv_values_per_token: 2 L H_kv d_h (multiply by bytes per KV value).
+      present: 1.0 for a real network, 0.0 for the ``none`` draft (all costs vanish).
+    """
+
+    n_layers: jax.Array
+    d_model: jax.Array
+    q_dim: jax.Array
+    matmul_params: jax.Array
+    resident_params: jax.Array
+    kv_values_per_token: jax.Array
+    present: jax.Array
+
+
+_DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
+
+
+def device_arrays(device: Device | list[Device], dtype=None) -> DeviceArrays:
+    """One device (scalars) or a list (leading axis, in list order) as :class:`DeviceArrays`."""
+    devices = device if isinstance(device, list) else [device]
+    cols = {k: np.array([getattr(d, k) for d in devices], dtype=np.float64) for k in _DEVICE_FIELDS}
+    out = {k: jnp.asarray(v if isinstance(device, list) else v[0], dtype=dtype) for k, v in cols.items()}
+    return DeviceArrays(**out)
+
+
+def _model_row(model: Model | None, resident: float | None = None) -> dict[str, float]:
+    if model is None:
+        return dict(n_layers=0.0, d_model=0.0, q_dim=0.0, matmul_params=0.0, resident_params=0.0,
+                    kv_values_per_token=0.0, present=0.0)
+    return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.q_dim),
+                matmul_params=float(model.matmul_params),
+                resident_params=float(model.resident_params if resident is None else resident),
+                kv_values_per_token=float(model.kv_bytes_per_token(1.0)), present=1.0)
+
+
+def model_arrays(model: Model | Draft | None | list, dtype=None) -> ModelArrays:
+    """A target :class:`Model`, a :class:`Draft` (its per-pass network, its added residency) or a list."""
+    items = model if isinstance(model, list) else [model]
+    rows = []
+    for item in items:
+        if isinstance(item, Draft):
+            rows.append(_model_row(item.model, item.resident_params))
+        else:
+            rows.append(_model_row(item))
+    cols = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in rows[0]}
+    out = {k: jnp.asarray(v if isinstance(model, list) else v[0], dtype=dtype) for k, v in cols.items()}
+    return ModelArrays(**out)

@@ -1,0 +1,107 @@
+"""FLOPs and HBM bytes of forward passes, tensor-parallel all-reduces, and their priced cost.
+
+Work of a pass on a network (seed-system.md sec. 3), with P_mm matmul params, L layers, q = H d_h,
+w = bytes per weight, kv = bytes of KV per token (2 L H_kv d_h x bytes per KV value):
+
+    F     = 2 P_mm T + 2 L q A
+    Bytes = P_mm w + T D w + K kv
+
+T new token positions (each gets logits), A "attention pairs" (2 x the positions each new token attends, summed),
+K KV tokens read. Per kind of pass:
+
+    decode (b rows, total cached ctx)   T = b,    A = 2 (ctx + b),              K = ctx + b
+    verify (c = gamma + 1 positions)    T = b c,  A = c (2 ctx + b (c + 1)),    K = ctx + b c
+    prefill chunk (p0 cached, c new)    T = c,    A = c (2 p0 + c + 1),         K = p0 + c
+
+A mixed step adds the T, A, K of its parts and reads the weights once. verify with c = 1 equals decode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.costmodel.roofline import PassCost, roofline
+
+ACTIVATION_BYTES = 2.0
+"""All-reduced activations are bf16 (seed-system.md sec. 3: S = tokens x D x 2 B)."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """Token positions T, attention pairs A and KV tokens read K of one pass (or of a mixed step)."""
+
+    tokens: jax.Array
+    attn_pairs: jax.Array
+    kv_tokens: jax.Array
+
+
+def decode_work(ctx: jax.Array, batch: jax.Array) -> Work:
+    """Decode step: ``batch`` rows, ``ctx`` cached tokens over all rows. T = b, A = 2 (ctx + b), K = ctx + b."""
+    return Work(tokens=batch, attn_pairs=2.0 * (ctx + batch), kv_tokens=ctx + batch)
+
+
+def verify_work(ctx: jax.Array, batch: jax.Array, positions: jax.Array) -> Work:
+    """Verify pass of c = gamma + 1 positions per row: T = b c, A = c (2 ctx + b (c + 1)), K = ctx + b c."""
+    c = positions
+    return Work(tokens=batch * c, attn_pairs=c * (2.0 * ctx + batch * (c + 1.0)), kv_tokens=ctx + batch * c)
+
+
+def chunk_work(cached: jax.Array, new: jax.Array) -> Work:
+    """Prefill chunk of ``new`` tokens after ``cached`` ones: T = c, A = c (2 p0 + c + 1), K = p0 + c."""
+    return Work(tokens=new, attn_pairs=new * (2.0 * cached + new + 1.0), kv_tokens=cached + new)
+
+
+def combine(*parts: Work) -> Work:
+    """A mixed step: the parts' T, A and K add (the weights are read once, in :func:`pass_cost`)."""
+    return Work(tokens=sum(p.tokens for p in parts), attn_pairs=sum(p.attn_pairs for p in parts),
+                kv_tokens=sum(p.kv_tokens for p in parts))
+
+
+def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
+    """F = 2 P_mm T + 2 L q A; Bytes = P_mm w + T D w + K kv (zero where the network is absent)."""
+    flops = 2.0 * model.matmul_params * work.tokens + 2.0 * model.n_layers * model.q_dim * work.attn_pairs
+    bytes_ = (model.matmul_params * weight_bytes + work.tokens * model.d_model * weight_bytes
+              + work.kv_tokens * model.kv_values_per_token * kv_bytes)
+    return flops * model.present, bytes_ * model.present
+
+
+def allreduce(tokens: jax.Array, model: ModelArrays, dev: DeviceArrays, tp: jax.Array):
+    """Tensor-parallel communication of one pass: 2 ring all-reduces per layer, not overlapped.
+
+    Each all-reduce of S = T D x 2 bytes costs 2 (n-1)/n x S / link + 2 (n-1) x latency; its energy is the
+    2 (n-1) S bytes all ranks send, x 8 bits x energy per bit. Zero at n = 1.
+
+    Returns:
+      (seconds, joules).
+
+    Example:
+      Llama-3-70B TP4 on H100 at batch 1: 160 all-reduces x 30 us = 4.8 ms (seed-system.md sec. 3).
+    """
+    size = tokens * model.d_model * ACTIVATION_BYTES
+    per = 2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s
+    count = 2.0 * model.n_layers * model.present
+    energy = count * 2.0 * (tp - 1.0) * size * 8.0 * dev.link_energy_per_bit_j
+    return count * per, energy
+
+
+def pass_cost(work: Work, model: ModelArrays, dev: DeviceArrays, tp: jax.Array, weight_bytes: jax.Array,
+              kv_bytes: jax.Array, compute_speedup: jax.Array, *, target: bool = True) -> PassCost:
+    """Price one pass of ``model`` on ``tp`` devices.
+
+    A target pass pays the device's fixed overhead and the tensor-parallel all-reduces; a draft pass pays
+    neither and runs as one device of the instance's size (seed-system.md sec. 4). An absent network
+    (``model.present == 0``) costs nothing.
+    """
+    flops, bytes_ = flops_and_bytes(work, model, weight_bytes, kv_bytes)
+    overhead = dev.pass_overhead_s * model.present if target else jnp.zeros_like(dev.pass_overhead_s)
+    cost = roofline(flops, bytes_, dev, tp, compute_speedup, overhead)
+    if not target:
+        return PassCost(cost.t_s * model.present, cost.energy_j * model.present, cost.bound, flops, bytes_)
+    comm_s, comm_j = allreduce(work.tokens, model, dev, tp)
+    comm_static = dev.idle_w * tp * comm_s
+    return PassCost(cost.t_s + comm_s, cost.energy_j + comm_j + comm_static, cost.bound, flops, bytes_)
