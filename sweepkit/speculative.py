@@ -10,8 +10,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-_ONE_EPS = 1e-6
-
+TIE_RTOL = 1e-6
+"""Relative tolerance under which two gammas' improvements count as equal in :func:`optimal_gamma`."""
 
 def expected_tokens(alpha, gamma):
     """Expected tokens per verify pass, E = (1 - alpha^(gamma+1)) / (1 - alpha).
@@ -34,13 +34,15 @@ def expected_tokens(alpha, gamma):
       Leviathan et al. 2023, sec. 3.1, Eq. (1).
     """
     alpha = jnp.asarray(alpha)
-    gamma = jnp.asarray(gamma, dtype=alpha.dtype if jnp.issubdtype(alpha.dtype, jnp.floating) else None)
-    near_one = jnp.abs(1.0 - alpha) < _ONE_EPS
-    safe = jnp.where(near_one, 0.5, alpha)
-    closed = (1.0 - safe ** (gamma + 1.0)) / (1.0 - safe)
-    # Near alpha = 1 use the first-order expansion of sum alpha^i around 1: (g+1) - (1-a) g (g+1) / 2.
-    limit = (gamma + 1.0) - (1.0 - alpha) * gamma * (gamma + 1.0) / 2.0
-    return jnp.where(near_one, limit, closed)
+    dtype = alpha.dtype if jnp.issubdtype(alpha.dtype, jnp.floating) else jnp.result_type(float)
+    alpha = alpha.astype(dtype)
+    n = jnp.asarray(gamma).astype(dtype) + 1.0
+    one_minus = 1.0 - alpha                     # exact for alpha in [0.5, 1] (Sterbenz)
+    at_one = one_minus == 0
+    safe = jnp.where(at_one, 0.5, one_minus)
+    # 1 - alpha^n = -expm1(n log1p(-(1 - alpha))): no cancellation as alpha -> 1.
+    closed = -jnp.expm1(n * jnp.log1p(-safe)) / safe
+    return jnp.where(at_one, n, closed)
 
 
 def improvement_factor(alpha, gamma, c):
@@ -86,7 +88,7 @@ def operations_factor(alpha, gamma, c_hat):
 
 
 def optimal_gamma(alpha, c, gamma_max: int = 16):
-    """The integer gamma in [1, gamma_max] maximising Theorem 3.8 (ties go to the smaller gamma).
+    """The integer gamma in [1, gamma_max] maximising Theorem 3.8 (near-ties go to the smaller gamma).
 
     Args:
       alpha: acceptance rate in [0, 1].
@@ -106,5 +108,7 @@ def optimal_gamma(alpha, c, gamma_max: int = 16):
     alpha, c = jnp.broadcast_arrays(jnp.asarray(alpha, dtype=float), jnp.asarray(c, dtype=float))
     gammas = jnp.arange(1, gamma_max + 1, dtype=alpha.dtype)
     grid = jax.vmap(lambda g: improvement_factor(alpha, g, c))(gammas)
-    best = jnp.argmax(grid, axis=0)
-    return (best + 1).astype(jnp.int32), jnp.max(grid, axis=0)
+    top = jnp.max(grid, axis=0)
+    # The smallest gamma within TIE_RTOL of the best: float noise never buys a longer draft.
+    best = jnp.argmax(grid >= top * (1.0 - TIE_RTOL), axis=0)
+    return (best + 1).astype(jnp.int32), jnp.take_along_axis(grid, best[None], axis=0)[0]

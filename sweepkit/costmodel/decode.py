@@ -9,6 +9,11 @@ For B rows of S tokens each (total cached context C = B S), a draft of length ga
 E[tokens] = (1 - alpha^(gamma+1)) / (1 - alpha) (Leviathan et al. 2023, Eq. 1). Target passes pay the
 per-pass overhead and tensor-parallel all-reduces; draft passes pay neither and run on the instance's
 n devices. Leviathan's c is measured on this hardware: one draft pass over one plain target pass.
+
+The point is computed in three stages so a grid can share work: :func:`hardware_stage` (independent of
+gamma and alpha: the plain pass and the cumulative cost of up to gamma_max draft passes),
+:func:`verify_stage` (depends on gamma) and :func:`finish` (combines them with alpha). :func:`decode_point`
+chains them for ONE point; the sweep engine vmaps each stage over its own axes.
 """
 
 from __future__ import annotations
@@ -44,23 +49,93 @@ class DecodeInputs:
     compute_speedup: jax.Array
 
 
-def draft_passes(p: DecodeInputs, ctx: jax.Array, gamma_max: int) -> PassCost:
-    """gamma sequential draft decode passes at contexts C + j B, j = 0..gamma-1 (masked up to gamma_max)."""
-    j = jnp.arange(gamma_max, dtype=ctx.dtype)
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class HardwareStage:
+    """What a point costs before gamma and alpha are chosen.
 
-    def one(jj):
+    Attributes:
+      plain: the plain decode pass.
+      draft_cum_t_s, draft_cum_energy_j: [gamma_max + 1] cumulative time / energy of the first j draft
+        passes (index 0 is 0).
+      first_draft_t_s: one draft pass at context C (Leviathan's c numerator).
+      kv_capacity_tokens, weight_bytes_per_device: memory fit.
+    """
+
+    plain: PassCost
+    draft_cum_t_s: jax.Array
+    draft_cum_energy_j: jax.Array
+    first_draft_t_s: jax.Array
+    kv_capacity_tokens: jax.Array
+    weight_bytes_per_device: jax.Array
+
+
+def _target_pass(p: DecodeInputs, work) -> PassCost:
+    return pass_cost(work, p.target, p.device, p.tp, p.weight_bytes, p.kv_bytes, p.compute_speedup)
+
+
+def hardware_stage(p: DecodeInputs, gamma_max: int) -> HardwareStage:
+    """Plain pass and the cumulative cost of draft passes j = 0..gamma_max-1 at contexts C + j B."""
+    ctx = p.batch * p.context
+    plain = _target_pass(p, decode_work(ctx, p.batch))
+    j = jnp.arange(max(gamma_max, 1), dtype=ctx.dtype)
+
+    def draft_pass(jj):
         return pass_cost(decode_work(ctx + jj * p.batch, p.batch), p.draft, p.device, p.tp, p.weight_bytes,
                          p.kv_bytes, p.compute_speedup, target=False)
 
-    each = jax.vmap(one)(j)
-    mask = (j < p.gamma).astype(ctx.dtype)
-    bound = each.bound[0]
-    return PassCost(jnp.sum(each.t_s * mask), jnp.sum(each.energy_j * mask), bound,
-                    jnp.sum(each.flops * mask), jnp.sum(each.bytes * mask))
+    each = jax.vmap(draft_pass)(j)
+    zero = jnp.zeros((1,), ctx.dtype)
+    capacity = kv_capacity_tokens(p.device, p.tp, p.target, p.draft, p.weight_bytes, p.kv_bytes)
+    return HardwareStage(
+        plain=plain,
+        draft_cum_t_s=jnp.concatenate([zero, jnp.cumsum(each.t_s)]),
+        draft_cum_energy_j=jnp.concatenate([zero, jnp.cumsum(each.energy_j)]),
+        first_draft_t_s=each.t_s[0],
+        kv_capacity_tokens=capacity,
+        weight_bytes_per_device=resident_bytes(p.target, p.draft, p.weight_bytes) / p.tp)
+
+
+def verify_stage(p: DecodeInputs, gamma: jax.Array) -> PassCost:
+    """The target's verify pass over gamma + 1 positions per row."""
+    return _target_pass(p, verify_work(p.batch * p.context, p.batch, gamma + 1.0))
+
+
+def finish(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: jax.Array,
+           alpha: jax.Array) -> dict[str, jax.Array]:
+    """Combine the stages for one (gamma, alpha): per-token times, energies, speed-up, bounds, memory fit."""
+    present = p.draft.present > 0
+    g = gamma.astype(jnp.int32)
+    t_draft = hw.draft_cum_t_s[g] * present
+    e_draft = hw.draft_cum_energy_j[g] * present
+    tokens = jnp.where(present, expected_tokens(alpha, gamma), 1.0)
+    t_verify = jnp.where(present, verify.t_s, hw.plain.t_s)
+    e_verify = jnp.where(present, verify.energy_j, hw.plain.energy_j)
+    s_plain = hw.plain.t_s / p.batch
+    s_spec = (t_verify + t_draft) / (p.batch * tokens)
+    positions = jnp.where(present, gamma + 1.0, 1.0)
+    return {
+        "tokens_per_pass": tokens,
+        "t_plain_pass_s": hw.plain.t_s,
+        "t_draft_s": t_draft,
+        "t_verify_pass_s": t_verify,
+        "s_per_token_plain": s_plain,
+        "s_per_token_spec": s_spec,
+        "speedup": s_plain / s_spec,
+        "plain_bound": hw.plain.bound,
+        "verify_bound": jnp.where(present, verify.bound, hw.plain.bound),
+        "energy_per_token_plain_j": hw.plain.energy_j / p.batch,
+        "energy_per_token_spec_j": (e_verify + e_draft) / (p.batch * tokens),
+        "draft_cost_ratio": hw.first_draft_t_s * present / hw.plain.t_s,
+        "kv_capacity_tokens": hw.kv_capacity_tokens,
+        "weight_bytes_per_device": hw.weight_bytes_per_device,
+        "fits_in_memory": (hw.kv_capacity_tokens > 0)
+        & (p.batch * (p.context + positions) <= hw.kv_capacity_tokens),
+    }
 
 
 def decode_point(p: DecodeInputs, gamma_max: int) -> dict[str, jax.Array]:
-    """Evaluate one decode point (see the module docstring); ``gamma_max`` >= gamma is static.
+    """Evaluate one decode point (see the module docstring); static ``gamma_max`` >= gamma.
 
     Returns:
       A dict of scalar arrays: tokens_per_pass, t_plain_pass_s, t_draft_s, t_verify_pass_s,
@@ -68,39 +143,8 @@ def decode_point(p: DecodeInputs, gamma_max: int) -> dict[str, jax.Array]:
       energy_per_token_plain_j, energy_per_token_spec_j, draft_cost_ratio, kv_capacity_tokens,
       weight_bytes_per_device, fits_in_memory (bool).
     """
-    ctx = p.batch * p.context
-    present = p.draft.present > 0
-    plain = pass_cost(decode_work(ctx, p.batch), p.target, p.device, p.tp, p.weight_bytes, p.kv_bytes,
-                      p.compute_speedup)
-    verify = pass_cost(verify_work(ctx, p.batch, p.gamma + 1.0), p.target, p.device, p.tp, p.weight_bytes,
-                       p.kv_bytes, p.compute_speedup)
-    drafts = draft_passes(p, ctx, gamma_max)
-    first_draft = pass_cost(decode_work(ctx, p.batch), p.draft, p.device, p.tp, p.weight_bytes, p.kv_bytes,
-                            p.compute_speedup, target=False)
-    tokens = jnp.where(present, expected_tokens(p.alpha, p.gamma), 1.0)
-    t_verify = jnp.where(present, verify.t_s, plain.t_s)
-    e_verify = jnp.where(present, verify.energy_j, plain.energy_j)
-    s_plain = plain.t_s / p.batch
-    s_spec = (t_verify + drafts.t_s) / (p.batch * tokens)
-    capacity = kv_capacity_tokens(p.device, p.tp, p.target, p.draft, p.weight_bytes, p.kv_bytes)
-    positions = jnp.where(present, p.gamma + 1.0, 1.0)
-    return {
-        "tokens_per_pass": tokens,
-        "t_plain_pass_s": plain.t_s,
-        "t_draft_s": drafts.t_s,
-        "t_verify_pass_s": t_verify,
-        "s_per_token_plain": s_plain,
-        "s_per_token_spec": s_spec,
-        "speedup": s_plain / s_spec,
-        "plain_bound": plain.bound,
-        "verify_bound": jnp.where(present, verify.bound, plain.bound),
-        "energy_per_token_plain_j": plain.energy_j / p.batch,
-        "energy_per_token_spec_j": (e_verify + drafts.energy_j) / (p.batch * tokens),
-        "draft_cost_ratio": first_draft.t_s / plain.t_s,
-        "kv_capacity_tokens": capacity,
-        "weight_bytes_per_device": resident_bytes(p.target, p.draft, p.weight_bytes) / p.tp,
-        "fits_in_memory": (capacity > 0) & (p.batch * (p.context + positions) <= capacity),
-    }
+    hw = hardware_stage(p, gamma_max)
+    return finish(p, hw, verify_stage(p, p.gamma), p.gamma, p.alpha)
 
 
 @partial(jax.jit, static_argnames="gamma_max")
