@@ -101,37 +101,59 @@ def verify_stage(p: DecodeInputs, gamma: jax.Array) -> PassCost:
     return _target_pass(p, verify_work(p.batch * p.context, p.batch, gamma + 1.0))
 
 
-def finish(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: jax.Array,
-           alpha: jax.Array) -> dict[str, jax.Array]:
-    """Combine the stages for one (gamma, alpha): per-token times, energies, speed-up, bounds, memory fit."""
+def finish_outer(p: DecodeInputs, hw: HardwareStage) -> dict[str, jax.Array]:
+    """Outputs that depend on neither gamma nor alpha (one value per outer point)."""
     present = p.draft.present > 0
-    g = gamma.astype(jnp.int32)
-    t_draft = hw.draft_cum_t_s[g] * present
-    e_draft = hw.draft_cum_energy_j[g] * present
-    tokens = jnp.where(present, expected_tokens(alpha, gamma), 1.0)
-    t_verify = jnp.where(present, verify.t_s, hw.plain.t_s)
-    e_verify = jnp.where(present, verify.energy_j, hw.plain.energy_j)
-    s_plain = hw.plain.t_s / p.batch
-    s_spec = (t_verify + t_draft) / (p.batch * tokens)
-    positions = jnp.where(present, gamma + 1.0, 1.0)
     return {
-        "tokens_per_pass": tokens,
         "t_plain_pass_s": hw.plain.t_s,
-        "t_draft_s": t_draft,
-        "t_verify_pass_s": t_verify,
-        "s_per_token_plain": s_plain,
-        "s_per_token_spec": s_spec,
-        "speedup": s_plain / s_spec,
+        "s_per_token_plain": hw.plain.t_s / p.batch,
         "plain_bound": hw.plain.bound,
-        "verify_bound": jnp.where(present, verify.bound, hw.plain.bound),
         "energy_per_token_plain_j": hw.plain.energy_j / p.batch,
-        "energy_per_token_spec_j": (e_verify + e_draft) / (p.batch * tokens),
         "draft_cost_ratio": hw.first_draft_t_s * present / hw.plain.t_s,
         "kv_capacity_tokens": hw.kv_capacity_tokens,
         "weight_bytes_per_device": hw.weight_bytes_per_device,
+    }
+
+
+def finish_gamma(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: jax.Array) -> dict[str, jax.Array]:
+    """Outputs that depend on gamma but not alpha: the verify pass, the draft passes, the memory fit."""
+    present = p.draft.present > 0
+    g = gamma.astype(jnp.int32)
+    positions = jnp.where(present, gamma + 1.0, 1.0)
+    return {
+        "t_draft_s": hw.draft_cum_t_s[g] * present,
+        "t_verify_pass_s": jnp.where(present, verify.t_s, hw.plain.t_s),
+        "verify_bound": jnp.where(present, verify.bound, hw.plain.bound),
         "fits_in_memory": (hw.kv_capacity_tokens > 0)
         & (p.batch * (p.context + positions) <= hw.kv_capacity_tokens),
+        # carried to finish_point, not an output column:
+        "_energy_pass_j": jnp.where(present, verify.energy_j, hw.plain.energy_j) + hw.draft_cum_energy_j[g] * present,
     }
+
+
+def finish_point(p: DecodeInputs, outer: dict, per_gamma: dict, tokens: jax.Array) -> dict[str, jax.Array]:
+    """Outputs of one (gamma, alpha): per-token time and energy with speculation, and the speed-up.
+
+    ``tokens`` is E[tokens per pass] = expected_tokens(alpha, gamma); it is forced to 1 without a draft.
+    """
+    tokens = jnp.where(p.draft.present > 0, tokens, 1.0)
+    s_spec = (per_gamma["t_verify_pass_s"] + per_gamma["t_draft_s"]) / (p.batch * tokens)
+    return {
+        "tokens_per_pass": tokens,
+        "s_per_token_spec": s_spec,
+        "speedup": outer["s_per_token_plain"] / s_spec,
+        "energy_per_token_spec_j": per_gamma["_energy_pass_j"] / (p.batch * tokens),
+    }
+
+
+def finish(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: jax.Array,
+           alpha: jax.Array) -> dict[str, jax.Array]:
+    """All outputs of one (gamma, alpha) point: :func:`finish_outer`, :func:`finish_gamma`, :func:`finish_point`."""
+    outer = finish_outer(p, hw)
+    per_gamma = finish_gamma(p, hw, verify, gamma)
+    point = finish_point(p, outer, per_gamma, expected_tokens(alpha, gamma))
+    per_gamma = {k: v for k, v in per_gamma.items() if not k.startswith("_")}
+    return {**outer, **per_gamma, **point}
 
 
 def decode_point(p: DecodeInputs, gamma_max: int) -> dict[str, jax.Array]:

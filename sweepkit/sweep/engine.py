@@ -26,7 +26,8 @@ import pyarrow as pa
 
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
-from sweepkit.costmodel.decode import DecodeInputs, finish, hardware_stage, verify_stage
+from sweepkit.costmodel.decode import DecodeInputs, finish_gamma, finish_outer, finish_point, hardware_stage, verify_stage
+from sweepkit.speculative import expected_tokens
 from sweepkit.costmodel.roofline import BOUNDS
 from sweepkit.evaluate import gamma_bucket
 
@@ -105,18 +106,27 @@ OUTER = AXES[:-2]
 """Axes the gamma- and alpha-independent stage is computed over (once per outer point)."""
 
 
+PER_OUTER = ("t_plain_pass_s", "s_per_token_plain", "plain_bound", "energy_per_token_plain_j", "draft_cost_ratio",
+             "kv_capacity_tokens", "weight_bytes_per_device")
+PER_GAMMA = ("t_draft_s", "t_verify_pass_s", "verify_bound", "fits_in_memory")
+PER_POINT = ("tokens_per_pass", "s_per_token_spec", "speedup", "energy_per_token_spec_j")
+
+
 @partial(jax.jit, static_argnames=("radices", "k", "gamma_max"))
 def evaluate_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple[int, ...], k: int,
                    gamma_max: int) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Evaluate k consecutive outer points, each against every (gamma, alpha) of the grid.
 
     The hardware stage runs once per outer point, the verify pass once per (outer point, gamma), and only the
-    cheap final combination once per grid point: vmap(outer) o vmap(gamma) o vmap(alpha).
+    cheap final combination once per grid point: vmap(outer) o vmap(gamma) o vmap(alpha). Each output keeps
+    its natural shape ([k], [k, n_gamma] or [k, n_gamma, n_alpha]: see PER_OUTER, PER_GAMMA, PER_POINT);
+    the Arrow conversion broadcasts it to one value per grid point.
 
     Returns:
-      (outer axis indices [len(OUTER), k], outputs each shaped [k * n_gamma * n_alpha] in grid order).
+      (outer axis indices [len(OUTER), k], dict of outputs).
     """
     idx = _decode_chunk(base_digits, radices, k)
+    tokens = expected_tokens(tables.alpha[None, :], tables.gamma[:, None])      # [n_gamma, n_alpha], once
 
     def outer(dv, md, dr, tp, wf, kf, cf, b, s):
         pick = lambda tree, *i: jax.tree_util.tree_map(lambda x: x[i], tree)  # noqa: E731
@@ -127,15 +137,17 @@ def evaluate_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple
             weight_bytes=tables.weight_bytes[wf], kv_bytes=tables.kv_bytes[kf],
             compute_speedup=tables.speedup[dv, cf])
         hw = hardware_stage(p, gamma_max)
+        per_outer = finish_outer(p, hw)
 
-        def per_gamma(g):
-            verify = verify_stage(p, g)
-            return jax.vmap(lambda a: finish(p, hw, verify, g, a))(tables.alpha)
+        def per_gamma(g, tokens_g):
+            gamma_part = finish_gamma(p, hw, verify_stage(p, g), g)
+            point = jax.vmap(lambda t: finish_point(p, per_outer, gamma_part, t))(tokens_g)
+            return {k: v for k, v in gamma_part.items() if not k.startswith("_")}, point
 
-        return jax.vmap(per_gamma)(tables.gamma)
+        gamma_out, point_out = jax.vmap(per_gamma)(tables.gamma, tokens)
+        return {**per_outer, **gamma_out, **point_out}
 
-    out = jax.vmap(outer)(*idx)
-    return idx, jax.tree_util.tree_map(lambda x: x.reshape(-1), out)
+    return idx, jax.vmap(outer)(*idx)
 
 
 def grid_size(axes: Mapping[str, Sequence[Any]]) -> int:
@@ -170,12 +182,17 @@ def _record_batch(axes: Mapping[str, Sequence[Any]], outer_idx: np.ndarray, out:
             cols[name] = pa.array(per_outer(np.asarray(axes[name], dtype=np.int64)[i]))
     cols["gamma"] = pa.array(per_inner(np.repeat(np.asarray(axes["gamma"], dtype=np.int32), n_a)))
     cols["alpha"] = pa.array(per_inner(np.tile(np.asarray(axes["alpha"], dtype=np.float64), n_g)))
+    def full(name: str, dtype) -> np.ndarray:                 # natural shape -> one value per grid point
+        x = np.asarray(out[name])[:n_outer].astype(dtype, copy=False)
+        x = x.reshape(x.shape + (1,) * (3 - x.ndim))
+        return np.broadcast_to(x, (n_outer, n_g, n_a)).reshape(-1)
+
     for name in FLOAT_OUTPUTS:
-        cols[name] = pa.array(np.asarray(out[name][:n], dtype=np.float32))
+        cols[name] = pa.array(full(name, np.float32))
     bounds = pa.array(list(BOUNDS))
     for name in ("plain_bound", "verify_bound"):
-        cols[name] = pa.DictionaryArray.from_arrays(pa.array(np.asarray(out[name][:n], np.int32)), bounds)
-    cols["fits_in_memory"] = pa.array(np.asarray(out["fits_in_memory"][:n], dtype=bool))
+        cols[name] = pa.DictionaryArray.from_arrays(pa.array(full(name, np.int32)), bounds)
+    cols["fits_in_memory"] = pa.array(full("fits_in_memory", bool))
     return pa.RecordBatch.from_pydict({name: cols[name] for name in (*AXES, *OUTPUT_COLUMNS)})
 
 

@@ -1,0 +1,179 @@
+"""Sweep benchmark: JAX engine vs plain numpy (compute only), and `sweepkit run` vs pyarrow writing alone.
+
+Usage:  python benchmarks/bench_sweep.py [--grid grids/large.toml] [--repeats 3] [--compute-points 4000000]
+
+Prints, measured in one run on the same grid:
+  1. compute-only points/s of the JAX engine (jit + vmap, results left on the device) against a numpy
+     implementation of the same maths broadcasting over the same axes (benchmarks/numpy_reference.py),
+     on the same leading points of the grid; medians over --repeats, and their ratio (target >= 1.5x);
+  2. the end-to-end wall time of `sweepkit run GRID --force` (grid to committed Parquet, subprocess) against
+     the time pyarrow alone needs to write the same result table to Parquet with the same settings
+     (table already in memory; 1 file, and 2 files on 2 threads), their ratio (target <= 1.25x), and the
+     peak resident memory of each process.
+These machines are noisy: every figure is a median of --repeats runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from statistics import median
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from numpy_reference import _tables, evaluate_numpy  # noqa: E402
+from sweepkit.sweep import engine  # noqa: E402
+from sweepkit.sweep.grid import load_grid  # noqa: E402
+
+
+def compute_only(axes, points: int, repeats: int, chunk_points: int):
+    """(jax points/s, numpy points/s) on the first ``points`` grid points, median of ``repeats``."""
+    inner = len(axes["gamma"]) * len(axes["alpha"])
+    k = max(1, chunk_points // inner)
+    radices = tuple(len(axes[a]) for a in engine.OUTER)
+    n_outer = min(points // inner, engine.grid_size(axes) // inner)
+    n_chunks = max(1, n_outer // k)
+    tables = engine.build_tables(axes)
+    gmax = engine.gamma_bucket(int(max(axes["gamma"])))
+
+    def run_jax():
+        out = None
+        for c in range(n_chunks):
+            digits = jnp.asarray(engine.mixed_radix_digits(c * k, radices), jnp.int32)
+            out = engine.evaluate_chunk(tables, digits, radices=radices, k=k, gamma_max=gmax)
+        jax.block_until_ready(out)
+
+    run_jax()                                            # compile once, outside the timing
+    jax_s = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        run_jax()
+        jax_s.append(time.perf_counter() - t)
+
+    np_tables = _tables(axes)                            # per-axis lookup tables: built once, like the engine's
+    np_s = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for c in range(n_chunks):
+            evaluate_numpy(axes, c * k, k, dtype=np.float32, tables=np_tables)
+        np_s.append(time.perf_counter() - t)
+    n = n_chunks * k * inner
+    return n / median(jax_s), n / median(np_s), n
+
+
+def _run_measured(cmd: list[str], env=None) -> tuple[float, float, str]:
+    """Run a subprocess; return (wall seconds, peak RSS in GiB, stdout)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t
+    # ru_maxrss of the children reaped so far is a running max; use a fresh interpreter per measurement.
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
+    peak = _child_peak_rss_gib(out)
+    return wall, peak, out
+
+
+def _child_peak_rss_gib(out: str) -> float:
+    for line in out.splitlines()[::-1]:
+        if line.startswith("PEAK_RSS_KIB="):
+            return int(line.split("=")[1]) / 2**20
+    return float("nan")
+
+
+RUN_SCRIPT = textwrap.dedent("""
+    import resource, sys
+    from sweepkit.cli import main
+    try:
+        main(sys.argv[1:], standalone_mode=False)
+    finally:
+        print("PEAK_RSS_KIB=%d" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+""")
+
+WRITE_SCRIPT = textwrap.dedent("""
+    import resource, sys, threading, time
+    import pyarrow as pa, pyarrow.parquet as pq
+    from sweepkit.sweep.engine import iter_decode_chunks
+    from sweepkit.sweep.grid import load_grid
+    from sweepkit.store import writer as W
+    spec = load_grid(sys.argv[1]); out = sys.argv[2]; threads = int(sys.argv[3])
+    batches = list(iter_decode_chunks(spec))            # the result table, in memory (not timed)
+    schema = batches[0].schema
+    strings = [f.name for f in schema if W.is_string(f.type)]
+    def write(part, path):
+        with pq.ParquetWriter(path, schema, compression=W.COMPRESSION, use_dictionary=strings) as w:
+            for b in part:
+                w.write_batch(b, row_group_size=W.ROW_GROUP_ROWS)
+    t = time.perf_counter()
+    parts = [batches[i::threads] for i in range(threads)]
+    ts = [threading.Thread(target=write, args=(p, f"{out}/part-{i}.parquet")) for i, p in enumerate(parts)]
+    [x.start() for x in ts]; [x.join() for x in ts]
+    print("WRITE_S=%.6f" % (time.perf_counter() - t))
+    print("ROWS=%d" % sum(b.num_rows for b in batches))
+    print("PEAK_RSS_KIB=%d" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+""")
+
+
+def end_to_end(grid: Path, repeats: int):
+    runs, writes1, writes2, peaks = [], [], [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            wh = Path(tmp) / f"wh{r}"
+            wall, peak, _ = _run_measured([sys.executable, "-c", RUN_SCRIPT, "run", str(grid), "--warehouse",
+                                          str(wh), "--force"])
+            runs.append(wall)
+            peaks["sweepkit run"] = peak
+            shutil.rmtree(wh, ignore_errors=True)
+            for threads, store in ((1, writes1), (2, writes2)):
+                out = Path(tmp) / f"pa{r}-{threads}"
+                out.mkdir()
+                _, peak, text = _run_measured([sys.executable, "-c", WRITE_SCRIPT, str(grid), str(out), str(threads)])
+                store.append(float(text.split("WRITE_S=")[1].split()[0]))
+                peaks[f"pyarrow write ({threads} thread{'s' if threads > 1 else ''})"] = peak
+                shutil.rmtree(out, ignore_errors=True)
+    return median(runs), median(writes1), median(writes2), peaks
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--grid", default=str(ROOT / "grids" / "large.toml"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--compute-points", type=int, default=4_000_000)
+    ap.add_argument("--chunk-points", type=int, default=engine.DEFAULT_CHUNK_POINTS)
+    ap.add_argument("--skip-e2e", action="store_true")
+    args = ap.parse_args(argv)
+    spec = load_grid(args.grid)
+    n_total = engine.grid_size(spec.axes)
+    print(f"grid {spec.name}: {n_total:,} points; backend {jax.default_backend()}; {os.cpu_count()} CPUs")
+    jax_pts, np_pts, n = compute_only(spec.axes, args.compute_points, args.repeats, args.chunk_points)
+    print(f"\n1. compute only ({n:,} points, float32, median of {args.repeats})")
+    print(f"   {'JAX engine (jit+vmap)':32s} {jax_pts / 1e6:8.1f} M points/s")
+    print(f"   {'numpy, same maths and axes':32s} {np_pts / 1e6:8.1f} M points/s")
+    print(f"   {'ratio JAX / numpy':32s} {jax_pts / np_pts:8.2f} x   (target >= 1.5x)")
+    if args.skip_e2e:
+        return
+    run_s, w1, w2, peaks = end_to_end(Path(args.grid), args.repeats)
+    best = min(w1, w2)
+    print(f"\n2. end to end ({n_total:,} rows, median of {args.repeats})")
+    print(f"   {'sweepkit run (grid -> committed)':36s} {run_s:7.2f} s  {n_total / run_s / 1e6:6.1f} M rows/s"
+          f"  peak RSS {peaks['sweepkit run']:.2f} GiB")
+    for label, w in (("pyarrow write (1 thread)", w1), ("pyarrow write (2 threads)", w2)):
+        print(f"   {label:36s} {w:7.2f} s  {n_total / w / 1e6:6.1f} M rows/s  peak RSS {peaks[label]:.2f} GiB"
+              "  (table held in memory)")
+    print(f"   {'ratio run / fastest pyarrow write':36s} {run_s / best:7.2f} x   (target <= 1.25x)")
+
+
+if __name__ == "__main__":
+    main()
