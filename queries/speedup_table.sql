@@ -1,0 +1,63 @@
+-- speedup_table: plain against speculative decoding, time per output token (the seed chapter's decode table)
+--
+-- Grain: one row per device x model x draft x tp x formats x context x batch x gamma x alpha of one decode
+-- run (every grid point of the run, filtered by the parameters).
+--
+-- Parameters:
+--   $run_id = latest    decode run to read; latest = the newest committed decode run
+--   $device = null      only this device; null = all
+--   $context = null     only this context (tokens cached per row); null = all
+--
+-- Columns:
+--   device              accelerator, catalogue name
+--   model               target model, catalogue name
+--   draft               none, mtp or a draft model
+--   tp                  tensor-parallel degree
+--   formats             weight/kv/compute formats, e.g. bf16/bf16/bf16
+--   context             tokens cached per row
+--   batch               rows decoded together
+--   gamma               draft tokens per verify pass
+--   alpha               acceptance per drafted token
+--   ms_per_token_plain  ms per output token, plain = s_per_token_plain x 1e3, 3 decimals
+--   ms_per_token_spec   ms per output token, speculative = s_per_token_spec x 1e3, 3 decimals
+--   verify_bound        memory | compute | power: what limits the verify pass
+--   speedup             x, ms_per_token_plain / ms_per_token_spec (unrounded times), 2 decimals
+--   fits_in_memory      the point's weights and KV fit in HBM
+
+with run as (
+    select run_id
+    from runs
+    where kind = 'decode' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
+    order by ended_at desc
+    limit 1
+),
+
+points as (
+    select d.*
+    from decode as d
+    semi join run using (run_id)
+    where ($device is null or d.device = $device)
+      and ($context is null or d.context = $context)
+),
+
+final as (
+    select
+        device,
+        model,
+        draft,
+        tp,
+        weight_format || '/' || kv_format || '/' || compute_format as formats,
+        context,
+        batch,
+        gamma,
+        alpha,
+        round(s_per_token_plain * 1e3, 3) as ms_per_token_plain,
+        round(s_per_token_spec * 1e3, 3) as ms_per_token_spec,
+        verify_bound,
+        round(speedup::double, 2) as speedup,
+        fits_in_memory
+    from points
+)
+
+select * from final
+order by model, draft, device, tp, formats, context, batch, gamma, alpha

@@ -1,0 +1,71 @@
+"""The ``sweepkit`` command line (click). Entry point: ``sweepkit.cli:main``.
+
+Each command lives in its own module and is registered in :data:`COMMANDS` below: command name ->
+``"module:attribute"`` of a ``click.Command``. To add one (``simulate``, ``matrix``, ``trace``, ``report``,
+``export``, ...), write ``sweepkit/cli/<name>.py`` defining a click command and add ONE line here; no other
+module changes. Modules are imported only when their command runs (or for ``sweepkit --help``), so a slow or
+broken import in one command does not affect the others.
+
+Conventions every command follows (tests/test_cli.py checks them):
+  * ``--help`` text ends with an ``Example:`` line that runs as written;
+  * commands that read data take ``--warehouse PATH`` and ``--format table|csv|json|markdown``
+    (``sweepkit.cli.common``); with ``--format json`` stdout carries one JSON array and nothing else;
+  * bad input raises :class:`sweepkit.errors.InputError` (or ``common.BadInput``): one ``Error:`` line on
+    stderr, exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from sweepkit import __version__
+from sweepkit.cli.common import BadInput, one_line
+from sweepkit.errors import InputError
+
+COMMANDS: dict[str, str] = {
+    "run": "sweepkit.cli.run:run",
+    "query": "sweepkit.cli.query:query",
+    "sql": "sweepkit.cli.sql:sql",
+    "runs": "sweepkit.cli.runs:runs",
+    "devices": "sweepkit.cli.catalog:devices",
+    "models": "sweepkit.cli.catalog:models",
+    "trace": "sweepkit.cli.trace:trace",
+    "report": "sweepkit.cli.report:report",
+    "export": "sweepkit.cli.export:export",
+}
+"""Registered commands: name -> "module:attribute". Add a line to add a command."""
+
+
+class SweepkitGroup(click.Group):
+    """Lazily imported commands, and InputError turned into one line + exit status 2."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            raise BadInput(one_line(str(exc))) from None
+
+
+@click.group(cls=SweepkitGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="sweepkit")
+def main() -> None:
+    """sweepkit: vectorized LLM-inference parameter sweeps with a DuckDB/Parquet results warehouse.
+
+    \b
+    Example: sweepkit run grids/seed.toml && sweepkit query break_even --format markdown
+    """
+
+
+__all__ = ["COMMANDS", "main"]

@@ -1,0 +1,58 @@
+"""``sweepkit devices`` and ``sweepkit models``: the catalogue, in the units of its TOML files."""
+
+from __future__ import annotations
+
+import click
+
+from sweepkit.cli.common import emit, format_option
+
+
+@click.command(context_settings={"max_content_width": 100})
+@format_option
+def devices(fmt: str) -> None:
+    """List the accelerators a grid's device axis may name (dense bf16 peak, HBM, power, price).
+
+    \b
+    Example: sweepkit devices --format markdown
+    """
+    import pyarrow as pa
+
+    from sweepkit.catalogue import load_devices
+
+    ds = list(load_devices().values())
+    emit(pa.table({
+        "device": [d.name for d in ds],
+        "description": [d.description for d in ds],
+        "peak_tflops_bf16": [d.peak_flops_per_s / 1e12 for d in ds],
+        "hbm_tb_per_s": [d.hbm_bytes_per_s / 1e12 for d in ds],
+        "hbm_gb": [d.hbm_capacity_bytes / 1e9 for d in ds],
+        "tdp_w": [d.tdp_w for d in ds],
+        "ridge_flop_per_byte": [round(d.ridge_flop_per_byte, 1) for d in ds],
+        "usd_per_gpu_hour": [d.price_usd_per_gpu_hour for d in ds],
+    }), fmt, title="devices")
+
+
+@click.command(context_settings={"max_content_width": 100})
+@format_option
+def models(fmt: str) -> None:
+    """List the models a grid's model (and draft) axis may name, with their shapes.
+
+    \b
+    Example: sweepkit models --format csv
+    """
+    import pyarrow as pa
+
+    from sweepkit.catalogue import load_models
+
+    ms = list(load_models().values())
+    emit(pa.table({
+        "model": [m.name for m in ms],
+        "params_b": [round(m.resident_params / 1e9, 3) for m in ms],
+        "layers": [m.n_layers for m in ms],
+        "d_model": [m.d_model for m in ms],
+        "heads": [m.n_heads for m in ms],
+        "kv_heads": [m.n_kv_heads for m in ms],
+        "d_ff": [m.d_ff for m in ms],
+        "vocab": [m.vocab for m in ms],
+        "kv_bytes_per_token_bf16": [int(m.kv_bytes_per_token()) for m in ms],
+    }), fmt, title="models")

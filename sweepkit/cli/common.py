@@ -1,0 +1,132 @@
+"""Shared CLI pieces: the one-line error, the ``--warehouse`` / ``--format`` options, and table output.
+
+Output formats (``--format``): ``table`` (rich, for people), ``csv``, ``json`` (one JSON array of row
+objects on stdout and nothing else: progress and notes go to stderr) and ``markdown``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import json
+import math
+import sys
+from typing import Any, Callable
+
+import click
+import pyarrow as pa
+
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+class BadInput(click.ClickException):
+    """Bad user input: printed as one ``Error: ...`` line on stderr, exit status 2."""
+
+    exit_code = 2
+
+
+def one_line(text: str) -> str:
+    """The first non-empty line of a (possibly multi-line) message."""
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()
+    return str(text).strip()
+
+
+def warehouse_option(f: Callable) -> Callable:
+    return click.option("--warehouse", "warehouse", type=click.Path(file_okay=False), default=None,
+                        help="Warehouse folder (default: $SWEEPKIT_WAREHOUSE or ./warehouse).")(f)
+
+
+def format_option(f: Callable) -> Callable:
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                        help="Output format; json prints one JSON array of row objects and nothing else.")(f)
+
+
+def open_warehouse(path: str | None):
+    from sweepkit.store import Warehouse
+
+    return Warehouse(path)
+
+
+def note(message: str) -> None:
+    """A remark for people: stderr, so stdout stays machine-readable."""
+    click.echo(message, err=True)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready value: NaN/inf -> None, dates -> ISO text, decimals -> float."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _cell(value: Any) -> str:
+    """Human text for one value: floats to 6 significant digits, None as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+def emit(table: pa.Table, fmt: str, title: str | None = None) -> None:
+    """Print an Arrow table on stdout in ``fmt``."""
+    rows = table.to_pylist()
+    names = table.column_names
+    out = sys.stdout
+    if fmt == "json":
+        json.dump([_plain(r) for r in rows], out, allow_nan=False)
+        out.write("\n")
+    elif fmt == "csv":
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(names)
+        for r in rows:
+            w.writerow(["" if r[n] is None else _plain(r[n]) for n in names])
+    elif fmt == "markdown":
+        out.write("| " + " | ".join(names) + " |\n")
+        out.write("|" + "|".join("---" for _ in names) + "|\n")
+        for r in rows:
+            out.write("| " + " | ".join(_cell(r[n]).replace("|", "\\|") for n in names) + " |\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title, show_lines=False, header_style="bold")
+        for n in names:
+            numeric = pa.types.is_integer(table.schema.field(n).type) or pa.types.is_floating(
+                table.schema.field(n).type)
+            t.add_column(n, justify="right" if numeric else "left")
+        for r in rows:
+            t.add_row(*(_cell(r[n]) for n in names))
+        Console(file=out, width=None if out.isatty() else 200).print(t)
+        if not rows:
+            note("(no rows)")
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``("k=v", ...)`` -> {k: v}; a pair without ``=`` is bad input."""
+    from sweepkit.errors import bad_value
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise bad_value("--param", pair, "key=value, e.g. --param context=512")
+        out[key.strip()] = value
+    return out

@@ -1,0 +1,105 @@
+"""``sweepkit run GRID.toml``: evaluate a decode grid into the warehouse, then print its headline table."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import click
+
+from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.errors import bad_value
+
+HEADLINE = "speedup_table"
+
+
+def _progress(total: int):
+    """A rich progress bar on stderr (points, points/s, ETA); None when stderr is not a terminal."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("-- points/s" if speed is None else f"{speed:,.0f} points/s")
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return None
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console)
+
+
+@click.command(context_settings={"max_content_width": 100})
+@click.argument("grid", type=click.Path(dir_okay=False))
+@warehouse_option
+@click.option("--force", is_flag=True, help="Run again even if this grid (same text, same sweepkit) is committed.")
+@click.option("--chunk-points", type=int, default=None,
+              help="Grid points per compiled engine call (default: the engine's, 1,048,576).")
+@click.option("--limit", type=int, default=100, show_default=True,
+              help="Print at most this many rows of the table (0: all); `sweepkit query` shows the rest.")
+@format_option
+def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None, limit: int, fmt: str) -> None:
+    """Sweep a decode GRID (TOML) into the warehouse and print its speed-up table.
+
+    A grid already committed with the same text and sweepkit version is reused (no recompute) unless
+    --force. Progress goes to stderr; the table to stdout.
+
+    \b
+    Example: sweepkit run grids/seed.toml --warehouse /tmp/wh --format markdown
+    """
+    from sweepkit.store import run_query
+    from sweepkit.sweep.grid import load_grid
+
+    spec = load_grid(grid)
+    if chunk_points is not None and chunk_points < 1:
+        raise bad_value("--chunk-points", chunk_points, "an integer >= 1")
+    if limit < 0:
+        raise bad_value("--limit", limit, "an integer >= 0 (0: all rows)")
+    wh = open_warehouse(warehouse)
+    run_id = None if force else wh.committed_run("decode", spec.sha256)
+    if run_id is not None:
+        note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")
+    else:
+        run_id = _sweep(spec, wh, chunk_points)
+    table = run_query(wh, HEADLINE, {"run_id": run_id}, limit=limit + 1 if limit else None)
+    if limit and table.num_rows > limit:
+        note(f"showing the first {limit} rows; all of them: sweepkit query {HEADLINE} --param run_id={run_id}")
+        table = table.slice(0, limit)
+    emit(table, fmt, title=f"{spec.name}: {spec.description}".rstrip(": "))
+
+
+def _sweep(spec, wh, chunk_points: int | None) -> str:
+    from sweepkit.sweep import engine
+
+    chunk = chunk_points or engine.DEFAULT_CHUNK_POINTS
+    t0 = time.perf_counter()
+    progress = _progress(spec.n_points)
+    try:
+        if progress is None:
+            on_rows = None
+        else:
+            progress.start()
+            task = progress.add_task(f"{spec.name}", total=spec.n_points)
+            on_rows = lambda n: progress.advance(task, n)  # noqa: E731
+        run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
+                              grid_sha256=spec.sha256, tables={"decode": engine.iter_decode_chunks(spec, chunk)},
+                              on_rows=on_rows)
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.stop()
+        note("interrupted: nothing was committed")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # write_run has already removed the run's files. Skip interpreter teardown: with an XLA computation
+        # interrupted mid-flight it has been seen to crash (SIGSEGV) instead of exiting 130.
+        os._exit(130)
+    if progress is not None:
+        progress.stop()
+    wall = time.perf_counter() - t0
+    note(f"run {run_id}: {spec.n_points:,} points in {wall:.1f} s ({spec.n_points / wall:,.0f} points/s) "
+         f"-> {wh.root}")
+    return run_id

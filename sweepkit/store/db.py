@@ -1,0 +1,175 @@
+"""The DuckDB side of the warehouse: opening with lock retries, the schema, and the views over Parquet.
+
+DuckDB lets one process open a database file read-write and then no other process may open it at all;
+any number of processes may open it read-only together. So writers hold it read-write only for the
+brief commit, and every open retries with backoff while another process holds a conflicting lock.
+
+So that a stream of readers cannot starve a committing writer, opens pass a gate (an flock on
+``staging/.commit-gate``): a reader takes it shared only while it opens, a writer takes it exclusive for
+its whole commit, so new readers wait for the commit while the ones already open finish.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import re
+import time
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import duckdb
+
+OPEN_TIMEOUT_S = 120.0
+"""How long an open keeps retrying while another process holds the database file."""
+
+CONTRACT_PREFIX = "contract_"
+KNOWN_VIEWS = ("decode", "serving", "capacity", "trace_steps")
+"""Views other modules write; a view with neither files nor a contract is simply absent."""
+
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def schema_sql() -> str:
+    """The text of ``schema.sql`` (packaged; ``warehouse/schema.sql`` in a checkout)."""
+    return resources.files("sweepkit.store").joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+def check_ident(name: str, what: str) -> str:
+    """A lower-case SQL identifier (table names become folder and view names)."""
+    if not _IDENT.match(name):
+        raise ValueError(f"{what} = {name!r} is not allowed; expected a lower-case identifier [a-z_][a-z0-9_]*")
+    return name
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text and ("conflicting" in text or "could not set" in text)
+
+
+@contextmanager
+def gate(path: Path | None, *, exclusive: bool, timeout_s: float = OPEN_TIMEOUT_S) -> Iterator[None]:
+    """Hold the commit gate: exclusive for a writer's commit, shared for a reader's open (see module doc)."""
+    if path is None or (not exclusive and not path.exists()):
+        yield
+        return
+    if exclusive:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, (os.O_RDWR | os.O_CREAT) if exclusive else os.O_RDONLY, 0o644)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{path}: another process kept the warehouse locked for {timeout_s:.0f} s")
+                time.sleep(0.002 + 0.01 * random.random())
+        yield
+    finally:
+        os.close(fd)                                           # closing releases the flock
+
+
+def open_db(path: Path, *, read_only: bool, timeout_s: float = OPEN_TIMEOUT_S,
+            gate_path: Path | None = None) -> duckdb.DuckDBPyConnection:
+    """Open the database file, retrying with capped exponential backoff (plus jitter) while it is locked.
+
+    A read-only open passes ``gate_path`` shared; a writer holds it exclusive around its whole commit.
+
+    Raises:
+      duckdb.IOException: still locked after ``timeout_s``, or any other open error.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            if read_only:
+                with gate(gate_path, exclusive=False, timeout_s=timeout_s):
+                    return duckdb.connect(str(path), read_only=True)
+            return duckdb.connect(str(path), read_only=False)
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2.0, 0.2)
+
+
+def sql_str(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def contracts(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:
+    """Declared views: name -> [(column, comment)] from the ``contract_<name>`` tables."""
+    rows = con.execute(
+        "select table_name, column_name, coalesce(comment, '') from duckdb_columns() "
+        "where database_name = current_database() and schema_name = 'main' and table_name like 'contract\\_%' escape '\\' "
+        "order by table_name, column_index").fetchall()
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table, column, comment in rows:
+        out.setdefault(table[len(CONTRACT_PREFIX):], []).append((column, comment))
+    return out
+
+
+def files_by_table(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """Committed files: table -> relative paths, in commit order."""
+    rows = con.execute(
+        "select f.table_name, f.path from run_files f join runs r using (run_id) "
+        "where r.status = 'committed' order by r.started_at, f.path").fetchall()
+    out: dict[str, list[str]] = {}
+    for table, path in rows:
+        out.setdefault(table, []).append(path)
+    return out
+
+
+def view_sql(name: str, root: Path, paths: Iterable[str], *, temp: bool,
+             columns: list[str] | None = None) -> str | None:
+    """``create or replace view`` for one table over its committed files (None when there are none).
+
+    With a contract, the view's columns are the contract's, in its order; otherwise run_id then the files'.
+    """
+    files = [str((root / p).resolve()) for p in paths]
+    if not files:
+        return None
+    listing = ", ".join(sql_str(f) for f in files)
+    kind = "temp view" if temp else "view"
+    select = ", ".join(f'"{c}"' for c in columns) if columns else "run_id, * exclude (run_id)"
+    return (f"create or replace {kind} {name} as select {select} from read_parquet([{listing}], "
+            f"hive_partitioning = true, hive_types = {{'run_id': 'VARCHAR'}}, union_by_name = true)")
+
+
+def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool) -> list[str]:
+    """(Re)create every view: over committed files, else over its empty contract table; returns the names.
+
+    Args:
+      con: an open connection holding the schema (persistent views need it read-write).
+      root: warehouse root the relative file paths hang from.
+      temp: temporary views (a read-only connection, or a warehouse moved since its last commit).
+    """
+    declared = contracts(con)
+    files = files_by_table(con)
+    names = sorted(set(declared) | set(files))
+    kind = "temp view" if temp else "view"
+    for name in names:
+        check_ident(name, "table")
+        columns = [c for c, _ in declared[name]] if name in declared else None
+        sql = view_sql(name, root, files.get(name, []), temp=temp, columns=columns)
+        if sql is None:
+            sql = f"create or replace {kind} {name} as select * from {CONTRACT_PREFIX}{name}"
+        con.execute(sql)
+        if not temp:
+            present = {r[0] for r in con.execute(
+                "select column_name from duckdb_columns() where table_name = ? and schema_name = 'main'",
+                [name]).fetchall()}
+            for column, comment in declared.get(name, []):
+                if comment and column in present:
+                    con.execute(f"comment on column {name}.{column} is {sql_str(comment)}")
+    # >>> feed views (report issue; owner sweepkit/report/feed.py): v_decode, v_serving, v_capacity, v_matrix >>>
+    from sweepkit.report.feed import create_feed_views
+    names += create_feed_views(con, temp=temp)
+    # <<< feed views <<<
+    return names

@@ -1,0 +1,323 @@
+"""The results warehouse: Parquet files per run, a DuckDB file of run records and views over them.
+
+Layout under the root (``Warehouse(root)``; default ``$SWEEPKIT_WAREHOUSE`` or ``./warehouse``)::
+
+    sweepkit.duckdb                                   runs, run_files, warehouse_meta, contract_*, views
+    parquet/<table>/run_id=<id>/part-<w>-<n>.parquet  Hive-partitioned, one folder per run and table
+    staging/<id>/<table>/...                          a run being written (never read)
+    staging/<id>.lock                                 held (flock) by the live writer of run <id>
+
+Commit protocol (a run is visible all at once or not at all): write into ``staging/<id>/``, fsync, rename
+each table folder to ``parquet/<table>/run_id=<id>``, then in ONE DuckDB transaction insert the ``runs`` row
+and its ``run_files`` rows and recreate the views. The views list exactly the committed files, so a run
+killed at any moment leaves nothing visible; the next writer deletes what a dead writer left (staging
+folders and renamed-but-uncommitted partitions whose lock no live process holds).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import itertools
+import os
+import secrets
+import shutil
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Mapping
+
+import duckdb
+import pyarrow as pa
+
+import sweepkit
+from sweepkit.errors import bad_value
+from sweepkit.store import db
+from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
+
+KINDS = ("decode", "serving", "trace")
+DB_NAME = "sweepkit.duckdb"
+
+
+def default_root() -> Path:
+    """``$SWEEPKIT_WAREHOUSE`` if set, else ``./warehouse``."""
+    return Path(os.environ.get("SWEEPKIT_WAREHOUSE") or "warehouse")
+
+
+def new_run_id() -> str:
+    """UTC start time to the millisecond plus 6 random hex digits: sorts by start, unique across processes."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
+
+
+@lru_cache(maxsize=1)
+def declared_columns() -> dict[str, list[str]]:
+    """Contract columns per view, from schema.sql (run in an in-memory database)."""
+    con = duckdb.connect()
+    try:
+        con.execute(db.schema_sql())
+        return {k: [c for c, _ in v] for k, v in db.contracts(con).items()}
+    finally:
+        con.close()
+
+
+class _RunLock:
+    """``staging/<id>.lock``, created already locked (flock), so a cleaner never sees it unlocked while live."""
+
+    def __init__(self, staging: Path, run_id: str):
+        self.path = staging / f"{run_id}.lock"
+        tmp = staging / f".{run_id}.lock.tmp"
+        self.fd = os.open(tmp, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        os.write(self.fd, f"{os.getpid()}\n".encode())
+        os.rename(tmp, self.path)
+
+    def release(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(self.fd)
+
+
+def _held_by_live_writer(lock_path: Path) -> bool:
+    """True while some process holds the lock; False (and the lock file is removed) when it is stale."""
+    try:
+        fd = os.open(lock_path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return True
+    lock_path.unlink(missing_ok=True)
+    os.close(fd)
+    return False
+
+
+class Warehouse:
+    """A warehouse folder: write runs atomically, read them through DuckDB views.
+
+    Attributes:
+      root: the folder.  db_path: ``root / "sweepkit.duckdb"``.
+
+    Example:
+      >>> wh = Warehouse(tmp)                                                      # doctest: +SKIP
+      >>> run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
+      ...                       grid_sha256=spec.sha256, tables={"decode": batches})  # doctest: +SKIP
+      >>> wh.query("select count(*) n from decode where run_id = $r", {"r": run_id})  # doctest: +SKIP
+    """
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root is not None else default_root()
+        self.db_path = self.root / DB_NAME
+        self.gate_path = self.root / "staging" / ".commit-gate"
+
+    # ----------------------------------------------------------------------------------------- reading
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A read-only connection with every view (decode, serving, ... as they exist).
+
+        Close it promptly: while any process holds the file open, no run can commit (it waits and retries).
+        A warehouse with no run yet gives an in-memory connection with the schema and empty views.
+        """
+        if not self.db_path.exists():
+            con = duckdb.connect()
+            con.execute(db.schema_sql())
+            db.create_views(con, self.root, temp=False)
+            return con
+        con = db.open_db(self.db_path, read_only=True, gate_path=self.gate_path)
+        try:
+            rows = con.execute("select value from warehouse_meta where key = 'root'").fetchall()
+            if not rows or rows[0][0] != str(self.root.resolve()):
+                db.create_views(con, self.root, temp=True)     # moved since its last commit
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def query(self, sql: str, params: Mapping[str, object] | None = None, *, limit: int | None = None) -> pa.Table:
+        """Run one SQL statement (named parameters ``$name`` bound from ``params``) and return an Arrow table.
+
+        ``limit`` keeps the first rows only (applied on top of the statement, after its ORDER BY).
+        """
+        con = self.connect()
+        try:
+            rel = con.sql(sql, params=dict(params) if params else None)
+            if rel is None:
+                return pa.table({})
+            return (rel.limit(limit) if limit is not None else rel).to_arrow_table()
+        finally:
+            con.close()
+
+    def committed_run(self, kind: str, grid_sha256: str) -> str | None:
+        """The newest committed run of ``kind`` from the same grid text and the same sweepkit version, or None."""
+        if not self.db_path.exists():
+            return None
+        con = db.open_db(self.db_path, read_only=True, gate_path=self.gate_path)
+        try:
+            rows = con.execute(
+                "select run_id from runs where kind = ? and grid_sha256 = ? and sweepkit_version = ? "
+                "and status = 'committed' order by ended_at desc limit 1",
+                [kind, grid_sha256, sweepkit.__version__]).fetchall()
+        finally:
+            con.close()
+        return rows[0][0] if rows else None
+
+    # ----------------------------------------------------------------------------------------- writing
+    def write_run(self, *, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
+                  tables: Mapping[str, Iterable[pa.RecordBatch]],
+                  on_rows: Callable[[int], None] | None = None) -> str:
+        """Stream a run's tables into Parquet and commit it atomically.
+
+        Args:
+          kind: ``decode``, ``serving`` or ``trace``.
+          grid_name, grid_toml, grid_sha256: the grid the run comes from (stored in ``runs``).
+          tables: view name -> record batches (columns of that view minus ``run_id``); consumed in order,
+            one table after the other.
+          on_rows: called with n as each batch of n rows is handed to a writer (progress).
+
+        Returns:
+          The new run id.
+
+        Raises:
+          InputError: bad kind or table name.  ValueError: columns differ from the table's contract.
+          Anything the batch iterators raise, KeyboardInterrupt included: nothing is committed.
+        """
+        if kind not in KINDS:
+            raise bad_value("kind", kind, KINDS)
+        for name in tables:
+            try:
+                db.check_ident(name, "table")
+            except ValueError as exc:
+                raise bad_value("table", name, "a lower-case identifier [a-z_][a-z0-9_]*") from exc
+            if name in ("runs", "run_files", "warehouse_meta") or name.startswith(db.CONTRACT_PREFIX):
+                raise bad_value("table", name, "a name other than runs, run_files, warehouse_meta, contract_*")
+        started = dt.datetime.now(dt.timezone.utc)
+        t0 = time.perf_counter()
+        run_id = new_run_id()
+        staging = self.root / "staging"
+        staging.mkdir(parents=True, exist_ok=True)
+        lock = _RunLock(staging, run_id)
+        run_dir = staging / run_id
+        published: list[Path] = []
+        committed = False
+        try:
+            self.clean_stale()
+            written: dict[str, list[WrittenFile]] = {}
+            for name, batches in tables.items():
+                written[name] = write_stream(_checked(name, batches), run_dir / name, on_rows=on_rows)
+            for name in written:
+                if not written[name]:
+                    continue
+                dest_parent = self.root / "parquet" / name
+                dest_parent.mkdir(parents=True, exist_ok=True)
+                dest = dest_parent / f"run_id={run_id}"
+                os.rename(run_dir / name, dest)
+                published.append(dest)
+                fsync_path(dest_parent)
+            files = {name: [(str((self.root / "parquet" / name / f"run_id={run_id}" / f.path.name)
+                                 .relative_to(self.root)), f.rows, f.size_bytes) for f in fs]
+                     for name, fs in written.items()}
+            row_count = sum(rows for fs in files.values() for _, rows, _ in fs)
+            self._commit(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,
+                         grid_sha256=grid_sha256, started=started, row_count=row_count,
+                         wall_s=time.perf_counter() - t0, files=files)
+            committed = True
+        finally:
+            if not committed:
+                for path in published:
+                    shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            lock.release()
+        return run_id
+
+    def _commit(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
+                started: dt.datetime, row_count: int, wall_s: float,
+                files: Mapping[str, list[tuple[str, int, int]]]) -> None:
+        """One transaction: the runs row, its run_files rows, and the views recreated over them."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with db.gate(self.gate_path, exclusive=True):
+            self._commit_locked(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,
+                                grid_sha256=grid_sha256, started=started, row_count=row_count, wall_s=wall_s,
+                                files=files)
+
+    def _commit_locked(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
+                       started: dt.datetime, row_count: int, wall_s: float,
+                       files: Mapping[str, list[tuple[str, int, int]]]) -> None:
+        con = db.open_db(self.db_path, read_only=False)
+        try:
+            con.execute("begin transaction")
+            con.execute(db.schema_sql())
+            con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)",
+                        [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
+                         dt.datetime.now(dt.timezone.utc), row_count, wall_s])
+            rows = [[run_id, name, path, n, size] for name, fs in files.items() for path, n, size in fs]
+            if rows:
+                con.executemany("insert into run_files values (?, ?, ?, ?, ?)", rows)
+            con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(self.root.resolve())])
+            db.create_views(con, self.root, temp=False)
+            con.execute("commit")
+        except BaseException:
+            try:
+                con.execute("rollback")
+            except duckdb.Error:
+                pass
+            raise
+        finally:
+            con.close()
+
+    def clean_stale(self) -> list[Path]:
+        """Delete what dead writers left: their staging folders and uncommitted partitions; returns them.
+
+        A writer's lock file exists (locked) before its staging folder does and until after its commit, so a
+        folder whose lock nobody holds belongs to a dead writer or to a run already committed (re-checked).
+        """
+        staging = self.root / "staging"
+        removed: list[Path] = []
+        if staging.is_dir():
+            for entry in staging.iterdir():
+                if entry.is_dir() and not _held_by_live_writer(staging / f"{entry.name}.lock"):
+                    shutil.rmtree(entry, ignore_errors=True)
+                    removed.append(entry)
+                elif entry.name.endswith(".lock.tmp") and not _held_by_live_writer(entry):
+                    removed.append(entry)
+        parquet = self.root / "parquet"
+        if not parquet.is_dir():
+            return removed
+        committed = self._committed_ids()
+        parts = itertools.chain.from_iterable(t.glob("run_id=*") for t in parquet.iterdir() if t.is_dir())
+        dead = [p for p in parts if p.name[len("run_id="):] not in committed
+                and not _held_by_live_writer(staging / f"{p.name[len('run_id='):]}.lock")]
+        if dead:
+            committed = self._committed_ids()          # a writer may have committed since the first read
+            for part in dead:
+                if part.name[len("run_id="):] not in committed:
+                    shutil.rmtree(part, ignore_errors=True)
+                    removed.append(part)
+        return removed
+
+    def _committed_ids(self) -> set[str]:
+        if not self.db_path.exists():
+            return set()
+        con = db.open_db(self.db_path, read_only=True, gate_path=self.gate_path)
+        try:
+            return {r[0] for r in con.execute("select run_id from runs").fetchall()}
+        finally:
+            con.close()
+
+
+def _checked(table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Pass batches through, refusing the first one whose columns differ from the table's contract."""
+    want = declared_columns().get(table)
+    first = True
+    for batch in batches:
+        if first and want is not None:
+            names = batch.schema.names
+            expected = [c for c in want if c != "run_id"]
+            missing = [c for c in expected if c not in names]
+            extra = [c for c in names if c not in expected]
+            if missing or extra:
+                raise ValueError(f"table {table!r} does not match contract_{table} in schema.sql: "
+                                 f"missing {missing or 'nothing'}, undeclared {extra or 'nothing'}")
+        first = False
+        yield batch

@@ -1,0 +1,251 @@
+"""Grid specs: a TOML file naming the values of each sweep axis, validated against the catalogue.
+
+Pipeline position: catalogue -> cost model -> **sweep** (grid spec -> engine) -> warehouse -> queries.
+
+A grid file::
+
+    name = "seed"                        # required, a string
+    description = "the chapter's table"  # optional
+    [axes]
+    device = ["H100", "A100"]            # a non-empty list (a bare scalar counts as a one-value list)
+    batch = { start = 1, stop = 512, num = 10, scale = "log" }   # or a range, stop inclusive
+    alpha = { start = 0.5, stop = 0.9, num = 5 }                  # scale defaults to "linear"
+
+Axes (nesting order, the last varies fastest) and the defaults of axes left out:
+
+    ==============  ==============  ==========================================================
+    axis            default         allowed
+    ==============  ==============  ==========================================================
+    device          ["H100"]        ``sweepkit devices``
+    model           ["llama-3-8b"]  ``sweepkit models``
+    draft           ["mtp"]         ``none``, ``mtp`` or a catalogue model sharing the target's vocab
+    tp              [1]             integer >= 1 (tensor-parallel degree)
+    weight_format   ["bf16"]        bf16, fp8, int8, int4, fp4
+    kv_format       ["bf16"]        as weight_format
+    compute_format  ["bf16"]        as weight_format
+    batch           [1]             integer >= 1 (rows decoded together)
+    context         [512]           integer >= 1 (tokens cached per row)
+    gamma           [3]             integer >= 0 (draft length)
+    alpha           [0.7]           number in [0, 1] (acceptance per drafted token)
+    ==============  ==============  ==========================================================
+
+Ranges on integer axes are rounded and de-duplicated, keeping their order; a list must not repeat a value.
+Any error raises :class:`sweepkit.errors.InputError` with one line naming the file, the field, the bad value
+and what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweepkit.catalogue import device_names, draft_names, format_names, get_draft, get_model, model_names
+from sweepkit.errors import InputError, bad_value
+
+AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
+        "batch", "context", "gamma", "alpha")
+"""Grid axes in nesting order (the last varies fastest)."""
+
+DEFAULTS: dict[str, tuple] = {
+    "device": ("H100",), "model": ("llama-3-8b",), "draft": ("mtp",), "tp": (1,),
+    "weight_format": ("bf16",), "kv_format": ("bf16",), "compute_format": ("bf16",),
+    "batch": (1,), "context": (512,), "gamma": (3,), "alpha": (0.7,),
+}
+"""Values of the axes a grid file leaves out."""
+
+TOP_LEVEL_KEYS = ("name", "description", "axes")
+RANGE_KEYS = ("start", "stop", "num", "scale")
+SCALES = ("linear", "log")
+_NAME_AXES = {"device": device_names, "model": model_names, "draft": draft_names,
+              "weight_format": format_names, "kv_format": format_names, "compute_format": format_names}
+_INT_MIN = {"tp": 1, "batch": 1, "context": 1, "gamma": 0}
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """A validated grid: every axis resolved to a tuple of values.
+
+    Attributes:
+      name: the grid's ``name``.  description: its ``description`` ("" when absent).
+      path: the file it came from (as given), or the ``where`` label of :func:`parse_grid`.
+      toml_text: the file's text, verbatim.  sha256: hex SHA-256 of ``toml_text`` (UTF-8).
+      axes: axis name -> tuple of values, in :data:`AXES` order (str, int, or float for alpha).
+      n_points: the product of the axis lengths (a Python int).
+    """
+
+    name: str
+    description: str
+    path: str
+    toml_text: str
+    sha256: str
+    axes: dict[str, tuple] = field(repr=False)
+    n_points: int
+
+
+def load_grid(path: str | Path) -> GridSpec:
+    """Read and validate a grid TOML file.
+
+    Args:
+      path: the file.
+
+    Returns:
+      A :class:`GridSpec`.
+
+    Raises:
+      InputError: missing or unreadable file, or any invalid content (one line).
+    """
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such grid file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{where}: cannot read the grid file ({exc.__class__.__name__}: {exc})") from None
+    return parse_grid(text, where)
+
+
+def parse_grid(text: str, where: str = "<grid>") -> GridSpec:
+    """Validate the text of a grid file.
+
+    Args:
+      text: TOML text.
+      where: label for error messages and ``GridSpec.path`` (usually the file name).
+
+    Returns:
+      A :class:`GridSpec`.
+
+    Example:
+      >>> spec = parse_grid('name = "x"\\n[axes]\\nbatch = [1, 8]\\nalpha = [0.6, 0.8]', "x.toml")
+      >>> spec.n_points, spec.axes["batch"], spec.axes["device"]
+      (4, (1, 8), ('H100',))
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where}: not valid TOML: {exc}") from None
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            raise bad_value(key, _short(raw[key]), "a top-level key among " + ", ".join(TOP_LEVEL_KEYS),
+                            where=where)
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise bad_value("name", name, "a non-empty string (the grid's name)", where=where)
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise bad_value("description", description, "a string", where=where)
+    table = raw.get("axes", {})
+    if not isinstance(table, dict):
+        raise bad_value("axes", _short(table), "a table [axes] of axis = list or range", where=where)
+    for key in table:
+        if key not in AXES:
+            raise bad_value(f"axes.{key}", _short(table[key]), "an axis among " + ", ".join(AXES), where=where)
+    axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
+    _check_drafts(axes, where)
+    n_points = math.prod(len(v) for v in axes.values())
+    return GridSpec(name=name, description=description, path=where, toml_text=text,
+                    sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), axes=axes, n_points=n_points)
+
+
+def _short(value: Any) -> Any:
+    """A value short enough for a one-line message."""
+    text = repr(value)
+    return value if len(text) <= 60 else _Raw(text[:57] + "...")
+
+
+class _Raw(str):
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _axis(axis: str, value: Any, where: str) -> tuple:
+    field_name = f"axes.{axis}"
+    if isinstance(value, dict):
+        if axis in _NAME_AXES:
+            raise bad_value(field_name, _short(value), "a non-empty list of names", where=where)
+        values = _range(axis, value, where)
+    elif isinstance(value, list):
+        values = value
+    else:
+        values = [value]
+    if not values:
+        raise bad_value(field_name, value, "a non-empty list or a range table {start, stop, num, scale}",
+                        where=where)
+    checked = tuple(_check_value(axis, v, where) for v in values)
+    if len(set(checked)) != len(checked):
+        dup = next(v for i, v in enumerate(checked) if v in checked[:i])
+        raise bad_value(field_name, _short(value), f"distinct values ({dup!r} repeats)", where=where)
+    return checked
+
+
+def _range(axis: str, table: dict, where: str) -> list:
+    field_name = f"axes.{axis}"
+    for key in table:
+        if key not in RANGE_KEYS:
+            raise bad_value(f"{field_name}.{key}", _short(table[key]),
+                            "a range key among " + ", ".join(RANGE_KEYS), where=where)
+    for key in ("start", "stop", "num"):
+        if key not in table:
+            raise InputError(f"{where}: {field_name} range is missing {key}; a range needs start, stop, num "
+                             f"(scale optional: linear or log)")
+    start, stop, num = table["start"], table["stop"], table["num"]
+    for key, v in (("start", start), ("stop", stop)):
+        if not _is_real(v):
+            raise bad_value(f"{field_name}.{key}", v, "a finite number", where=where)
+    if not (_is_real(num) and float(num).is_integer() and num >= 1):
+        raise bad_value(f"{field_name}.num", num, "an integer >= 1", where=where)
+    scale = table.get("scale", "linear")
+    if scale not in SCALES:
+        raise bad_value(f"{field_name}.scale", scale, SCALES, where=where)
+    num = int(num)
+    if scale == "log":
+        for key, v in (("start", start), ("stop", stop)):
+            if v <= 0:
+                raise bad_value(f"{field_name}.{key}", v, "a number > 0 on a log scale", where=where)
+        points = np.geomspace(float(start), float(stop), num)
+    else:
+        points = np.linspace(float(start), float(stop), num)
+    points[0] = float(start)
+    if num > 1:
+        points[-1] = float(stop)                            # exact ends despite rounding in geomspace
+    if axis in _INT_MIN:
+        return list(dict.fromkeys(int(round(p)) for p in points))
+    return [float(f"{p:.12g}") for p in points]        # 0.15, not 0.15000000000000002
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_value(axis: str, v: Any, where: str) -> Any:
+    field_name = f"axes.{axis}"
+    if axis in _NAME_AXES:
+        allowed = _NAME_AXES[axis]()
+        if not isinstance(v, str) or v not in allowed:
+            raise bad_value(field_name, _short(v), allowed, where=where)
+        return v
+    if axis in _INT_MIN:
+        low = _INT_MIN[axis]
+        if not (_is_real(v) and float(v).is_integer() and v >= low):
+            raise bad_value(field_name, _short(v), f"an integer >= {low}", where=where)
+        return int(v)
+    if not (_is_real(v) and 0.0 <= v <= 1.0):           # alpha
+        raise bad_value(field_name, _short(v), "a number in [0, 1]", where=where)
+    return float(v)
+
+
+def _check_drafts(axes: dict[str, tuple], where: str) -> None:
+    """Every (model, draft) pair must resolve: a draft model shares its target's vocabulary."""
+    for model in axes["model"]:
+        target = get_model(model)
+        for draft in axes["draft"]:
+            try:
+                get_draft(draft, target, field="axes.draft")
+            except InputError as exc:
+                raise InputError(f"{where}: {exc}") from None

@@ -1,0 +1,128 @@
+"""The sweepkit CLI: help examples, one-line errors with exit status 2, JSON output, run reuse and --force."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sweepkit.cli import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+       "JAX_PLATFORMS": "cpu"}
+TINY = 'name = "tiny"\n[axes]\ndevice = ["H100", "A100"]\nbatch = [1, 8, 64]\n'
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory):
+    """A warehouse holding one run of a tiny grid, made through the CLI."""
+    root = tmp_path_factory.mktemp("cli")
+    grid = root / "tiny.toml"
+    grid.write_text(TINY)
+    res = cli("run", str(grid), "--warehouse", str(root / "wh"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert len(rows) == 6 and {r["device"] for r in rows} == {"H100", "A100"}
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS) + [None])
+def test_every_help_has_an_example(name):
+    res = cli(*([name] if name else []), "--help")
+    assert res.exit_code == 0
+    assert any(line.strip().startswith("Example") for line in res.output.splitlines()), res.output
+
+
+BAD_GRIDS = {
+    "syntax": 'name = "x"\n[axes\n',
+    "unknown_key": 'name = "x"\nfoo = 1\n',
+    "unknown_device": 'name = "x"\n[axes]\ndevice = ["H900"]\n',
+    "empty_axis": 'name = "x"\n[axes]\nbatch = []\n',
+    "alpha": 'name = "x"\n[axes]\nalpha = [1.5]\n',
+    "gamma": 'name = "x"\n[axes]\ngamma = [-1]\n',
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_GRIDS))
+def test_bad_grid_exit_2_one_line(tmp_path, case):
+    grid = tmp_path / f"{case}.toml"
+    grid.write_text(BAD_GRIDS[case])
+    res = cli("run", str(grid), "--warehouse", str(tmp_path / "wh"))
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {grid}: "), res.stderr
+    assert not (tmp_path / "wh").exists()
+
+
+def test_bad_grid_real_subprocess(tmp_path):
+    grid = tmp_path / "bad.toml"
+    grid.write_text(BAD_GRIDS["alpha"])
+    p = subprocess.run([sys.executable, "-m", "sweepkit.cli", "run", str(grid)], env=ENV, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip() == (f"Error: {grid}: axes.alpha = 1.5 is not allowed; expected a number in [0, 1]")
+
+
+def test_rerun_reuses_unless_force(wh):
+    args = ("run", str(wh / "tiny.toml"), "--warehouse", str(wh / "wh"), "--format", "json")
+    res = cli(*args)
+    assert res.exit_code == 0 and "reusing run" in res.stderr and len(json.loads(res.stdout)) == 6
+    runs = json.loads(cli("runs", "--warehouse", str(wh / "wh"), "--format", "json").stdout)
+    assert len(runs) == 1 and runs[0]["row_count"] == 6
+    res = cli(*args, "--force")
+    assert res.exit_code == 0 and "reusing" not in res.stderr
+    runs = json.loads(cli("runs", "--warehouse", str(wh / "wh"), "--format", "json").stdout)
+    assert len(runs) == 2 and all(r["row_count"] == 6 for r in runs)
+
+
+@pytest.mark.parametrize("args", [
+    ("query", "speedup_table", "--param", "device=H100"),
+    ("query", "bounds"),
+    ("query",),
+    ("sql", "select device, count(*) as n from decode group by device order by device"),
+    ("runs",),
+    ("devices",),
+    ("models",),
+])
+def test_json_output_is_one_array_and_nothing_else(wh, args):
+    extra = ["--warehouse", str(wh / "wh")] if args[0] not in ("devices", "models") else []
+    res = cli(*args, *extra, "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)                          # the whole of stdout is one JSON document
+    assert isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows)
+
+
+def test_other_formats(wh):
+    csv = cli("query", "speedup_table", "--warehouse", str(wh / "wh"), "--format", "csv").stdout.splitlines()
+    assert csv[0].startswith("device,model,draft") and len(csv) >= 7
+    md = cli("sql", "select 1 as a, 'x' as b", "--warehouse", str(wh / "wh"), "--format", "markdown").stdout
+    assert md.splitlines() == ["| a | b |", "|---|---|", "| 1 | x |"]
+    table = cli("runs", "--warehouse", str(wh / "wh")).stdout
+    assert "tiny" in table
+
+
+@pytest.mark.parametrize("args, message", [
+    (("query", "nope"), "query = 'nope' is not allowed"),
+    (("query", "speedup_table", "--param", "colour=red"), "param = 'colour' is not allowed"),
+    (("query", "speedup_table", "--param", "device"), "--param = 'device' is not allowed; expected key=value"),
+    (("sql", "selec 1"), "sql: Parser Error"),
+    (("sql", "select * from no_such_table"), "sql: Catalog Error"),
+    (("run", "no/such/grid.toml"), "no/such/grid.toml: no such grid file"),
+    (("run", str(ROOT / "grids/seed.toml"), "--chunk-points", "0"), "--chunk-points = 0 is not allowed"),
+])
+def test_bad_input_exit_2_one_line(wh, args, message):
+    res = cli(*args, "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], res.stderr

@@ -1,0 +1,178 @@
+-- sweepkit warehouse schema: the single source of the warehouse's tables and of the columns of its views.
+--
+-- Canonical file: warehouse/schema.sql. The package reads it as sweepkit/store/schema.sql, a symlink to this
+-- file (a wheel build copies the file in), so an installed sweepkit needs no checkout. Applied (idempotent)
+-- by every commit of a run; docs/warehouse.md explains the layout.
+--
+-- Tables in the DuckDB file: runs, run_files, warehouse_meta.
+-- Views over Parquet (<root>/parquet/<table>/run_id=<id>/part-*.parquet): decode, serving, capacity,
+-- trace_steps, ... one per table a run writes. A view lists only the files of committed runs.
+--
+-- Column contracts. A table named contract_<view> declares the view's columns, types and comments: while
+-- no run has written <view> the view is this empty table, afterwards its comments are copied onto the
+-- view, and a run whose batches lack a declared column (or carry an undeclared one) is refused.
+-- To add a view: add its contract_<name> table and a comment on every column (unit, formula).
+
+create table if not exists runs (
+    run_id            varchar primary key,
+    kind              varchar not null,
+    grid_name         varchar not null,
+    grid_toml         varchar not null,
+    grid_sha256       varchar not null,
+    sweepkit_version  varchar not null,
+    started_at        timestamptz not null,
+    ended_at          timestamptz not null,
+    status            varchar not null,
+    row_count         bigint not null,
+    wall_s            double not null
+);
+comment on table runs is 'One row per committed run; a run''s Parquet rows are visible only once its row is here';
+comment on column runs.run_id is 'Run id: UTC start time yyyymmddThhmmssfffZ plus 6 random hex digits (sorts by start)';
+comment on column runs.kind is 'decode | serving | trace: which engine wrote the run';
+comment on column runs.grid_name is 'The grid file''s name field';
+comment on column runs.grid_toml is 'The grid file''s text, verbatim (re-run it with sweepkit run)';
+comment on column runs.grid_sha256 is 'Hex SHA-256 of grid_toml (UTF-8); with sweepkit_version, the key for reusing a run';
+comment on column runs.sweepkit_version is 'sweepkit.__version__ of the writer';
+comment on column runs.started_at is 'When the run started (UTC)';
+comment on column runs.ended_at is 'When the run committed (UTC)';
+comment on column runs.status is 'committed (only committed runs get a row)';
+comment on column runs.row_count is 'Rows written over all the run''s tables (decode: the product of the grid''s axis lengths)';
+comment on column runs.wall_s is 's, wall-clock time from start to commit';
+
+create table if not exists run_files (
+    run_id      varchar not null,
+    table_name  varchar not null,
+    path        varchar not null,
+    row_count   bigint not null,
+    size_bytes  bigint not null
+);
+comment on table run_files is 'One row per Parquet file of a committed run; the views read exactly these files';
+comment on column run_files.run_id is 'The run (runs.run_id)';
+comment on column run_files.table_name is 'The view the file belongs to (decode, serving, ...)';
+comment on column run_files.path is 'Path relative to the warehouse root: parquet/<table>/run_id=<id>/part-<writer>-<n>.parquet';
+comment on column run_files.row_count is 'Rows in the file';
+comment on column run_files.size_bytes is 'bytes, file size';
+
+create table if not exists warehouse_meta (
+    key    varchar primary key,
+    value  varchar not null
+);
+comment on table warehouse_meta is 'Key/value facts about the warehouse; root = the absolute folder the persisted views point into';
+
+-- decode: one row per grid point of a decode run (sweepkit.sweep.engine.iter_decode_chunks).
+create table if not exists contract_decode (
+    run_id                    varchar,
+    device                    varchar,
+    model                     varchar,
+    draft                     varchar,
+    tp                        integer,
+    weight_format             varchar,
+    kv_format                 varchar,
+    compute_format            varchar,
+    batch                     bigint,
+    context                   bigint,
+    gamma                     integer,
+    alpha                     double,
+    tokens_per_pass           float,
+    t_plain_pass_s            float,
+    t_draft_s                 float,
+    t_verify_pass_s           float,
+    s_per_token_plain         float,
+    s_per_token_spec          float,
+    speedup                   float,
+    plain_bound               varchar,
+    verify_bound              varchar,
+    energy_per_token_plain_j  float,
+    energy_per_token_spec_j   float,
+    draft_cost_ratio          float,
+    kv_capacity_tokens        float,
+    weight_bytes_per_device   float,
+    fits_in_memory            boolean
+);
+comment on column contract_decode.run_id is 'The run (runs.run_id), from the Hive partition folder run_id=<id>';
+comment on column contract_decode.device is 'Accelerator, catalogue name (sweepkit devices)';
+comment on column contract_decode.model is 'Target model, catalogue name (sweepkit models)';
+comment on column contract_decode.draft is 'Draft: none, mtp (one extra target layer) or a catalogue model sharing the vocab';
+comment on column contract_decode.tp is 'Tensor-parallel degree n (devices per instance)';
+comment on column contract_decode.weight_format is 'Storage format of the weights (bf16, fp8, int8, int4, fp4)';
+comment on column contract_decode.kv_format is 'Storage format of the KV cache';
+comment on column contract_decode.compute_format is 'Compute format (sets the native FLOP/s multiple over bf16)';
+comment on column contract_decode.batch is 'B, rows decoded together';
+comment on column contract_decode.context is 'S, tokens cached per row (total context C = B S)';
+comment on column contract_decode.gamma is 'gamma, draft tokens proposed per verify pass';
+comment on column contract_decode.alpha is 'alpha, acceptance probability per drafted token, in [0, 1]';
+comment on column contract_decode.tokens_per_pass is 'E, tokens per verify pass = (1 - alpha^(gamma+1)) / (1 - alpha); 1 without a draft';
+comment on column contract_decode.t_plain_pass_s is 's, one plain decode pass of B rows (with the 0.5 ms pass overhead)';
+comment on column contract_decode.t_draft_s is 's, the gamma sequential draft passes of one speculative step';
+comment on column contract_decode.t_verify_pass_s is 's, one verify pass over gamma + 1 positions per row';
+comment on column contract_decode.s_per_token_plain is 's per output token, plain = t_plain_pass_s / B';
+comment on column contract_decode.s_per_token_spec is 's per output token, speculative = (t_verify_pass_s + t_draft_s) / (B E)';
+comment on column contract_decode.speedup is 'x, s_per_token_plain / s_per_token_spec (below 1 speculation loses)';
+comment on column contract_decode.plain_bound is 'What limits the plain pass: memory | compute | power';
+comment on column contract_decode.verify_bound is 'What limits the verify pass: memory | compute | power';
+comment on column contract_decode.energy_per_token_plain_j is 'J per output token, plain (dynamic + idle power over the pass)';
+comment on column contract_decode.energy_per_token_spec_j is 'J per output token, speculative = (verify + draft energy) / (B E)';
+comment on column contract_decode.draft_cost_ratio is 'c, one draft pass over one plain target pass (Leviathan Def. 3.7, measured on this hardware)';
+comment on column contract_decode.kv_capacity_tokens is 'tokens, KV positions the instance holds = floor((HBM x tp x 0.9 - resident weight bytes) / KV bytes per token (target + draft)), >= 0';
+comment on column contract_decode.weight_bytes_per_device is 'bytes, resident weights per device = (target + draft params) x weight bytes / tp';
+comment on column contract_decode.fits_in_memory is 'B (S + positions) <= kv_capacity_tokens and capacity > 0, positions = gamma + 1 with a draft, else 1';
+
+-- >>> trace_steps (added by the report/trace issue; owner: sweepkit/report/trace_store.py) >>>
+-- trace_steps: one row per pass x request of a mechanism trace (sweepkit trace), plain and speculative.
+create table if not exists contract_trace_steps (
+    run_id           varchar,
+    mode             varchar,
+    device           varchar,
+    model            varchar,
+    draft            varchar,
+    gamma            integer,
+    alpha            double,
+    seed             bigint,
+    pass_index       integer,
+    pass_kind        varchar,
+    request          integer,
+    prompt_tokens    integer,
+    output_tokens    integer,
+    arrival_s        double,
+    batch            integer,
+    context_tokens   bigint,
+    drafted_tokens   integer,
+    accepted_tokens  integer,
+    rejected_tokens  integer,
+    emitted_tokens   integer,
+    target_token     varchar,
+    tokens_done      integer,
+    start_s          double,
+    verify_start_s   double,
+    end_s            double,
+    bound            varchar,
+    pass_energy_j    double
+);
+comment on column contract_trace_steps.run_id is 'The run (runs.run_id, kind trace)';
+comment on column contract_trace_steps.mode is 'plain (no draft) | speculative: the same requests run twice';
+comment on column contract_trace_steps.device is 'Accelerator, catalogue name';
+comment on column contract_trace_steps.model is 'Target model, catalogue name';
+comment on column contract_trace_steps.draft is 'Draft: none (plain mode), mtp or a draft model';
+comment on column contract_trace_steps.gamma is 'gamma, drafted tokens per verify pass (0 in plain mode)';
+comment on column contract_trace_steps.alpha is 'alpha, acceptance probability per drafted token (assumed, not measured)';
+comment on column contract_trace_steps.seed is 'JAX PRNG seed of the acceptance draws';
+comment on column contract_trace_steps.pass_index is 'Step number within the mode, from 0 (a prefill step or a decode/verify step)';
+comment on column contract_trace_steps.pass_kind is 'prefill | decode (plain decode pass, or gamma draft passes + one verify pass)';
+comment on column contract_trace_steps.request is 'Request number, from 0';
+comment on column contract_trace_steps.prompt_tokens is 'tokens, the request''s prompt';
+comment on column contract_trace_steps.output_tokens is 'tokens, the request''s output';
+comment on column contract_trace_steps.arrival_s is 's, the request''s arrival time';
+comment on column contract_trace_steps.batch is 'Rows in the step (prefill: requests admitted; decode: running rows)';
+comment on column contract_trace_steps.context_tokens is 'tokens, cached context C priced (decode: prompt + decoded tokens over all rows; prefill: prompt tokens)';
+comment on column contract_trace_steps.drafted_tokens is 'tokens the draft proposed for this row (gamma, 0 in plain mode and prefill)';
+comment on column contract_trace_steps.accepted_tokens is 'k, drafted tokens accepted before the first rejection (as drawn, before the output cap)';
+comment on column contract_trace_steps.rejected_tokens is 'drafted_tokens - accepted_tokens (discarded work)';
+comment on column contract_trace_steps.emitted_tokens is 'tokens the row emitted = min(k + 1, remaining output) (prefill: the first token)';
+comment on column contract_trace_steps.target_token is 'The target''s own token: first (prefill) | plain | correction (after a rejection) | bonus (all gamma accepted) | none (output cap reached)';
+comment on column contract_trace_steps.tokens_done is 'tokens of output the request has after this step';
+comment on column contract_trace_steps.start_s is 's, step start (draft passes start here)';
+comment on column contract_trace_steps.verify_start_s is 's, draft passes end and the target pass starts (= start_s without a draft)';
+comment on column contract_trace_steps.end_s is 's, step end = when the row''s tokens arrive';
+comment on column contract_trace_steps.bound is 'What limits the target pass: memory | compute | power';
+comment on column contract_trace_steps.pass_energy_j is 'J, energy of the whole step (all rows: target + draft passes, idle power included)';
+-- <<< trace_steps <<<
