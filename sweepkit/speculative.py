@@ -42,7 +42,8 @@ def expected_tokens(alpha, gamma):
     safe = jnp.where(at_one, 0.5, one_minus)
     # 1 - alpha^n = -expm1(n log1p(-(1 - alpha))): no cancellation as alpha -> 1.
     closed = -jnp.expm1(n * jnp.log1p(-safe)) / safe
-    return jnp.where(at_one, n, closed)
+    # Mathematically 1 <= E <= gamma + 1; clip the last-ulp rounding so the bounds hold exactly.
+    return jnp.where(at_one, n, jnp.clip(closed, 1.0, n))
 
 
 def improvement_factor(alpha, gamma, c):

@@ -1,0 +1,72 @@
+-- report_speedup: speed-up of speculative decoding against batch, per device and context (report chart 1)
+--
+-- Grain: one row per device x model x draft x context x batch of one decode run, at one (gamma, alpha).
+--
+-- Parameters:
+--   $run_id = latest    decode run; latest = the newest committed decode run with at least two batch sizes
+--   $gamma = null       drafted tokens per verify pass; null = the run's smallest gamma
+--   $alpha = null       acceptance per drafted token; null = the run's alpha closest to 0.7
+--
+-- Columns:
+--   device              accelerator, catalogue name
+--   model               target model
+--   draft               none, mtp or a draft model
+--   context             tokens cached per row
+--   batch               rows decoded together
+--   gamma               drafted tokens per verify pass
+--   alpha               acceptance per drafted token (assumed)
+--   ms_per_token_plain  ms per output token, plain = s_per_token_plain x 1e3
+--   ms_per_token_spec   ms per output token, speculative = s_per_token_spec x 1e3
+--   speedup             x, plain / speculative time per token (break-even at 1)
+--   verify_bound        memory | compute | power: what limits the verify pass
+--   fits_in_memory      the point's weights and KV fit in HBM
+
+with candidates as (
+    select r.run_id, r.ended_at, count(distinct d.batch) as n_batch
+    from runs as r
+    join decode as d using (run_id)
+    where r.kind = 'decode' and r.status = 'committed' and ($run_id = 'latest' or r.run_id = $run_id)
+    group by r.run_id, r.ended_at
+),
+
+run as (
+    select run_id
+    from candidates
+    order by (n_batch >= 2) desc, ended_at desc
+    limit 1
+),
+
+points as (
+    select d.*
+    from decode as d
+    semi join run using (run_id)
+    where d.draft <> 'none'
+),
+
+pick as (
+    select
+        coalesce($gamma, min(gamma)) as gamma,
+        coalesce($alpha, arg_min(alpha, abs(alpha - 0.7))) as alpha
+    from points
+),
+
+final as (
+    select
+        p.device,
+        p.model,
+        p.draft,
+        p.context,
+        p.batch,
+        p.gamma,
+        p.alpha,
+        p.s_per_token_plain * 1e3 as ms_per_token_plain,
+        p.s_per_token_spec * 1e3 as ms_per_token_spec,
+        p.speedup::double as speedup,
+        p.verify_bound,
+        p.fits_in_memory
+    from points as p
+    join pick as k on p.gamma = k.gamma and abs(p.alpha - k.alpha) < 1e-9
+)
+
+select * from final
+order by device, model, draft, context, batch

@@ -1,0 +1,172 @@
+"""The report's charts as Altair (Vega-Lite) specifications, one function per chart, rows in -> chart out.
+
+Every function takes the rows of its query (``queries/report_*.sql``, a list of dicts) and returns an
+``alt.Chart`` (or layered / concatenated chart) with the data inlined, so the spec renders anywhere with no
+network. Colours mean the same thing everywhere: bound memory blue, power orange, compute red; verdict
+better green, worse red, same grey.
+"""
+
+from __future__ import annotations
+
+import json
+
+import altair as alt
+
+BOUND_COLOURS = alt.Scale(domain=["memory", "power", "compute"], range=["#4c78a8", "#f58518", "#e45756"])
+VERDICT_COLOURS = alt.Scale(domain=["better", "worse", "same"], range=["#54a24b", "#e45756", "#bab0ac"])
+METRICS = ["goodput", "cost_per_mtok", "energy_per_token", "ttft_p99", "tpot_p99", "itl_p99"]
+"""Matrix metrics, in the seed's column order."""
+WIDTH = 520
+
+
+def _data(rows: list[dict]) -> alt.Data:
+    return alt.Data(values=rows)
+
+
+def speedup_vs_batch(rows: list[dict]) -> alt.LayerChart:
+    """Speed-up against batch, one line per device x context; points shaped by the verify pass's bound.
+
+    The dashed rule at 1 is break-even: below it speculation loses.
+    """
+    base = alt.Chart(_data(rows)).encode(
+        x=alt.X("batch:Q", scale=alt.Scale(type="log", base=2), title="batch (rows decoded together)"),
+        y=alt.Y("speedup:Q", title="speed-up (x, plain / speculative time per token)"),
+        color=alt.Color("device:N", title="device"),
+        detail="context:N",
+    )
+    lines = base.mark_line(strokeWidth=1.5).encode(
+        strokeDash=alt.StrokeDash("context:O", title="context per row (tokens)"))
+    tooltip = ["device:N", "model:N", "draft:N", "context:Q", "batch:Q", "gamma:Q", "alpha:Q",
+               alt.Tooltip("ms_per_token_plain:Q", format=".3f", title="ms/token plain"),
+               alt.Tooltip("ms_per_token_spec:Q", format=".3f", title="ms/token speculative"),
+               alt.Tooltip("speedup:Q", format=".2f"), "verify_bound:N", "fits_in_memory:N"]
+    points = base.mark_point(size=60, filled=True).encode(
+        shape=alt.Shape("verify_bound:N", title="verify pass bound",
+                        scale=alt.Scale(domain=["memory", "power", "compute"],
+                                        range=["circle", "diamond", "triangle-up"])),
+        fill=alt.Fill("verify_bound:N", scale=BOUND_COLOURS, legend=None),
+        tooltip=tooltip)
+    rule = alt.Chart(alt.Data(values=[{"y": 1.0, "label": "break-even"}])).encode(y="y:Q")
+    even = rule.mark_rule(strokeDash=[6, 4], color="black") + rule.mark_text(
+        align="left", dx=4, dy=-6, color="black").encode(x=alt.value(0), text="label:N")
+    g = rows[0] if rows else {}
+    title = (f"Speed-up against batch: {g.get('model', '')} + {g.get('draft', '')} draft, "
+             f"gamma {g.get('gamma', '')}, alpha {g.get('alpha', '')}")
+    return alt.layer(lines, points, even).properties(width=WIDTH, height=300, title=title)
+
+
+def regime_map(rows: list[dict]) -> alt.FacetChart:
+    """Batch x context cells coloured by the verify pass's bound, speed-up printed in each cell."""
+    base = alt.Chart().encode(
+        x=alt.X("batch:O", title="batch"),
+        y=alt.Y("context:O", sort="descending", title="context per row (tokens)"),
+    )
+    cells = base.mark_rect(stroke="white").encode(
+        color=alt.Color("verify_bound:N", scale=BOUND_COLOURS, title="verify pass bound"),
+        opacity=alt.condition("datum.fits_in_memory", alt.value(1.0), alt.value(0.35)),
+        tooltip=["device:N", "context:Q", "batch:Q", "plain_bound:N", "verify_bound:N",
+                 alt.Tooltip("speedup:Q", format=".2f"), "fits_in_memory:N"])
+    text = base.mark_text(fontSize=9).encode(text=alt.Text("speedup:Q", format=".2f"))
+    return alt.layer(cells, text, data=_data(rows)).properties(width=300, height=130).facet(
+        column=alt.Column("device:N", title=None),
+        title="Bound regime map (batch x context; speed-up in each cell, faded: does not fit in HBM)")
+
+
+def alpha_gamma_map(rows: list[dict]) -> alt.LayerChart:
+    """Speed-up over alpha x gamma at one decode point; diverging colour centred on break-even (1)."""
+    base = alt.Chart(_data(rows)).encode(
+        x=alt.X("alpha:O", title="alpha (acceptance per drafted token)"),
+        y=alt.Y("gamma:O", sort="descending", title="gamma (drafted tokens per pass)"),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("speedup:Q", title="speed-up",
+                        scale=alt.Scale(scheme="redyellowgreen", domainMid=1.0)),
+        tooltip=["gamma:Q", "alpha:Q", alt.Tooltip("tokens_per_pass:Q", format=".3f"),
+                 alt.Tooltip("speedup:Q", format=".2f")])
+    text = base.mark_text(fontSize=8).encode(text=alt.Text("speedup:Q", format=".1f"))
+    g = rows[0] if rows else {}
+    title = (f"Speed-up over alpha x gamma: {g.get('device', '')}, batch {g.get('batch', '')}, "
+             f"context {g.get('context', '')}")
+    return alt.layer(cells, text).properties(width=WIDTH, height=160, title=title)
+
+
+def lever_matrix(rows: list[dict]) -> alt.FacetChart:
+    """Lever x workload rows, metric columns: ✓ better / ✗ worse / = same, with the caveat marks.
+
+    Hover shows the absolute numbers (baseline and lever value) and the caveats.
+    """
+    base = alt.Chart().transform_calculate(row="datum.lever + ' · ' + datum.workload").encode(
+        x=alt.X("metric:N", sort=METRICS, title=None, axis=alt.Axis(orient="top", labelAngle=0)),
+        y=alt.Y("row:N", title=None),
+    )
+    cells = base.mark_rect(stroke="white").encode(
+        color=alt.Color("verdict:N", scale=VERDICT_COLOURS, title="vs baseline"),
+        tooltip=["device:N", "lever:N", "workload:N", "metric:N",
+                 alt.Tooltip("baseline_value:Q", format=".4g", title="baseline"),
+                 alt.Tooltip("lever_value:Q", format=".4g", title="lever"),
+                 alt.Tooltip("change_pct:Q", format="+.1f", title="change %"), "verdict:N", "caveats:N"])
+    text = base.mark_text(fontSize=10).encode(text=alt.Text("cell:N"))
+    chart = alt.layer(cells, text, data=_data(rows)).transform_calculate(
+        cell="datum.mark + ' ' + datum.label").properties(width=WIDTH, height=alt.Step(18))
+    return chart.facet(row=alt.Row("device:N", title=None),
+                       title="Lever matrix: change from the baseline (✓ better, ✗ worse, = same, by more than ±2%)")
+
+
+def explorer(rows: list[dict]) -> alt.Chart:
+    """Any two metrics against each other: one point per device x lever x workload; pick x and y below it."""
+    xm = alt.param(name="x_metric", value="tpot_p99",
+                   bind=alt.binding_select(options=METRICS, name="x metric "))
+    ym = alt.param(name="y_metric", value="goodput",
+                   bind=alt.binding_select(options=METRICS, name="y metric "))
+    return alt.Chart(_data(rows)).mark_point(size=70, filled=True, opacity=0.8).transform_calculate(
+        x="datum[x_metric]", y="datum[y_metric]",
+    ).encode(
+        x=alt.X("x:Q", title="x: the metric picked below", scale=alt.Scale(zero=False)),
+        y=alt.Y("y:Q", title="y: the metric picked below", scale=alt.Scale(zero=False)),
+        color=alt.Color("lever:N", title="lever"),
+        shape=alt.Shape("workload:N", title="workload"),
+        tooltip=["device:N", "lever:N", "workload:N"] + [alt.Tooltip(f"{m}:Q", format=".4g") for m in METRICS],
+    ).add_params(xm, ym).properties(width=WIDTH, height=320, title=alt.TitleParams(
+        text=alt.ExprRef("'Explorer: ' + y_metric + ' against ' + x_metric"),
+        subtitle="one point per device x lever x workload; pick the metrics below the chart"))
+
+
+def trace_timeline(rows: list[dict]) -> alt.VConcatChart:
+    """The trace: a timeline of steps per request (draft passes grey, target pass by bound, tokens emitted
+    printed), and each speculative step's drafted tokens split into accepted, rejected and the target's own."""
+    data = _data(rows)
+    lane = alt.Y("lane:N", title=None)
+    tip = ["lane:N", "pass_index:Q", "pass_kind:N", alt.Tooltip("start_ms:Q", format=".3f"),
+           alt.Tooltip("verify_start_ms:Q", format=".3f"), alt.Tooltip("end_ms:Q", format=".3f"),
+           "drafted_tokens:Q", "accepted_tokens:Q", "rejected_tokens:Q", "target_token:N", "emitted_tokens:Q",
+           "tokens_done:Q", "bound:N"]
+    draft = alt.Chart(data).mark_bar(color="#bab0ac", height=14).encode(
+        x=alt.X("start_ms:Q", title="time (ms)"), x2="verify_start_ms:Q", y=lane, tooltip=tip)
+    target = alt.Chart(data).mark_bar(height=14, stroke="white", strokeWidth=0.5).encode(
+        x="verify_start_ms:Q", x2="end_ms:Q", y=lane,
+        color=alt.Color("bound:N", scale=BOUND_COLOURS, title="target pass bound"), tooltip=tip)
+    label = alt.Chart(data).mark_text(fontSize=8, color="white", align="right", dx=-2).encode(
+        x="end_ms:Q", y=lane, text=alt.Text("emitted_tokens:Q"))
+    timeline = alt.layer(draft, target, label).properties(
+        width=WIDTH + 200, height=alt.Step(22),
+        title="Trace timeline: each step (grey = draft passes, coloured = target pass; number = tokens emitted)")
+    kinds = ["accepted_tokens", "rejected_tokens", "target_tokens"]
+    names = {"accepted_tokens": "accepted draft", "rejected_tokens": "rejected draft",
+             "target_tokens": "target token (correction / bonus)"}
+    tokens = alt.Chart(data).transform_filter(
+        "datum.mode == 'speculative' && datum.pass_kind == 'decode'"
+    ).transform_fold(kinds, as_=["kind", "tokens"]).transform_calculate(
+        kind_label=" || ".join(f"(datum.kind == {json.dumps(k)} && {json.dumps(v)})" for k, v in names.items()),
+        order=f"indexof({json.dumps(kinds)}, datum.kind)",
+    ).mark_bar().encode(
+        x=alt.X("pass_index:O", title="speculative step"),
+        y=alt.Y("tokens:Q", title="tokens"),
+        color=alt.Color("kind_label:N", title="drafted / emitted",
+                        scale=alt.Scale(domain=list(names.values()), range=["#54a24b", "#e45756", "#4c78a8"])),
+        order="order:Q",
+        tooltip=["lane:N", "pass_index:Q", "drafted_tokens:Q", "accepted_tokens:Q", "rejected_tokens:Q",
+                 "target_token:N", "emitted_tokens:Q"],
+    ).properties(width=WIDTH // 2 + 40, height=140).facet(
+        column=alt.Column("request:N", title="request"), title="Tokens per speculative step",
+    ).resolve_scale(x="independent")
+    return alt.vconcat(timeline, tokens).resolve_scale(color="independent")

@@ -1,0 +1,127 @@
+"""The HTML report: built from real runs in a real warehouse, self-contained, rendered by headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import vl_convert as vlc
+from click.testing import CliRunner
+
+from sweepkit.cli import COMMANDS, main
+from sweepkit.report import charts
+from sweepkit.report.browser import find_chromium, inspect_page
+from sweepkit.report.build import SECTIONS, build_report
+from sweepkit.store import Warehouse
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVING_GRID = os.environ.get("SWEEPKIT_TEST_SERVING_GRID", "grids/serving-seed.toml")
+"""The serving grid the report test simulates when the simulator is there (a smaller one may be named)."""
+
+
+def _invoke(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    """A fresh warehouse after `sweepkit run grids/seed.toml`, `sweepkit trace` and, when the serving
+    simulator exists, `sweepkit simulate <serving grid>`."""
+    root = tmp_path_factory.mktemp("report") / "wh"
+    _invoke("run", "grids/seed.toml", "--warehouse", str(root), "--format", "json")
+    _invoke("trace", "--warehouse", str(root), "--format", "json")
+    serving = "simulate" in COMMANDS and (ROOT / SERVING_GRID).is_file()
+    if serving:
+        _invoke("simulate", SERVING_GRID, "--warehouse", str(root), "--format", "json")
+    return Warehouse(root), serving
+
+
+@pytest.fixture(scope="module")
+def built(full, tmp_path_factory):
+    wh, serving = full
+    out = tmp_path_factory.mktemp("report-out")
+    t0 = time.perf_counter()
+    result = build_report(wh, out)
+    result["wall_s"] = time.perf_counter() - t0
+    return result, serving
+
+
+def test_report_builds_in_under_a_minute_and_is_self_contained(built):
+    result, serving = built
+    assert result["wall_s"] < 60.0, result["wall_s"]
+    html = Path(result["html"]).read_text(encoding="utf-8")
+    assert not re.search(r"<script[^>]+src=", html), "scripts must be inlined"
+    assert not re.search(r"<link[^>]+href=", html), "no external stylesheets"
+    specs = json.loads(re.search(r"id='sweepkit-specs'>(.*?)</script>", html, re.S).group(1).replace("<\\/", "</"))
+    expected = {"speedup", "regime", "alpha_gamma", "trace"} | ({"matrix", "explorer"} if serving else set())
+    assert {k.removeprefix("chart-") for k in specs} >= expected
+    for spec in specs.values():
+        assert "url" not in json.dumps(spec.get("data", {})), "data must be inlined"
+    for png in result["pngs"]:
+        assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(result["pngs"]) == len(result["charts"])
+    if not serving:
+        assert set(result["empty"]) == {"matrix", "explorer"}
+        assert "sweepkit simulate grids/serving-seed.toml" in html
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (CI installs it: .ci/run)")
+def test_report_renders_in_headless_chromium(built, tmp_path):
+    result, _ = built
+    shot = tmp_path / "report.png"
+    page = inspect_page(result["html"], shot)
+    assert page.errors == [], page.errors
+    assert page.rendered == str(len(result["charts"]))
+    assert sorted(c["id"] for c in page.charts) == sorted(result["charts"])
+    for chart in page.charts:
+        assert chart["area"] > 10_000 and chart["marks"] > 20, chart
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    if os.environ.get("SWEEPKIT_WRITE_SCREENSHOT"):
+        shutil.copy(shot, ROOT / "docs" / "report.png")
+
+
+def test_empty_warehouse_gives_panels_not_errors(tmp_path):
+    result = build_report(Warehouse(tmp_path / "empty"), tmp_path / "out", png=False)
+    assert result["charts"] == [] and set(result["empty"]) == {s.id for s in SECTIONS}
+    html = Path(result["html"]).read_text(encoding="utf-8")
+    assert "sweepkit run grids/seed.toml" in html and "sweepkit trace" in html
+
+
+def _matrix_rows() -> list[dict]:
+    rows = []
+    for i, (lever, workload, metric) in enumerate((lv, w, m) for lv in ("mtp", "draft-llama-3.2-1b")
+                                                  for w in ("chat", "voice") for m in charts.METRICS):
+        change = (-1) ** i * (i * 7 % 60)
+        verdict = "same" if abs(change) < 2 else ("better" if (change > 0) == (metric == "goodput") else "worse")
+        rows.append(dict(device="H100", lever=lever, workload=workload, metric=metric, baseline_value=2.0,
+                         lever_value=2.0 * (1 + change / 100), change_pct=float(change), verdict=verdict,
+                         caveats="α", mark="✓", label=f"{change:+d}% α"))
+    return rows
+
+
+def test_serving_charts_compile_against_the_documented_matrix_columns():
+    """The matrix and explorer charts render from rows shaped like v_matrix / report_explorer.sql."""
+    rows = _matrix_rows()
+    assert "<svg" in vlc.vegalite_to_svg(charts.lever_matrix(rows).to_dict())
+    points = {}
+    for r in rows:
+        points.setdefault((r["device"], r["lever"], r["workload"]),
+                          dict(device=r["device"], lever=r["lever"], workload=r["workload"]))[r["metric"]] = \
+            r["lever_value"]
+    svg = vlc.vegalite_to_svg(charts.explorer(list(points.values())).to_dict())
+    assert "Explorer: goodput against tpot_p99" in svg
+
+
+def test_cli_report(full, tmp_path):
+    wh, _ = full
+    out = _invoke("report", "--warehouse", str(wh.root), "--out", str(tmp_path / "r"), "--no-png",
+                  "--format", "json")
+    rows = json.loads(out)
+    assert rows[0]["kind"] == "html" and Path(rows[0]["path"]).is_file()
