@@ -49,10 +49,12 @@ def test_chunk_size_does_not_change_rows_and_runs_are_deterministic():
 
 def test_compiles_once_per_chunk_shape():
     axes = {**SMALL, "batch": tuple(range(1, 200, 3))}
-    before = engine.evaluate_chunk._cache_size()
+    before = len(engine._COMPILED)
     n_batches = sum(1 for _ in iter_decode_chunks(types.SimpleNamespace(axes=axes), 4096))
     assert n_batches > 3
-    assert engine.evaluate_chunk._cache_size() - before == 1
+    assert len(engine._COMPILED) - before == 1
+    sum(1 for _ in iter_decode_chunks(types.SimpleNamespace(axes=axes), 4096))     # same shape: no new compile
+    assert len(engine._COMPILED) - before == 1
 
 
 def test_mixed_radix_beyond_int32():

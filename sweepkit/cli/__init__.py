@@ -66,6 +66,9 @@ def main() -> None:
     \b
     Example: sweepkit run grids/seed.toml && sweepkit query break_even --format markdown
     """
+    from sweepkit.jaxcache import enable_persistent_cache
+
+    enable_persistent_cache()
 
 
 __all__ = ["COMMANDS", "main"]

@@ -150,6 +150,27 @@ def evaluate_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple
     return idx, jax.vmap(outer)(*idx)
 
 
+CPU_COMPILER_OPTIONS = {"xla_backend_optimization_level": 2}
+"""On the CPU backend, LLVM level 2 halves the compile (3.6 s -> 1.8 s for grids/large.toml) while the
+chunk still computes at ~85 M points/s, far above what Parquet encoding can take. Other backends use XLA's
+defaults."""
+
+_COMPILED: dict = {}
+
+
+def compiled_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple[int, ...], k: int,
+                   gamma_max: int):
+    """The compiled :func:`evaluate_chunk` for this grid shape (compiled once per shape and process; with
+    ``jax_compilation_cache_dir`` set, once per shape and machine)."""
+    shapes = tuple((x.shape, x.dtype) for x in jax.tree_util.tree_leaves(tables))
+    key = (radices, k, gamma_max, jax.tree_util.tree_structure(tables), shapes, jax.default_backend())
+    if key not in _COMPILED:
+        lowered = evaluate_chunk.lower(tables, base_digits, radices=radices, k=k, gamma_max=gamma_max)
+        options = CPU_COMPILER_OPTIONS if jax.default_backend() == "cpu" else None
+        _COMPILED[key] = lowered.compile(compiler_options=options)
+    return _COMPILED[key]
+
+
 def grid_size(axes: Mapping[str, Sequence[Any]]) -> int:
     """Number of points: the product of the axis lengths (Python int)."""
     n = 1
@@ -217,7 +238,7 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS) -> I
 
     def dispatch(start):
         digits = jnp.asarray(mixed_radix_digits(start, radices), dtype=jnp.int32)
-        return evaluate_chunk(tables, digits, radices=radices, k=k, gamma_max=gamma_max)
+        return compiled_chunk(tables, digits, radices=radices, k=k, gamma_max=gamma_max)(tables, digits)
 
     pending = None
     for start in range(0, n_outer, k):
