@@ -20,7 +20,7 @@ from sweepkit.report.build import SECTIONS, build_report
 from sweepkit.store import Warehouse
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVING_GRID = os.environ.get("SWEEPKIT_TEST_SERVING_GRID", "grids/serving-seed.toml")
+SERVING_GRID = os.environ.get("SWEEPKIT_TEST_SERVING_GRID", "tests/grids/serving-small.toml")
 """The serving grid the report test simulates when the simulator is there (a smaller one may be named)."""
 
 
