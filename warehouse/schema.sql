@@ -176,3 +176,150 @@ comment on column contract_trace_steps.end_s is 's, step end = when the row''s t
 comment on column contract_trace_steps.bound is 'What limits the target pass: memory | compute | power';
 comment on column contract_trace_steps.pass_energy_j is 'J, energy of the whole step (all rows: target + draft passes, idle power included)';
 -- <<< trace_steps <<<
+
+-- >>> serving, capacity (added by the serving-simulator issue; owner: sweepkit/serving/run.py) >>>
+-- Definitions (docs/serving.md): TTFT = first token - arrival; TPOT = (finish - first token) / (output - 1);
+-- ITL = gap before each token after the first (tokens of one verify pass after the first: 0). Measured window:
+-- requests sorted by arrival, first 10% dropped, arrivals after the last session start dropped. Attainment =
+-- share of the window meeting TTFT <= SLO and (output < 2 or TPOT <= SLO). Capacity = the highest load with
+-- attainment >= 0.9, to within 2%.
+create table if not exists contract_serving (
+    run_id                 varchar,
+    device                 varchar,
+    lever                  varchar,
+    workload               varchar,
+    draft                  varchar,
+    gamma                  bigint,
+    alpha                  double,
+    load_per_s             double,
+    load_unit              varchar,
+    purpose                varchar,
+    slo_attainment         double,
+    requests               bigint,
+    window_requests        bigint,
+    completed              bigint,
+    goodput_req_s          double,
+    goodput_req_s_per_gpu  double,
+    output_tok_s           double,
+    output_tok_s_per_gpu   double,
+    usd_per_mtok           double,
+    energy_j               double,
+    energy_per_token_j     double,
+    horizon_s              double,
+    ttft_p50_s             double,
+    ttft_p90_s             double,
+    ttft_p99_s             double,
+    tpot_p50_s             double,
+    tpot_p90_s             double,
+    tpot_p99_s             double,
+    itl_p50_s              double,
+    itl_p90_s              double,
+    itl_p99_s              double,
+    decode_steps           double,
+    prefill_steps          double,
+    mean_decode_batch      double,
+    tokens_per_pass        double,
+    kv_peak_tokens         double,
+    busy_fraction          double,
+    stopped_early          boolean
+);
+comment on table contract_serving is 'One row per device x lever x workload x simulated load of a serving run';
+comment on column contract_serving.run_id is 'The run (runs.run_id, kind serving)';
+comment on column contract_serving.device is 'Accelerator, catalogue name';
+comment on column contract_serving.lever is 'Lever name (levers.toml); baseline = no change';
+comment on column contract_serving.workload is 'Workload name (workloads.toml)';
+comment on column contract_serving.draft is 'Draft of the lever: none, mtp or a catalogue model';
+comment on column contract_serving.gamma is 'gamma, drafted tokens per verify pass (0 without a draft)';
+comment on column contract_serving.alpha is 'alpha, assumed acceptance per drafted token (0 without a draft)';
+comment on column contract_serving.load_per_s is '1/s, offered load: sessions/s (multi-turn) or requests/s (single-turn); offline 1e6 = all at once';
+comment on column contract_serving.load_unit is 'sessions/s | requests/s';
+comment on column contract_serving.purpose is 'search (capacity-search candidate) | reference (the workload reference load) | saturated (offline run)';
+comment on column contract_serving.slo_attainment is 'share of the measured window meeting TTFT <= ttft_slo and (output < 2 or TPOT <= tpot_slo), 0..1';
+comment on column contract_serving.requests is 'requests that arrived in the run';
+comment on column contract_serving.window_requests is 'requests in the measured window';
+comment on column contract_serving.completed is 'requests finished (early-stopped loads finish fewer)';
+comment on column contract_serving.goodput_req_s is 'req/s, (window requests - 1) / arrival span of the window; offline: completed / horizon';
+comment on column contract_serving.goodput_req_s_per_gpu is 'req/s per GPU = goodput_req_s / GPUs';
+comment on column contract_serving.output_tok_s is 'tokens/s, output tokens of window[:-1] / arrival span; offline: output tokens / horizon';
+comment on column contract_serving.output_tok_s_per_gpu is 'tokens/s per GPU = output_tok_s / GPUs';
+comment on column contract_serving.usd_per_mtok is 'USD per million output tokens = price_usd_per_gpu_hour x GPUs / 3600 / output_tok_s x 1e6 (illustrative prices)';
+comment on column contract_serving.energy_j is 'J, idle_w x GPUs x horizon + dynamic energy of every pass (compute, HBM, TP all-reduce)';
+comment on column contract_serving.energy_per_token_j is 'J per output token = energy_j / output tokens of all completed requests';
+comment on column contract_serving.horizon_s is 's, time the last request finished';
+comment on column contract_serving.ttft_p50_s is 's, median TTFT over the window (TTFT = first token - arrival)';
+comment on column contract_serving.ttft_p90_s is 's, 90th percentile TTFT over the window';
+comment on column contract_serving.ttft_p99_s is 's, 99th percentile TTFT over the window';
+comment on column contract_serving.tpot_p50_s is 's, median TPOT over window requests with >= 2 tokens (TPOT = (finish - first token) / (output - 1))';
+comment on column contract_serving.tpot_p90_s is 's, 90th percentile TPOT';
+comment on column contract_serving.tpot_p99_s is 's, 99th percentile TPOT';
+comment on column contract_serving.itl_p50_s is 's, median ITL over every token after the first of window requests (extra tokens of a verify pass: 0); log histogram, +-0.5%';
+comment on column contract_serving.itl_p90_s is 's, 90th percentile ITL';
+comment on column contract_serving.itl_p99_s is 's, 99th percentile ITL';
+comment on column contract_serving.decode_steps is 'decode steps (plain pass, or gamma draft passes + one verify pass), all instances';
+comment on column contract_serving.prefill_steps is 'prefill steps, all instances';
+comment on column contract_serving.mean_decode_batch is 'rows per decode step = row-passes / decode steps';
+comment on column contract_serving.tokens_per_pass is 'tokens per decode pass per row = sum(output - 1) / sum(passes) over completed requests (1 without a draft)';
+comment on column contract_serving.kv_peak_tokens is 'tokens, largest KV reservation of one instance (prompt + output of running requests)';
+comment on column contract_serving.busy_fraction is 'share of instance-time spent in passes';
+comment on column contract_serving.stopped_early is 'true: the run stopped once its misses made attainment < 0.9 certain (capacity-search candidates)';
+
+create table if not exists contract_capacity (
+    run_id                  varchar,
+    device                  varchar,
+    lever                   varchar,
+    workload                varchar,
+    draft                   varchar,
+    gamma                   bigint,
+    alpha                   double,
+    saturated               boolean,
+    load_unit               varchar,
+    capacity_per_s          double,
+    reference_load_per_s    double,
+    goodput_req_s           double,
+    goodput_per_gpu_per_s   double,
+    tokens_per_gpu_per_s    double,
+    cost_per_mtok_usd       double,
+    energy_per_token_j      double,
+    attainment_at_capacity  double,
+    tokens_per_pass         double,
+    ttft_p50_s_at_ref       double,
+    ttft_p90_s_at_ref       double,
+    ttft_p99_s_at_ref       double,
+    tpot_p50_s_at_ref       double,
+    tpot_p90_s_at_ref       double,
+    tpot_p99_s_at_ref       double,
+    itl_p50_s_at_ref        double,
+    itl_p90_s_at_ref        double,
+    itl_p99_s_at_ref        double,
+    attainment_at_ref       double
+);
+comment on table contract_capacity is 'One row per device x lever x workload of a serving run: capacity metrics at capacity, latencies at the reference load';
+comment on column contract_capacity.run_id is 'The run (runs.run_id, kind serving)';
+comment on column contract_capacity.device is 'Accelerator, catalogue name';
+comment on column contract_capacity.lever is 'Lever name (levers.toml)';
+comment on column contract_capacity.workload is 'Workload name (workloads.toml)';
+comment on column contract_capacity.draft is 'Draft of the lever: none, mtp or a catalogue model';
+comment on column contract_capacity.gamma is 'gamma, drafted tokens per verify pass';
+comment on column contract_capacity.alpha is 'alpha, assumed acceptance per drafted token';
+comment on column contract_capacity.saturated is 'true for offline workloads: one run with every request at t = 0; capacity metrics are its saturated throughput';
+comment on column contract_capacity.load_unit is 'sessions/s | requests/s';
+comment on column contract_capacity.capacity_per_s is '1/s, highest load with attainment >= 0.9 (to within 2%, vectorized search); null when saturated';
+comment on column contract_capacity.reference_load_per_s is '1/s, the workload reference load = 0.5 x the H100 baseline capacity (offline: 1e6), the same for every lever and device';
+comment on column contract_capacity.goodput_req_s is 'req/s at capacity = (window requests - 1) / arrival span of the window; offline: completed / horizon';
+comment on column contract_capacity.goodput_per_gpu_per_s is 'req/s per GPU at capacity = goodput_req_s / GPUs';
+comment on column contract_capacity.tokens_per_gpu_per_s is 'output tokens/s per GPU at capacity';
+comment on column contract_capacity.cost_per_mtok_usd is 'USD per million output tokens at capacity = price x GPUs / 3600 / tokens/s x 1e6 (illustrative prices)';
+comment on column contract_capacity.energy_per_token_j is 'J per output token at capacity = (idle_w x GPUs x horizon + dynamic pass energy) / output tokens of completed requests';
+comment on column contract_capacity.attainment_at_capacity is 'SLO attainment of the run at capacity, >= 0.9';
+comment on column contract_capacity.tokens_per_pass is 'tokens per decode pass per row at capacity (1 without a draft; E = (1 - alpha^(gamma+1)) / (1 - alpha) in expectation)';
+comment on column contract_capacity.ttft_p50_s_at_ref is 's, median TTFT at the reference load';
+comment on column contract_capacity.ttft_p90_s_at_ref is 's, 90th percentile TTFT at the reference load';
+comment on column contract_capacity.ttft_p99_s_at_ref is 's, 99th percentile TTFT at the reference load';
+comment on column contract_capacity.tpot_p50_s_at_ref is 's, median TPOT at the reference load';
+comment on column contract_capacity.tpot_p90_s_at_ref is 's, 90th percentile TPOT at the reference load';
+comment on column contract_capacity.tpot_p99_s_at_ref is 's, 99th percentile TPOT at the reference load';
+comment on column contract_capacity.itl_p50_s_at_ref is 's, median ITL at the reference load';
+comment on column contract_capacity.itl_p90_s_at_ref is 's, 90th percentile ITL at the reference load';
+comment on column contract_capacity.itl_p99_s_at_ref is 's, 99th percentile ITL at the reference load';
+comment on column contract_capacity.attainment_at_ref is 'SLO attainment at the reference load';
+-- <<< serving, capacity <<<

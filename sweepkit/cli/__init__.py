@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "trace": "sweepkit.cli.trace:trace",
     "report": "sweepkit.cli.report:report",
     "export": "sweepkit.cli.export:export",
+    "simulate": "sweepkit.cli.simulate:simulate", "matrix": "sweepkit.cli.simulate:matrix",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 

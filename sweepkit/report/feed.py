@@ -88,7 +88,7 @@ FEED: dict[str, tuple[str, list[Column]]] = {
         _c("lever", "VARCHAR", "lever name"),
         _c("workload", "VARCHAR", "workload name"),
         _c("capacity_per_s", "DOUBLE", "1/s, highest load meeting the SLO target (90% of requests)"),
-        _c("goodput_per_gpu_per_s", "DOUBLE", "1/s per GPU, requests completed within SLO at capacity"),
+        _c("goodput_per_gpu_per_s", "DOUBLE", "1/s per GPU: arrival rate of the measured window at capacity (>= 90% of requests meet both SLOs) / GPUs"),
         _c("tokens_per_gpu_per_s", "DOUBLE", "output tokens/s per GPU at capacity"),
         _c("cost_per_mtok_usd", "DOUBLE", "USD per million output tokens at capacity (illustrative prices)"),
         _c("energy_per_token_j", "DOUBLE", "J per output token at capacity"),

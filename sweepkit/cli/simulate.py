@@ -1,0 +1,92 @@
+"""``sweepkit simulate GRID.toml`` (serving grid -> warehouse -> matrix) and ``sweepkit matrix``."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
+
+
+def _progress(total: int):
+    """A rich progress bar on stderr (simulations); None when stderr is not a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return None
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed} sims"),
+                    TimeElapsedColumn(), console=console)
+
+
+def _batches(table):
+    return iter(table.to_batches())
+
+
+def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
+    from sweepkit.store import run_query
+
+    params = {"run_id": run_id}
+    table = run_query(wh, "matrix", params)
+    if device:
+        import pyarrow.compute as pc
+        table = table.filter(pc.equal(table["device"], device))
+    emit(table, fmt, title="Lever matrix: change from the baseline (capacity metrics at capacity, "
+                           "latencies at the reference load)")
+
+
+@click.command(context_settings={"max_content_width": 100})
+@click.argument("grid", type=click.Path(dir_okay=False))
+@warehouse_option
+@click.option("--force", is_flag=True, help="Run again even if this grid (same text, same sweepkit) is committed.")
+@click.option("--device", default=None, help="Print only this device's rows of the matrix.")
+@format_option
+def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, fmt: str) -> None:
+    """Simulate a serving GRID (TOML): capacity searches + reference loads, into the warehouse; print the matrix.
+
+    A grid already committed with the same text and sweepkit version is reused unless --force.
+    Progress goes to stderr; the matrix to stdout.
+
+    \b
+    Example: sweepkit simulate grids/serving-seed.toml --warehouse /tmp/wh --device H100 --format markdown
+    """
+    from sweepkit.serving.run import load_serving_grid, run_grid
+
+    spec = load_serving_grid(grid)
+    wh = open_warehouse(warehouse)
+    run_id = None if force else wh.committed_run("serving", spec.sha256)
+    if run_id is not None:
+        note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")
+    else:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        t0 = time.perf_counter()
+        bar = _progress(spec.n_points)
+        if bar is not None:
+            with bar:
+                task = bar.add_task(f"simulating {spec.name}", total=None)
+                tables = run_grid(spec, progress=lambda n: bar.advance(task, n))
+        else:
+            tables = run_grid(spec)
+        run_id = wh.write_run(kind="serving", grid_name=spec.name, grid_toml=spec.text, grid_sha256=spec.sha256,
+                              tables={k: _batches(v) for k, v in tables.items()})
+        note(f"run {run_id}: {tables['serving'].num_rows} simulated loads, {tables['capacity'].num_rows} points "
+             f"in {time.perf_counter() - t0:.1f} s")
+    _print_matrix(wh, run_id, fmt, device)
+
+
+@click.command(context_settings={"max_content_width": 100})
+@warehouse_option
+@click.option("--run-id", default="latest", show_default=True, help="Serving run to read.")
+@click.option("--device", default=None, help="Only this device's rows.")
+@format_option
+def matrix(warehouse: str | None, run_id: str, device: str | None, fmt: str) -> None:
+    """Print the lever matrix of a serving run from the warehouse (queries/matrix.sql).
+
+    \b
+    Example: sweepkit matrix --device H100 --format markdown
+    """
+    _print_matrix(open_warehouse(warehouse), run_id, fmt, device)

@@ -1,0 +1,113 @@
+"""Vectorized capacity search: the highest load at which >= 90% of the window meets both SLOs, to within 2%.
+
+Every round simulates R candidate loads for every configuration in ONE compiled call, then narrows each
+configuration's bracket [highest passing load, lowest failing load above it]:
+
+1. 12 loads geometric over [1/32, 32] per second with at most 1,024 sessions per run (enough to overload
+   the cluster at high loads; fewer would hold only a harmless burst): a coarse bracket;
+2. R = 5 loads geometric strictly inside the bracket (full sessions per run), repeated until
+   (hi - lo) / hi <= 2% (a 1.9x coarse bracket converges in two rounds: 1.9^(1/36) - 1 = 1.8%).
+
+A bracket whose every load passes (or fails) is widened upwards (downwards) in the next round. Lanes that have
+surely failed stop early (:class:`sweepkit.serving.state.Load` ``miss_limit``), so overloaded candidates
+are cheap. Attainment is not strictly monotone in load (finite samples); the bracket takes the lowest
+failing load above the highest passing one below it, and noise bounds are checked in the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from sweepkit.serving.engine import Config, run_configs
+from sweepkit.serving.metrics import lane_metrics
+from sweepkit.serving.workloads import Workload
+
+SLO_ATTAINMENT = 0.90
+"""Share of the measured window that must meet both SLOs (DistServe's goodput rule)."""
+TOLERANCE = 0.02
+"""Relative width of the final bracket: (hi - lo) / hi."""
+
+
+@dataclasses.dataclass
+class Bracket:
+    lo: float          # highest passing load found (0: none yet)
+    hi: float          # lowest failing load above lo (inf: none yet)
+    best: dict | None  # metrics at lo
+
+
+def _update(b: Bracket, rates: np.ndarray, passed: np.ndarray, metrics: list[dict]) -> Bracket:
+    order = np.argsort(rates)
+    rates, passed = rates[order], passed[order]
+    metrics = [metrics[i] for i in order]
+    lo, hi, best = b.lo, b.hi, b.best
+    for r, ok, m in zip(rates, passed, metrics):
+        if ok and r > lo and r < hi:
+            lo, best = r, m
+    fails = [r for r, ok in zip(rates, passed) if not ok and r > lo]
+    if fails:
+        hi = min(hi, min(fails))
+    return Bracket(lo, hi, best)
+
+
+def _next_rates(b: Bracket, n: int) -> np.ndarray:
+    if b.lo <= 0:   # nothing passed yet: go lower
+        return np.geomspace(b.hi / 8.0, b.hi, n + 1)[:-1]
+    if not np.isfinite(b.hi):  # everything passed: go higher
+        return np.geomspace(b.lo, b.lo * 8.0, n + 1)[1:]
+    return np.geomspace(b.lo, b.hi, n + 2)[1:-1]
+
+
+def _passes(m: dict) -> bool:
+    return m["attainment"] >= SLO_ATTAINMENT and not m["stopped_early"]
+
+
+def _converged(b: Bracket) -> bool:
+    return b.lo > 0 and np.isfinite(b.hi) and (b.hi - b.lo) / b.hi <= TOLERANCE
+
+
+def search(w: Workload, cluster, configs: list[Config], prices: list[float], idle_w: list[float],
+           rates_per_call: int = 5, coarse_rates: int = 12, progress=None, max_rounds: int = 8):
+    """Capacity of every configuration for workload ``w`` (not offline).
+
+    Args:
+      w, cluster: the workload and the cluster.  configs: (device, lever) points.
+      prices, idle_w: per configuration, USD per GPU-hour and per-GPU idle watts.
+      rates_per_call: candidate loads per configuration per full round (each round shrinks the bracket's
+        ratio to its (rates_per_call + 1)-th root).
+      coarse_rates: loads of the first, coarse round over [1/32, 32] (min_sessions sessions per run).
+      progress: callable(n_simulations) after each round.
+
+    Returns:
+      (capacities [C], metrics at capacity [C], every simulated load as (config index, load, purpose,
+      metrics) rows). Converged configurations ride along later rounds as idle lanes (load 0), so every
+      round has the same shape.
+    """
+    C, R = len(configs), rates_per_call
+    rows = []
+    grid = np.tile(np.geomspace(1.0 / 32.0, 32.0, coarse_rates), (C, 1))
+    st, lay = run_configs(w, cluster, configs, grid, early_stop=True, cap_sessions=True)
+    rates = []
+    for c in range(C):
+        ok = np.array([_passes(lane_metrics(st, lay, c, r, w, cluster.gpus, cluster.tp, idle_w[c], prices[c]))
+                       for r in range(coarse_rates)])
+        b = _update(Bracket(0.0, np.inf, None), grid[c], ok, [None] * coarse_rates)
+        rates.append(_next_rates(b, R))
+    if progress:
+        progress(grid.size)
+    brackets = [Bracket(0.0, np.inf, None) for _ in range(C)]
+    for _ in range(max_rounds):
+        open_ = [c for c in range(C) if not _converged(brackets[c])]
+        if not open_:
+            break
+        grid = np.array([rates[c] if c in open_ else np.zeros(R) for c in range(C)])
+        st, lay = run_configs(w, cluster, configs, grid, early_stop=True)
+        for c in open_:
+            ms = [lane_metrics(st, lay, c, r, w, cluster.gpus, cluster.tp, idle_w[c], prices[c]) for r in range(R)]
+            brackets[c] = _update(brackets[c], grid[c], np.array([_passes(m) for m in ms]), ms)
+            rows += [(c, float(grid[c, r]), "search", ms[r]) for r in range(R)]
+            rates[c] = _next_rates(brackets[c], R)
+        if progress:
+            progress(len(open_) * R)
+    return [b.lo for b in brackets], [b.best for b in brackets], rows

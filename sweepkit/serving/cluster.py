@@ -1,0 +1,85 @@
+"""The serving cluster as data: model, GPUs, instances, tensor parallelism, scheduler limits, devices.
+
+``data/cluster.toml`` is the seed's cluster (seed-system.md sec. 1): Llama-3-70B on 8 GPUs as 2 colocated
+instances of TP4, prefill-priority batching, whole-sequence KV reservation, batch cap 256, prefill token budget
+8,192, 0.5 ms step overhead, BF16; devices H100, H200, B200 at their catalogue prices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from sweepkit.catalogue import get_device, get_format, get_model
+from sweepkit.errors import InputError
+from sweepkit.serving._toml import check_keys, number, read_toml, string
+
+_FIELDS = {"description", "source", "model", "gpus", "instances", "tp", "batch_cap", "prefill_token_budget",
+           "step_overhead_s", "weight_format", "kv_format", "compute_format", "devices"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """A colocated serving cluster: ``instances`` copies of the model, each on ``tp`` GPUs.
+
+    Attributes:
+      model: catalogue target model.  gpus: total GPUs (= instances x tp).
+      batch_cap: running requests per instance.  prefill_token_budget: prompt tokens per prefill step (a longer
+      prompt runs alone).  step_overhead_s: fixed time of every target pass.
+      weight_format, kv_format, compute_format: catalogue formats.  devices: catalogue device names.
+    """
+
+    description: str
+    source: str
+    model: str
+    gpus: int
+    instances: int
+    tp: int
+    batch_cap: int
+    prefill_token_budget: int
+    step_overhead_s: float
+    weight_format: str
+    kv_format: str
+    compute_format: str
+    devices: tuple[str, ...]
+
+
+def parse_cluster(raw: dict, where: str) -> Cluster:
+    """Validate one ``[cluster]`` table."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: missing [cluster] table")
+    check_keys(raw, _FIELDS, {"model", "instances", "tp", "devices"}, where)
+    model = string(raw, "model", where)
+    try:
+        get_model(model)
+        for key in ("weight_format", "kv_format", "compute_format"):
+            get_format(raw.get(key, "bf16"), key)
+        devices = raw["devices"]
+        if isinstance(devices, str):
+            devices = [devices]
+        if not isinstance(devices, list) or not devices:
+            raise InputError(f"devices = {devices!r} is not allowed; expected a list of catalogue devices")
+        for d in devices:
+            get_device(d, "devices")
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    instances = number(raw, "instances", where, lo=1, hi=1024, integer=True)
+    tp = number(raw, "tp", where, lo=1, hi=64, integer=True)
+    gpus = number(raw, "gpus", where, lo=1, hi=65536, integer=True, default=instances * tp)
+    if gpus != instances * tp:
+        raise InputError(f"{where}: gpus = {gpus} is not allowed; expected instances x tp = {instances * tp}")
+    return Cluster(
+        description=str(raw.get("description", "")), source=str(raw.get("source", "")), model=model,
+        gpus=gpus, instances=instances, tp=tp,
+        batch_cap=number(raw, "batch_cap", where, lo=1, hi=4096, integer=True, default=256),
+        prefill_token_budget=number(raw, "prefill_token_budget", where, lo=1, hi=1 << 20, integer=True,
+                                    default=8192),
+        step_overhead_s=number(raw, "step_overhead_s", where, lo=0, hi=1.0, default=0.0005),
+        weight_format=raw.get("weight_format", "bf16"), kv_format=raw.get("kv_format", "bf16"),
+        compute_format=raw.get("compute_format", "bf16"), devices=tuple(devices))
+
+
+def load_cluster(path: str | Path | None = None) -> Cluster:
+    """The cluster of a TOML file's ``[cluster]`` table (default: the packaged seed cluster)."""
+    raw, where = read_toml(path, "cluster.toml")
+    return parse_cluster(raw.get("cluster"), f"{where} [cluster]")

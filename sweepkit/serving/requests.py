@@ -1,0 +1,152 @@
+"""Request sampling: lengths, sessions and arrivals drawn once per workload, common across loads and levers.
+
+Lengths (seed-system.md sec. 2): lognormal with sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2, rounded and
+clipped to [1, max]; or resampled rows of a trace file. Session ``s`` turn ``k`` has new input x_k and output y_k;
+its prompt carries the system prompt and the whole history:
+
+    prompt_k = system + sum_{j<k} (x_j + y_j) + x_k
+
+Sessions start as a Poisson process: start_s = (E_1 + ... + E_{s+1}) / rate with E_i ~ Exp(1) drawn once, so a
+change of rate rescales the same arrivals (common random numbers). Turn k > 0 arrives closed-loop,
+think_mean_s x Exp(1) after turn k - 1 finishes (known only inside the simulation).
+
+Draws come from ``numpy.random.default_rng([seed, block])`` in blocks of 1,024 sessions, so session ``s`` is the
+same whatever the number of sessions simulated.
+
+Speculative acceptance uses a counter-based hash ``u(seed, request, pass)``: drafted tokens accepted in verify
+pass p of request r are k = min(floor(ln u / ln alpha), gamma), i.e. accepted i.i.d. with probability alpha
+until the first rejection (a truncated geometric). The same u serve every lever and load, and
+:func:`verify_passes` turns them into the number of passes each request needs for its output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from sweepkit.serving.workloads import Workload
+
+BLOCK = 1024
+"""Sessions per PRNG block (session s is drawn from block s // BLOCK)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sessions:
+    """Sampled sessions of one workload (numpy; ``S`` sessions x ``T`` turns).
+
+    Attributes:
+      start_unit: [S] session start times at rate 1 (divide by the rate), seconds x rate.
+      new_input: [S, T] new input tokens per turn.  output: [S, T] output tokens per turn.
+      prompt: [S, T] full prompt tokens per turn (system prompt + history + new input).
+      think_s: [S, T] think time before turn k (unused for k = 0), seconds.
+      system_id: [S] which shared system prompt the session uses.
+    """
+
+    start_unit: np.ndarray
+    new_input: np.ndarray
+    output: np.ndarray
+    prompt: np.ndarray
+    think_s: np.ndarray
+    system_id: np.ndarray
+
+    @property
+    def n_sessions(self) -> int:
+        return int(self.start_unit.shape[0])
+
+    @property
+    def turns(self) -> int:
+        return int(self.output.shape[1])
+
+
+def lognormal_tokens(rng: np.random.Generator, mean: float, cv: float, hi: int, size) -> np.ndarray:
+    """Lognormal lengths with the given mean and cv, rounded and clipped to [1, hi].
+
+    sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2 (so E = mean before rounding and clipping).
+    """
+    sigma2 = np.log1p(cv * cv)
+    mu = np.log(mean) - sigma2 / 2.0
+    draw = rng.lognormal(mu, np.sqrt(sigma2), size=size)
+    return np.clip(np.rint(draw), 1, hi).astype(np.int64)
+
+
+def _block(w: Workload, seed: int, block: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng([seed, block])
+    t = w.turns
+    gaps = rng.exponential(1.0, size=BLOCK)
+    if w.trace_inputs:
+        idx = rng.integers(0, len(w.trace_inputs), size=(BLOCK, t))
+        x = np.asarray(w.trace_inputs, dtype=np.int64)[idx]
+        y = np.asarray(w.trace_outputs, dtype=np.int64)[idx]
+    else:
+        x = lognormal_tokens(rng, w.prompt_mean_tokens, w.prompt_cv, w.prompt_max_tokens, (BLOCK, t))
+        y = lognormal_tokens(rng, w.output_mean_tokens, w.output_cv, w.output_max_tokens, (BLOCK, t))
+    think = rng.exponential(1.0, size=(BLOCK, t)) * w.think_mean_s
+    sys_id = rng.integers(0, max(w.system_prompts, 1), size=BLOCK)
+    return dict(gaps=gaps, x=x, y=y, think=think, sys_id=sys_id)
+
+
+def sample_sessions(w: Workload, n_sessions: int, seed: int = 1) -> Sessions:
+    """The first ``n_sessions`` sessions of workload ``w`` under ``seed`` (workload seed 1 in the seed's sweep)."""
+    blocks = [_block(w, seed, b) for b in range(-(-n_sessions // BLOCK))]
+    cat = {k: np.concatenate([b[k] for b in blocks])[:n_sessions] for k in blocks[0]}
+    x, y = cat["x"], cat["y"]
+    history = np.cumsum(x + y, axis=1) - (x + y)  # sum over earlier turns
+    sys_tokens = w.system_prompt_tokens if w.system_prompts > 0 else 0
+    prompt = sys_tokens + history + x
+    return Sessions(start_unit=np.cumsum(cat["gaps"]), new_input=x, output=y, prompt=prompt,
+                    think_s=cat["think"], system_id=cat["sys_id"])
+
+
+def uniform_hash(seed: int, request: np.ndarray, pass_no: np.ndarray) -> np.ndarray:
+    """u in (0, 1) from a counter-based integer hash of (seed, request id, pass number) (murmur3 finaliser)."""
+    with np.errstate(over="ignore"):
+        x = (np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+             ^ request.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+             ^ pass_no.astype(np.uint64) * np.uint64(0x94D049BB133111EB))
+        x ^= x >> np.uint64(33)
+        x *= np.uint64(0xFF51AFD7ED558CCD)
+        x ^= x >> np.uint64(33)
+        x *= np.uint64(0xC4CEB9FE1A85EC53)
+        x ^= x >> np.uint64(33)
+    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+def accepted_drafts(u: np.ndarray, alpha: float, gamma: int) -> np.ndarray:
+    """Drafts accepted in a pass: k = min(floor(ln u / ln alpha), gamma); P(k >= j) = alpha^j for j <= gamma."""
+    if gamma <= 0 or alpha <= 0.0:
+        return np.zeros_like(u, dtype=np.int64)
+    if alpha >= 1.0:
+        return np.full(u.shape, gamma, dtype=np.int64)
+    return np.minimum(np.floor(np.log(u) / np.log(alpha)), gamma).astype(np.int64)
+
+
+def verify_passes(request_ids: np.ndarray, output: np.ndarray, alpha: float, gamma: int, seed: int = 0,
+                  chunk: int = 4096) -> np.ndarray:
+    """Decode passes each request needs after its prefill to emit its ``output - 1`` remaining tokens.
+
+    Pass p of request r emits min(k_{r,p} + 1, remaining) tokens (k from :func:`accepted_drafts`), so the
+    passes are the first P with sum_{p<P} (k_{r,p} + 1) >= output - 1. Without a draft P = output - 1.
+
+    Args:
+      request_ids: [N] global request ids (the hash counter; stable across loads).
+      output: [N] output tokens (>= 1).
+      alpha, gamma: acceptance per drafted token and draft length.
+      seed: the lever's speculation seed (seed-system.md: spec seed 0).
+
+    Returns:
+      [N] int64 passes.
+    """
+    need = np.maximum(output.astype(np.int64) - 1, 0)
+    if gamma <= 0 or alpha <= 0.0 or need.size == 0:
+        return need
+    out = np.empty_like(need)
+    width = int(need.max()) if need.size else 0
+    for lo in range(0, need.size, chunk):
+        ids = request_ids[lo:lo + chunk]
+        p = np.arange(max(width, 1), dtype=np.int64)
+        u = uniform_hash(seed, ids[:, None], p[None, :])
+        emitted = np.cumsum(accepted_drafts(u, alpha, gamma) + 1, axis=1)
+        n = need[lo:lo + chunk]
+        out[lo:lo + chunk] = np.where(n > 0, (emitted < n[:, None]).sum(axis=1) + 1, 0)
+    return out

@@ -1,0 +1,151 @@
+"""Serving workloads as data: lengths, sessions, arrivals and SLOs, loaded from TOML.
+
+The packaged ``data/workloads.toml`` holds the seed's five workloads (seed-system.md sec. 2), each number
+with its source. A user adds a workload by writing another TOML file with a ``[workloads.<name>]`` table
+(the same fields) and passing its path; a workload may name a ``trace`` CSV (columns ``input_tokens``,
+``output_tokens``) whose lengths are resampled instead of the lognormal fits.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from sweepkit.errors import InputError
+from sweepkit.serving._toml import check_keys, number, read_toml, string, table
+
+_FIELDS = {
+    "description", "source", "prompt_mean_tokens", "prompt_cv", "prompt_max_tokens", "output_mean_tokens",
+    "output_cv", "output_max_tokens", "turns", "think_mean_s", "system_prompts", "system_prompt_tokens",
+    "ttft_slo_s", "tpot_slo_s", "offline", "min_sessions", "trace",
+}
+_REQUIRED = {"source", "ttft_slo_s", "tpot_slo_s"}
+_LENGTHS = {"prompt_mean_tokens", "prompt_cv", "prompt_max_tokens", "output_mean_tokens", "output_cv",
+            "output_max_tokens"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One serving workload (base units in every name).
+
+    Attributes:
+      name, description, source: key, one line, where the numbers come from.
+      prompt_mean_tokens, prompt_cv, prompt_max_tokens: new input per turn, lognormal, clipped [1, max].
+      output_mean_tokens, output_cv, output_max_tokens: output per turn, lognormal, clipped [1, max].
+      turns: requests per session; later turns arrive closed-loop after think_mean_s x Exp(1).
+      system_prompts, system_prompt_tokens: shared system prompts prepended to every turn's prompt.
+      ttft_slo_s, tpot_slo_s: the SLOs (a request attains when it meets both; TPOT ignored below 2 tokens).
+      offline: every request arrives at once; capacity is the saturated throughput.
+      min_sessions: sessions per run are max(min_sessions, ceil(rate x 4 x session_s)) (seed-system.md sec. 1).
+      trace_inputs, trace_outputs: resampled lengths when a trace file is named (else empty).
+    """
+
+    name: str
+    description: str
+    source: str
+    prompt_mean_tokens: float
+    prompt_cv: float
+    prompt_max_tokens: int
+    output_mean_tokens: float
+    output_cv: float
+    output_max_tokens: int
+    turns: int
+    think_mean_s: float
+    system_prompts: int
+    system_prompt_tokens: int
+    ttft_slo_s: float
+    tpot_slo_s: float
+    offline: bool
+    min_sessions: int
+    trace: str = ""
+    trace_inputs: tuple = ()
+    trace_outputs: tuple = ()
+
+    @property
+    def session_s(self) -> float:
+        """Nominal session length: turns x (think + TTFT SLO + mean output x TPOT SLO) (seed-system.md sec. 1)."""
+        return self.turns * (self.think_mean_s + self.ttft_slo_s + self.output_mean_tokens * self.tpot_slo_s)
+
+    @property
+    def load_unit(self) -> str:
+        return "sessions/s" if self.turns > 1 else "requests/s"
+
+    def sessions_at(self, rate: float) -> int:
+        """Sessions simulated at ``rate`` (offline: min_sessions)."""
+        if self.offline:
+            return self.min_sessions
+        return max(self.min_sessions, int(np.ceil(rate * 4.0 * self.session_s - 1e-9)))
+
+
+def _read_trace(path: Path, where: str) -> tuple[tuple, tuple]:
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except FileNotFoundError:
+        raise InputError(f"{where}: trace = {str(path)!r} does not exist") from None
+    if not rows or "input_tokens" not in rows[0] or "output_tokens" not in rows[0]:
+        raise InputError(f"{where}: trace {str(path)!r} needs columns input_tokens, output_tokens")
+    try:
+        ins = tuple(max(1, int(float(r["input_tokens"]))) for r in rows)
+        outs = tuple(max(1, int(float(r["output_tokens"]))) for r in rows)
+    except ValueError:
+        raise InputError(f"{where}: trace {str(path)!r} has a non-numeric length") from None
+    return ins, outs
+
+
+def _workload(name: str, raw: dict, where: str, base: Path | None) -> Workload:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a table of workload fields")
+    trace = raw.get("trace", "")
+    check_keys(raw, _FIELDS, _REQUIRED | (set() if trace else _LENGTHS), where)
+    num = lambda k, **kw: number(raw, k, where, **kw)  # noqa: E731
+    ins = outs = ()
+    if trace:
+        tpath = Path(string(raw, "trace", where))
+        if not tpath.is_absolute() and base is not None:
+            tpath = base / tpath
+        ins, outs = _read_trace(tpath, where)
+    dflt = dict(default=1.0)
+    offline = raw.get("offline", False)
+    if not isinstance(offline, bool):
+        raise InputError(f"{where}: offline = {offline!r} is not allowed; expected true or false")
+    turns = num("turns", lo=1, hi=64, integer=True, default=1)
+    return Workload(
+        name=name, description=str(raw.get("description", name)), source=string(raw, "source", where),
+        prompt_mean_tokens=num("prompt_mean_tokens", lo=0, lo_open=True, **dflt),
+        prompt_cv=num("prompt_cv", lo=0, hi=10, default=0.0),
+        prompt_max_tokens=num("prompt_max_tokens", lo=1, hi=1_000_000, integer=True, default=1_000_000),
+        output_mean_tokens=num("output_mean_tokens", lo=0, lo_open=True, **dflt),
+        output_cv=num("output_cv", lo=0, hi=10, default=0.0),
+        output_max_tokens=num("output_max_tokens", lo=1, hi=65_536, integer=True, default=65_536),
+        turns=turns, think_mean_s=num("think_mean_s", lo=0, hi=1e6, default=0.0),
+        system_prompts=num("system_prompts", lo=0, hi=1e6, integer=True, default=0),
+        system_prompt_tokens=num("system_prompt_tokens", lo=0, hi=1_000_000, integer=True, default=0),
+        ttft_slo_s=num("ttft_slo_s", lo=0, lo_open=True), tpot_slo_s=num("tpot_slo_s", lo=0, lo_open=True),
+        offline=offline, min_sessions=num("min_sessions", lo=2, hi=1_000_000, integer=True, default=200),
+        trace=str(trace), trace_inputs=ins, trace_outputs=outs,
+    )
+
+
+def load_workloads(path: str | Path | None = None) -> dict[str, Workload]:
+    """All workloads of a TOML file (default: the packaged five), validated.
+
+    Raises:
+      InputError: one line naming the file, the workload, the field, the bad value and what is allowed.
+    """
+    raw, where = read_toml(path, "workloads.toml")
+    base = Path(path).parent if path is not None else None
+    entries = table(raw, "workloads", where)
+    return {k: _workload(k, v, f"{where} [workloads.{k}]", base) for k, v in entries.items()}
+
+
+def get_workload(name: str, path: str | Path | None = None) -> Workload:
+    """One workload by name (from ``path`` if given, else the packaged file)."""
+    found = load_workloads(path)
+    if name not in found:
+        where = str(path) if path else "sweepkit/serving/data/workloads.toml"
+        raise InputError(f"{where}: workload = {name!r} is not allowed; expected one of {', '.join(found)}")
+    return found[name]

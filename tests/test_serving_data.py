@@ -1,0 +1,114 @@
+"""Serving data: workloads, levers and cluster as TOML; request sampling; acceptance draws."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sweepkit.errors import InputError
+from sweepkit.serving.cluster import load_cluster
+from sweepkit.serving.levers import load_levers
+from sweepkit.serving.requests import lognormal_tokens, sample_sessions, verify_passes
+from sweepkit.serving.workloads import load_workloads
+from sweepkit.speculative import expected_tokens
+
+SEED_FIVE = ["chat", "coding-agent", "offline-batch", "long-context-rag", "realtime-voice"]
+
+
+def test_packaged_workloads_are_the_seeds_five_with_sources():
+    ws = load_workloads()
+    assert list(ws) == SEED_FIVE
+    for w in ws.values():
+        assert w.source
+    # seed-system.md sec. 1: session_s = turns x (think + ttft_slo + mean_output x tpot_slo)
+    assert ws["chat"].session_s == pytest.approx(83.70, abs=0.01)
+    assert ws["coding-agent"].session_s == pytest.approx(79.2)
+    assert ws["realtime-voice"].session_s == pytest.approx(27.0)
+    # chat at its reference load simulates 1,947 requests (seed-system.md sec. 1)
+    assert ws["chat"].sessions_at(1.9375) * ws["chat"].turns == 1947
+
+
+def test_lognormal_mean_and_cv():
+    rng = np.random.default_rng(0)
+    x = lognormal_tokens(rng, 500.0, 0.8, 10**9, 400_000)
+    assert x.mean() == pytest.approx(500.0, rel=0.01)
+    assert x.std() / x.mean() == pytest.approx(0.8, rel=0.03)
+    assert lognormal_tokens(rng, 50.0, 3.0, 64, 1000).max() <= 64
+
+
+def test_prompts_carry_system_prompt_and_whole_history():
+    w = load_workloads()["chat"]
+    s = sample_sessions(w, 50)
+    x, y = s.new_input, s.output
+    for k in range(w.turns):
+        want = w.system_prompt_tokens + (x[:, :k] + y[:, :k]).sum(axis=1) + x[:, k]
+        np.testing.assert_array_equal(s.prompt[:, k], want)
+
+
+def test_common_random_numbers_across_session_counts():
+    w = load_workloads()["realtime-voice"]
+    small, large = sample_sessions(w, 100), sample_sessions(w, 3000)
+    np.testing.assert_array_equal(small.prompt, large.prompt[:100])
+    np.testing.assert_array_equal(small.start_unit, large.start_unit[:100])
+
+
+def test_tokens_per_verify_pass_within_3pct_of_expected_tokens():
+    # seed-system.md sec. 6: simulated tokens/verify within 3% of the closed form (g4 a0.75, 200 req, 1024 out)
+    ids = np.arange(200)
+    out = np.full(200, 1025)
+    passes = verify_passes(ids, out, 0.75, 4)
+    assert (1024 * 200) / passes.sum() == pytest.approx(float(expected_tokens(0.75, 4)), rel=0.03)
+    np.testing.assert_array_equal(verify_passes(ids, out, 0.0, 4), out - 1)
+
+
+def test_bad_workload_file_is_one_clear_line(tmp_path):
+    p = tmp_path / "w.toml"
+    p.write_text('[workloads.mine]\nsource = "me"\nttft_slo_s = -1\ntpot_slo_s = 0.05\n'
+                 'prompt_mean_tokens = 10\nprompt_cv = 0\nprompt_max_tokens = 10\noutput_mean_tokens = 5\n'
+                 'output_cv = 0\noutput_max_tokens = 9\n')
+    with pytest.raises(InputError) as e:
+        load_workloads(p)
+    msg = str(e.value)
+    assert "\n" not in msg and "w.toml" in msg and "ttft_slo_s" in msg and "-1" in msg
+    p.write_text('[workloads.mine]\nsource = "me"\nttft_slo = 1\n')
+    with pytest.raises(InputError, match="unknown field 'ttft_slo'"):
+        load_workloads(p)
+    with pytest.raises(InputError, match="no such file"):
+        load_workloads(tmp_path / "missing.toml")
+
+
+def test_workload_from_a_trace_file(tmp_path):
+    (tmp_path / "t.csv").write_text("input_tokens,output_tokens\n100,10\n200,20\n")
+    p = tmp_path / "w.toml"
+    p.write_text('[workloads.replay]\nsource = "my trace"\ntrace = "t.csv"\nttft_slo_s = 1\ntpot_slo_s = 0.05\n')
+    w = load_workloads(p)["replay"]
+    s = sample_sessions(w, 64)
+    assert set(np.unique(s.output)) <= {10, 20}
+    assert set(np.unique(s.prompt)) <= {100, 200}
+
+
+def test_bad_lever_and_cluster_files(tmp_path):
+    p = tmp_path / "l.toml"
+    p.write_text('[levers.x]\ndraft = "mtp"\ngamma = 3\nalpha = 1.5\n')
+    with pytest.raises(InputError, match="alpha = 1.5"):
+        load_levers(p)
+    p.write_text('[levers.x]\ndraft = "nope"\ngamma = 3\nalpha = 0.5\n')
+    with pytest.raises(InputError, match="draft = 'nope'"):
+        load_levers(p)
+    c = tmp_path / "c.toml"
+    c.write_text('[cluster]\nmodel = "llama-3-70b"\ninstances = 2\ntp = 4\ngpus = 6\ndevices = ["H100"]\n')
+    with pytest.raises(InputError, match="gpus = 6"):
+        load_cluster(c)
+    c.write_text('[cluster]\nmodel = "llama-3-70b"\ninstances = 2\ntp = 4\ndevices = ["Z9"]\n')
+    with pytest.raises(InputError, match="Z9"):
+        load_cluster(c)
+
+
+def test_packaged_levers_and_cluster():
+    lv = load_levers()
+    assert list(lv) == ["baseline", "mtp", "draft-llama-3.2-1b"]
+    assert (lv["mtp"].gamma, lv["mtp"].alpha) == (3, 0.7)
+    assert (lv["draft-llama-3.2-1b"].gamma, lv["draft-llama-3.2-1b"].draft) == (4, "llama-3.2-1b")
+    cl = load_cluster()
+    assert (cl.gpus, cl.instances, cl.tp, cl.batch_cap, cl.prefill_token_budget) == (8, 2, 4, 256, 8192)
+    assert dataclasses.replace(cl, tp=2).tp == 2
