@@ -193,10 +193,11 @@ def test_bad_columns_and_names_refused(tmp_path):
 
 def test_undeclared_table_gets_a_view(tmp_path):
     wh = Warehouse(tmp_path)
-    assert "serving" not in {r[0] for r in wh.connect().execute("show tables").fetchall()}
+    assert "probe_metrics" not in {r[0] for r in wh.connect().execute("show tables").fetchall()}
     batch = pa.record_batch({"workload": pa.array(["chat", "rag"]).dictionary_encode(), "goodput": [1.5, 2.0]})
-    run_id = wh.write_run(kind="serving", grid_name="s", grid_toml="", grid_sha256="s", tables={"serving": [batch]})
-    assert wh.query("select * from serving order by workload").to_pylist() == [
+    run_id = wh.write_run(kind="serving", grid_name="s", grid_toml="", grid_sha256="s",
+                          tables={"probe_metrics": [batch]})
+    assert wh.query("select * from probe_metrics order by workload").to_pylist() == [
         {"run_id": run_id, "workload": "chat", "goodput": 1.5}, {"run_id": run_id, "workload": "rag", "goodput": 2.0}]
     assert count(wh) == 0                                   # decode: the empty contract view
 
