@@ -84,7 +84,7 @@ def _run_measured(cmd: list[str], env=None) -> tuple[float, float, str]:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
     peak = _child_peak_rss_gib(out)
-    return wall, peak, out
+    return wall, peak, out + err          # the CLI's progress and summary lines go to stderr
 
 
 def _child_peak_rss_gib(out: str) -> float:
