@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -72,12 +73,45 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     emit(table, fmt, title=f"{spec.name}: {spec.description}".rstrip(": "))
 
 
+class _Interrupts:
+    """SIGINT as a flag, acted on between chunks.
+
+    Python's default handler raises KeyboardInterrupt wherever the main thread happens to be; inside a
+    callback whose exceptions are ignored (JAX's gc callback, seen in CI) the interrupt is swallowed and the
+    run goes on to commit. Here the handler only records the signal, and :meth:`checked` raises
+    KeyboardInterrupt at the next chunk boundary, in ordinary code, so write_run throws the run away.
+    """
+
+    def __init__(self):
+        self.seen = False
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._previous)
+        return False
+
+    def _handler(self, signum, frame):
+        self.seen = True
+
+    def checked(self, batches):
+        for batch in batches:
+            if self.seen:
+                raise KeyboardInterrupt
+            yield batch
+        if self.seen:
+            raise KeyboardInterrupt
+
+
 def _sweep(spec, wh, chunk_points: int | None) -> str:
     from sweepkit.sweep import engine
 
     chunk = chunk_points or engine.DEFAULT_CHUNK_POINTS
     t0 = time.perf_counter()
     progress = _progress(spec.n_points)
+    interrupts = _Interrupts()
     try:
         if progress is None:
             on_rows = None
@@ -85,9 +119,11 @@ def _sweep(spec, wh, chunk_points: int | None) -> str:
             progress.start()
             task = progress.add_task(f"{spec.name}", total=spec.n_points)
             on_rows = lambda n: progress.advance(task, n)  # noqa: E731
-        run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
-                              grid_sha256=spec.sha256, tables={"decode": engine.iter_decode_chunks(spec, chunk)},
-                              on_rows=on_rows)
+        with interrupts:
+            run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
+                                  grid_sha256=spec.sha256,
+                                  tables={"decode": interrupts.checked(engine.iter_decode_chunks(spec, chunk))},
+                                  on_rows=on_rows)
     except KeyboardInterrupt:
         if progress is not None:
             progress.stop()
