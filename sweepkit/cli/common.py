@@ -11,6 +11,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import signal
 import sys
 from typing import Any, Callable
 
@@ -130,3 +131,40 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
             raise bad_value("--param", pair, "key=value, e.g. --param context=512")
         out[key.strip()] = value
     return out
+
+
+class Interrupts:
+    """SIGINT as a flag, acted on between chunks.
+
+    Python's default handler raises KeyboardInterrupt wherever the main thread happens to be; inside a
+    callback whose exceptions are ignored (JAX's gc callback, seen in CI) the interrupt is swallowed and the
+    run goes on to commit. Here the handler only records the signal, and :meth:`checked` raises
+    KeyboardInterrupt at the next chunk boundary, in ordinary code, so write_run throws the run away.
+    """
+
+    def __init__(self):
+        self.seen = False
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._previous)
+        return False
+
+    def _handler(self, signum, frame):
+        self.seen = True
+
+    def check(self, *_args) -> None:
+        """Raise KeyboardInterrupt here, in ordinary code, if SIGINT arrived."""
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def checked(self, batches):
+        for batch in batches:
+            if self.seen:
+                raise KeyboardInterrupt
+            yield batch
+        if self.seen:
+            raise KeyboardInterrupt

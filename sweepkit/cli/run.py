@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 
 import click
 
-from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.common import Interrupts, emit, format_option, note, open_warehouse, warehouse_option
 from sweepkit.errors import bad_value
 
 HEADLINE = "speedup_table"
@@ -73,45 +72,13 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     emit(table, fmt, title=f"{spec.name}: {spec.description}".rstrip(": "))
 
 
-class _Interrupts:
-    """SIGINT as a flag, acted on between chunks.
-
-    Python's default handler raises KeyboardInterrupt wherever the main thread happens to be; inside a
-    callback whose exceptions are ignored (JAX's gc callback, seen in CI) the interrupt is swallowed and the
-    run goes on to commit. Here the handler only records the signal, and :meth:`checked` raises
-    KeyboardInterrupt at the next chunk boundary, in ordinary code, so write_run throws the run away.
-    """
-
-    def __init__(self):
-        self.seen = False
-
-    def __enter__(self):
-        self._previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._previous)
-        return False
-
-    def _handler(self, signum, frame):
-        self.seen = True
-
-    def checked(self, batches):
-        for batch in batches:
-            if self.seen:
-                raise KeyboardInterrupt
-            yield batch
-        if self.seen:
-            raise KeyboardInterrupt
-
-
 def _sweep(spec, wh, chunk_points: int | None) -> str:
     from sweepkit.sweep import engine
 
     chunk = chunk_points or engine.DEFAULT_CHUNK_POINTS
     t0 = time.perf_counter()
     progress = _progress(spec.n_points)
-    interrupts = _Interrupts()
+    interrupts = Interrupts()
     try:
         if progress is None:
             on_rows = None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import click
 
-from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.common import Interrupts, emit, format_option, note, open_warehouse, warehouse_option
 
 
 def _progress(total: int):
@@ -65,12 +67,20 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
         jax.config.update("jax_enable_x64", True)
         t0 = time.perf_counter()
         bar = _progress(spec.n_points)
-        if bar is not None:
-            with bar:
-                task = bar.add_task(f"simulating {spec.name}", total=None)
-                tables = run_grid(spec, progress=lambda n: bar.advance(task, n))
-        else:
-            tables = run_grid(spec)
+        try:
+            with Interrupts() as interrupts:
+                if bar is not None:
+                    with bar:
+                        task = bar.add_task(f"simulating {spec.name}", total=None)
+                        tables = run_grid(spec, progress=lambda n: (interrupts.check(), bar.advance(task, n)))
+                else:
+                    tables = run_grid(spec, progress=interrupts.check)
+                interrupts.check()
+        except KeyboardInterrupt:
+            note("interrupted: nothing was committed")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)     # as `sweepkit run`: skip interpreter teardown with XLA work possibly in flight
         run_id = wh.write_run(kind="serving", grid_name=spec.name, grid_toml=spec.text, grid_sha256=spec.sha256,
                               tables={k: _batches(v) for k, v in tables.items()})
         note(f"run {run_id}: {tables['serving'].num_rows} simulated loads, {tables['capacity'].num_rows} points "
