@@ -148,7 +148,8 @@ def test_write_run_layout_views_and_reuse(tmp_path):
 
 def test_streaming_many_row_groups_and_files(tmp_path, monkeypatch):
     monkeypatch.setattr(writer_mod, "ROW_GROUP_ROWS", 20)
-    monkeypatch.setattr(writer_mod, "FILE_ROWS", 40)
+    monkeypatch.setattr(writer_mod, "FILE_ROWS", 20)      # every flush (>= 20 rows) closes a file: >= 2 files
+                                                            # however the two writer threads share the batches
     wh = Warehouse(tmp_path)
     seen = []
     run_id, spec = write(wh, SEED, chunk=16, on_rows=seen.append)          # batches of 16, 16, 16, 12 rows
