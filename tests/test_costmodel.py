@@ -48,7 +48,6 @@ def test_seed_hand_check_to_three_digits():
 
 
 def test_decode_bytes_of_the_hand_check():
-    m = model_arrays(get_model("llama-3-8b"))
     with jax.enable_x64(True):
         m = model_arrays(get_model("llama-3-8b"), jnp.float64)
         _, bytes_ = flops_and_bytes(decode_work(jnp.float64(512), jnp.float64(1)), m, 2.0, 2.0)
@@ -107,7 +106,6 @@ def test_newton_matches_cardano_closed_form():
 
 def test_power_bound_pass_respects_the_budget():
     # H100 verify at batch 128 is power bound (seed table); its dynamic power must equal the 600 W budget.
-    dev = device_arrays(get_device("H100"))
     with jax.enable_x64(True):
         dev = device_arrays(get_device("H100"), jnp.float64)
         flops, bytes_ = 7.8e12, 23.7e9

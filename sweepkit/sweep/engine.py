@@ -70,16 +70,16 @@ def build_tables(axes: Mapping[str, Sequence[Any]], dtype=jnp.float32) -> GridTa
     stacked_drafts = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *per_target)
     speedup = [[dev.speedup(f) for f in axes["compute_format"]] for dev in devices]
 
-    def vec(name, values):
+    def vec(values):
         return jnp.asarray(np.asarray(values, dtype=np.float64), dtype=dtype)
 
     return GridTables(
         devices=device_arrays(devices, dtype), targets=model_arrays(targets, dtype), drafts=stacked_drafts,
-        speedup=vec("speedup", speedup),
-        weight_bytes=vec("w", [get_format(f, "weight_format").bytes_per_value for f in axes["weight_format"]]),
-        kv_bytes=vec("kv", [get_format(f, "kv_format").bytes_per_value for f in axes["kv_format"]]),
-        tp=vec("tp", axes["tp"]), batch=vec("batch", axes["batch"]), context=vec("context", axes["context"]),
-        gamma=vec("gamma", axes["gamma"]), alpha=vec("alpha", axes["alpha"]))
+        speedup=vec(speedup),
+        weight_bytes=vec([get_format(f, "weight_format").bytes_per_value for f in axes["weight_format"]]),
+        kv_bytes=vec([get_format(f, "kv_format").bytes_per_value for f in axes["kv_format"]]),
+        tp=vec(axes["tp"]), batch=vec(axes["batch"]), context=vec(axes["context"]),
+        gamma=vec(axes["gamma"]), alpha=vec(axes["alpha"]))
 
 
 def mixed_radix_digits(index: int, radices: Sequence[int]) -> list[int]:
