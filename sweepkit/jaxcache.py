@@ -1,12 +1,17 @@
-"""JAX's persistent compilation cache for the CLI: a grid shape compiles once per machine, not per process.
+"""Compilation caches for the CLI: a grid shape compiles once per machine, not per process.
 
 The cache lives in ``$SWEEPKIT_JAX_CACHE`` (default ``~/.cache/sweepkit/jax``); ``SWEEPKIT_JAX_CACHE=off``
-turns it off. Only programs that took at least MIN_COMPILE_S to compile are stored.
+turns it off. There JAX keeps the XLA compilations of programs that took at least MIN_COMPILE_S to
+compile, and :func:`compile_cached` keeps whole executables (``sweepkit-executables/``) so that a warm run
+also skips tracing and lowering.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+import pickle
 from pathlib import Path
 
 MIN_COMPILE_S = 0.5
@@ -27,3 +32,119 @@ def enable_persistent_cache() -> Path | None:
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
     return path
+
+
+# ---------------------------------------------------------------------------------------- executables
+# JAX's cache above saves the XLA compile, but a warm process still traces and lowers the program first
+# (0.45 s for the sweep chunk of grids/large.toml, before its first row). For the few programs the CLI runs
+# per grid shape, the compiled executable itself is kept: serialised after its first compile and loaded
+# back (0.2 s) without tracing. The key covers everything the program depends on: sweepkit's source text,
+# jax/jaxlib versions, the backend and device kind, the function, its static arguments and argument shapes.
+
+_HITS = [0]
+
+
+def _count_hit(event: str, **_) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _HITS[0] += 1
+
+
+def _jax_cache_hits() -> int:
+    """Executables JAX has loaded from its persistent cache in this process (listener added on first use)."""
+    if not _HITS[1:]:
+        import jax
+
+        jax.monitoring.register_event_listener(_count_hit)
+        _HITS.append(1)
+    return _HITS[0]
+
+
+def _executables_dir() -> Path | None:
+    """``<JAX's cache folder>/sweepkit-executables``; None while JAX's persistent cache is off."""
+    import jax
+
+    root = jax.config.jax_compilation_cache_dir
+    return Path(root) / "sweepkit-executables" if root else None
+
+
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """sha256 over the text of every module of the installed sweepkit package (path and bytes)."""
+    pkg = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(pkg.rglob("*.py")):
+        h.update(str(path.relative_to(pkg)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _compile_fresh(lower, compiler_options):
+    """Compile with JAX's persistent cache bypassed (only a fresh compile serialises completely; see above),
+    falling back to a plain compile where JAX's internals differ."""
+    import jax
+
+    try:
+        from jax._src import compilation_cache
+        reset = compilation_cache.reset_cache
+    except (ImportError, AttributeError):
+        return lower().compile(compiler_options=compiler_options)
+    jax.config.update("jax_enable_compilation_cache", False)
+    reset()
+    try:
+        return lower().compile(compiler_options=compiler_options)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)
+        reset()                                            # re-reads the folder at the next compile
+
+
+def compile_cached(name: str, key: object, lower, compiler_options: dict | None = None):
+    """``lower().compile(compiler_options)``, or the same executable loaded from the cache folder.
+
+    Args:
+      name: the program's name (part of the file name).
+      key: anything whose ``repr`` pins the program: static arguments, argument shapes and dtypes, tree
+        structures.
+      lower: a zero-argument callable returning the ``jax.stages.Lowered`` (only called on a miss).
+      compiler_options: passed to ``compile``.
+
+    Returns:
+      A ``jax.stages.Compiled``. A missing, unreadable or stale cache entry compiles (and rewrites it);
+      the cache never makes a run fail.
+    """
+    import jax
+
+    folder = _executables_dir()
+    if folder is None:
+        return lower().compile(compiler_options=compiler_options)
+    import jaxlib
+
+    device = jax.devices()[0]
+    text = repr((name, key, compiler_options, jax.__version__, jaxlib.__version__, jax.default_backend(),
+                 device.device_kind, jax.device_count(), source_digest()))
+    path = folder / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
+    from jax.experimental import serialize_executable
+
+    try:
+        payload, in_tree, out_tree = pickle.loads(path.read_bytes())
+        return serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+    except FileNotFoundError:
+        pass
+    except Exception:  # noqa: BLE001 - a corrupt or incompatible entry: compile again and replace it
+        path.unlink(missing_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return lower().compile(compiler_options=compiler_options)
+    hits = _jax_cache_hits()
+    compiled = _compile_fresh(lower, compiler_options)
+    if _jax_cache_hits() != hits:
+        # JAX loaded it from its own cache after all: re-serialising such an executable drops the compiled
+        # code on XLA:CPU (the loaded copy fails with "Function ... not found"), so keep fresh compiles only.
+        return compiled
+    try:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(serialize_executable.serialize(compiled)))
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - not serialisable on this backend, or a read-only cache: just don't keep it
+        pass
+    return compiled

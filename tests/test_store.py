@@ -152,7 +152,7 @@ def test_streaming_many_row_groups_and_files(tmp_path, monkeypatch):
                                                             # however the two writer threads share the batches
     wh = Warehouse(tmp_path)
     seen = []
-    run_id, spec = write(wh, SEED, chunk=16, on_rows=seen.append)          # batches of 16, 16, 16, 12 rows
+    run_id, spec = write(wh, SEED, chunk=15, on_rows=seen.append)          # batches of 15, 15, 15, 15 rows
     assert count(wh) == spec.n_points == sum(seen) == 60 and len(seen) == 4
     files = wh.query("select path, row_count from run_files").to_pylist()
     assert len(files) >= 2 and sum(f["row_count"] for f in files) == 60
@@ -306,3 +306,34 @@ def test_two_readers_query_while_a_run_writes(tmp_path):
         seen = eval(r_out)                                     # noqa: S307 - our own child's list of ints
         assert set(seen) == {60, 60 + n_slow}                 # before and after; never a partial run
     assert count(wh) == 60 + n_slow
+
+
+def test_a_commit_recreates_only_its_views_and_the_feed_only_when_its_definition_changes(tmp_path):
+    wh = Warehouse(tmp_path)
+    run1, _ = write(wh, SEED)
+    con = duckdb.connect(str(wh.db_path), read_only=True)
+    sql1 = dict(con.execute("select view_name, sql from duckdb_views() where not internal").fetchall())
+    digest = con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchone()[0]
+    con.close()
+    assert {"decode", "serving", "capacity", "trace_steps", "v_decode", "v_matrix"} <= set(sql1)
+    run2, spec2 = write(wh, (ROOT / "grids/leviathan.toml").read_text())
+    con = duckdb.connect(str(wh.db_path), read_only=True)
+    sql2 = dict(con.execute("select view_name, sql from duckdb_views() where not internal").fetchall())
+    # decode now lists both runs' files; the feed view over it was left alone and sees both runs
+    assert sql2["decode"] != sql1["decode"] and sql2["v_decode"] == sql1["v_decode"]
+    assert sql2["serving"] == sql1["serving"]
+    assert con.execute("select count(distinct run_id), count(*) from v_decode").fetchone() == (2, 60 + spec2.n_points)
+    comments = con.execute("select count(*) from duckdb_columns() where table_name = 'decode' "
+                           "and comment is not null and comment <> ''").fetchone()[0]
+    assert comments == len(con.execute("select * from decode limit 0").description)   # comments redone
+    con.close()
+    # a changed feed definition (another sweepkit version) is recreated at the next commit
+    con = duckdb.connect(str(wh.db_path))
+    con.execute("update warehouse_meta set value = 'stale' where key = 'feed_sha256'")
+    con.execute("create or replace view v_decode as select 1 as stale")
+    con.close()
+    write(wh, SEED, chunk=15)
+    con = duckdb.connect(str(wh.db_path), read_only=True)
+    assert con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchone()[0] == digest
+    assert con.execute("select count(distinct run_id) from v_decode").fetchone()[0] == 3
+    con.close()

@@ -57,7 +57,7 @@ create table if not exists warehouse_meta (
     key    varchar primary key,
     value  varchar not null
 );
-comment on table warehouse_meta is 'Key/value facts about the warehouse; root = the absolute folder the persisted views point into';
+comment on table warehouse_meta is 'Key/value facts about the warehouse; root = the absolute folder the persisted views point into; feed_sha256 = the definition the feed views (v_*) were created from; schema_sha256 = the schema.sql text last applied';
 
 -- decode: one row per grid point of a decode run (sweepkit.sweep.engine.iter_decode_chunks).
 create table if not exists contract_decode (

@@ -60,11 +60,16 @@ class ModelArrays:
 _DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
 
 
-def device_arrays(device: Device | list[Device], dtype=None) -> DeviceArrays:
+def _leaf(v: np.ndarray, dtype, host: bool):
+    """A device array, or with ``host`` a numpy array (to stack on the host and transfer once)."""
+    return np.asarray(v, dtype=dtype or np.float64) if host else jnp.asarray(v, dtype=dtype)
+
+
+def device_arrays(device: Device | list[Device], dtype=None, *, host: bool = False) -> DeviceArrays:
     """One device (scalars) or a list (leading axis, in list order) as :class:`DeviceArrays`."""
     devices = device if isinstance(device, list) else [device]
     cols = {k: np.array([getattr(d, k) for d in devices], dtype=np.float64) for k in _DEVICE_FIELDS}
-    out = {k: jnp.asarray(v if isinstance(device, list) else v[0], dtype=dtype) for k, v in cols.items()}
+    out = {k: _leaf(v if isinstance(device, list) else v[0], dtype, host) for k, v in cols.items()}
     return DeviceArrays(**out)
 
 
@@ -78,7 +83,7 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                 kv_values_per_token=float(model.kv_bytes_per_token(1.0)), present=1.0)
 
 
-def model_arrays(model: Model | Draft | None | list, dtype=None) -> ModelArrays:
+def model_arrays(model: Model | Draft | None | list, dtype=None, *, host: bool = False) -> ModelArrays:
     """A target :class:`Model`, a :class:`Draft` (its per-pass network, its added residency) or a list."""
     items = model if isinstance(model, list) else [model]
     rows = []
@@ -88,5 +93,5 @@ def model_arrays(model: Model | Draft | None | list, dtype=None) -> ModelArrays:
         else:
             rows.append(_model_row(item))
     cols = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in rows[0]}
-    out = {k: jnp.asarray(v if isinstance(model, list) else v[0], dtype=dtype) for k, v in cols.items()}
+    out = {k: _leaf(v if isinstance(model, list) else v[0], dtype, host) for k, v in cols.items()}
     return ModelArrays(**out)

@@ -17,6 +17,7 @@ inlined as literals, since a view takes no parameters).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -166,6 +167,16 @@ def _binds(con: duckdb.DuckDBPyConnection, body: str) -> bool:
         return False
     finally:
         scratch.close()
+
+
+def feed_digest(schema: str) -> str:
+    """sha256 of every feed view's candidate definition and column docs, and of the schema they bind to."""
+    h = hashlib.sha256(schema.encode())
+    for name, (source, cols) in FEED.items():
+        if "{matrix}" in source:
+            source = source.replace("{matrix}", matrix_source() or "<none>")
+        h.update(repr((name, source, [(c.name, c.type, c.doc, c.expr) for c in cols])).encode())
+    return h.hexdigest()
 
 
 def create_feed_views(con: duckdb.DuckDBPyConnection, *, temp: bool) -> list[str]:

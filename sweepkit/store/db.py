@@ -12,6 +12,7 @@ its whole commit, so new readers wait for the commit while the ones already open
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import random
 import re
@@ -36,6 +37,21 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 def schema_sql() -> str:
     """The text of ``schema.sql`` (packaged; ``warehouse/schema.sql`` in a checkout)."""
     return resources.files("sweepkit.store").joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Run schema.sql on a read-write connection unless the database already holds this very text
+    (``warehouse_meta.schema_sha256``; saves ~50 ms of DDL on every commit)."""
+    text = schema_sql()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    has_meta = con.execute(
+        "select count(*) from duckdb_tables() where database_name = current_database() and schema_name = 'main' "
+        "and table_name = 'warehouse_meta'").fetchone()[0]
+    if has_meta and con.execute(
+            "select value from warehouse_meta where key = 'schema_sha256'").fetchall() == [(digest,)]:
+        return
+    con.execute(text)
+    con.execute("insert or replace into warehouse_meta values ('schema_sha256', ?)", [digest])
 
 
 def check_ident(name: str, what: str) -> str:
@@ -142,19 +158,30 @@ def view_sql(name: str, root: Path, paths: Iterable[str], *, temp: bool,
             f"hive_partitioning = true, hive_types = {{'run_id': 'VARCHAR'}}, union_by_name = true)")
 
 
-def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool) -> list[str]:
-    """(Re)create every view: over committed files, else over its empty contract table; returns the names.
+def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
+                 tables: Iterable[str] | None = None) -> list[str]:
+    """(Re)create the views: over committed files, else over their empty contract tables; returns the names.
 
     Args:
       con: an open connection holding the schema (persistent views need it read-write).
       root: warehouse root the relative file paths hang from.
       temp: temporary views (a read-only connection, or a warehouse moved since its last commit).
+      tables: a commit's tables: only their views (and any view not there yet) are recreated, and the feed
+        views only when missing or defined differently (``sweepkit.report.feed.feed_digest``). A view reads
+        its own files only and the feed views name the others, so nothing else changes. None: all of them.
     """
     declared = contracts(con)
     files = files_by_table(con)
     names = sorted(set(declared) | set(files))
     kind = "temp view" if temp else "view"
-    for name in names:
+    if tables is not None:
+        existing = {r[0] for r in con.execute(
+            "select view_name from duckdb_views() where database_name = current_database() "
+            "and schema_name = 'main' and not internal").fetchall()}
+        todo = [n for n in names if n in set(tables) or n not in existing]
+    else:
+        todo = names
+    for name in todo:
         check_ident(name, "table")
         columns = [c for c, _ in declared[name]] if name in declared else None
         sql = view_sql(name, root, files.get(name, []), temp=temp, columns=columns)
@@ -163,13 +190,23 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool) -> l
         con.execute(sql)
         if not temp:
             present = {r[0] for r in con.execute(
-                "select column_name from duckdb_columns() where table_name = ? and schema_name = 'main'",
-                [name]).fetchall()}
-            for column, comment in declared.get(name, []):
-                if comment and column in present:
-                    con.execute(f"comment on column {name}.{column} is {sql_str(comment)}")
+                "select column_name from duckdb_columns() where table_name = ? and schema_name = 'main' "
+                "and database_name = current_database()", [name]).fetchall()}
+            comments = [f"comment on column {name}.{column} is {sql_str(comment)}"
+                        for column, comment in declared.get(name, []) if comment and column in present]
+            if comments:
+                con.execute(";\n".join(comments))
     # >>> feed views (report issue; owner sweepkit/report/feed.py): v_decode, v_serving, v_capacity, v_matrix >>>
-    from sweepkit.report.feed import create_feed_views
-    names += create_feed_views(con, temp=temp)
+    from sweepkit.report.feed import FEED, create_feed_views, feed_digest
+
+    if tables is None or temp:
+        names += create_feed_views(con, temp=temp)
+        return names
+    digest = feed_digest(schema_sql())
+    stored = con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchall()
+    if not stored or stored[0][0] != digest or not set(FEED) <= existing:
+        create_feed_views(con, temp=False)
+        con.execute("insert or replace into warehouse_meta values ('feed_sha256', ?)", [digest])
+    names += list(FEED)
     # <<< feed views <<<
     return names

@@ -247,7 +247,7 @@ class Warehouse:
         con = db.open_db(self.db_path, read_only=False)
         try:
             con.execute("begin transaction")
-            con.execute(db.schema_sql())
+            db.ensure_schema(con)
             con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)",
                         [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
                          dt.datetime.now(dt.timezone.utc), row_count, wall_s])
@@ -255,7 +255,7 @@ class Warehouse:
             if rows:
                 con.executemany("insert into run_files values (?, ?, ?, ?, ?)", rows)
             con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(self.root.resolve())])
-            db.create_views(con, self.root, temp=False)
+            db.create_views(con, self.root, temp=False, tables=[n for n, fs in files.items() if fs])
             con.execute("commit")
         except BaseException:
             try:

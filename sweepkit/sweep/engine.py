@@ -28,8 +28,9 @@ from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.decode import DecodeInputs, finish_gamma, finish_outer, finish_point, hardware_stage, verify_stage
 from sweepkit.speculative import expected_tokens
-from sweepkit.costmodel.roofline import BOUNDS
 from sweepkit.evaluate import gamma_bucket
+from sweepkit.jaxcache import compile_cached
+from sweepkit.sweep.batches import BatchBuilder
 
 AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
         "batch", "context", "gamma", "alpha")
@@ -62,24 +63,30 @@ class GridTables:
 
 
 def build_tables(axes: Mapping[str, Sequence[Any]], dtype=jnp.float32) -> GridTables:
-    """Resolve the axis names through the catalogue into stacked numeric tables."""
+    """Resolve the axis names through the catalogue into stacked numeric tables.
+
+    Built with numpy on the host and transferred in one ``device_put`` (per-leaf ``jnp`` ops would each
+    dispatch, and compile on first use: ~0.2 s before the first chunk).
+    """
+    dtype = np.dtype(dtype)
     devices = [get_device(d) for d in axes["device"]]
     targets = [get_model(m) for m in axes["model"]]
     drafts = [[get_draft(d, t) for d in axes["draft"]] for t in targets]
-    per_target = [model_arrays(row, dtype) for row in drafts]
-    stacked_drafts = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *per_target)
+    per_target = [model_arrays(row, dtype, host=True) for row in drafts]
+    stacked_drafts = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *per_target)
     speedup = [[dev.speedup(f) for f in axes["compute_format"]] for dev in devices]
 
     def vec(values):
-        return jnp.asarray(np.asarray(values, dtype=np.float64), dtype=dtype)
+        return np.asarray(np.asarray(values, dtype=np.float64), dtype=dtype)
 
-    return GridTables(
-        devices=device_arrays(devices, dtype), targets=model_arrays(targets, dtype), drafts=stacked_drafts,
-        speedup=vec(speedup),
+    host = GridTables(
+        devices=device_arrays(devices, dtype, host=True), targets=model_arrays(targets, dtype, host=True),
+        drafts=stacked_drafts, speedup=vec(speedup),
         weight_bytes=vec([get_format(f, "weight_format").bytes_per_value for f in axes["weight_format"]]),
         kv_bytes=vec([get_format(f, "kv_format").bytes_per_value for f in axes["kv_format"]]),
         tp=vec(axes["tp"]), batch=vec(axes["batch"]), context=vec(axes["context"]),
         gamma=vec(axes["gamma"]), alpha=vec(axes["alpha"]))
+    return jax.device_put(host)
 
 
 def mixed_radix_digits(index: int, radices: Sequence[int]) -> list[int]:
@@ -120,7 +127,7 @@ def evaluate_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple
     The hardware stage runs once per outer point, the verify pass once per (outer point, gamma), and only the
     cheap final combination once per grid point: vmap(outer) o vmap(gamma) o vmap(alpha). Each output keeps
     its natural shape ([k], [k, n_gamma] or [k, n_gamma, n_alpha]: see PER_OUTER, PER_GAMMA, PER_POINT);
-    the Arrow conversion broadcasts it to one value per grid point.
+    ``sweepkit.sweep.batches`` broadcasts it to one value per grid point.
 
     Returns:
       (outer axis indices [len(OUTER), k], dict of outputs).
@@ -160,14 +167,15 @@ _COMPILED: dict = {}
 
 def compiled_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple[int, ...], k: int,
                    gamma_max: int):
-    """The compiled :func:`evaluate_chunk` for this grid shape (compiled once per shape and process; with
-    ``jax_compilation_cache_dir`` set, once per shape and machine)."""
-    shapes = tuple((x.shape, x.dtype) for x in jax.tree_util.tree_leaves(tables))
-    key = (radices, k, gamma_max, jax.tree_util.tree_structure(tables), shapes, jax.default_backend())
+    """The compiled :func:`evaluate_chunk` for this grid shape: compiled once per shape and process, and
+    with the CLI's caches on (``sweepkit.jaxcache``) loaded ready-made from disk by later processes."""
+    shapes = tuple((x.shape, str(x.dtype)) for x in jax.tree_util.tree_leaves(tables))
+    key = (radices, k, gamma_max, str(jax.tree_util.tree_structure(tables)), shapes, jax.default_backend())
     if key not in _COMPILED:
-        lowered = evaluate_chunk.lower(tables, base_digits, radices=radices, k=k, gamma_max=gamma_max)
         options = CPU_COMPILER_OPTIONS if jax.default_backend() == "cpu" else None
-        _COMPILED[key] = lowered.compile(compiler_options=options)
+        lower = lambda: evaluate_chunk.lower(tables, base_digits, radices=radices, k=k,  # noqa: E731
+                                             gamma_max=gamma_max)
+        _COMPILED[key] = compile_cached("sweep-chunk", key, lower, options)
     return _COMPILED[key]
 
 
@@ -179,78 +187,60 @@ def grid_size(axes: Mapping[str, Sequence[Any]]) -> int:
     return n
 
 
-def _record_batch(axes: Mapping[str, Sequence[Any]], outer_idx: np.ndarray, out: Mapping[str, np.ndarray],
-                  n_outer: int) -> pa.RecordBatch:
-    """Arrow columns for n_outer outer points x every (gamma, alpha), in grid order (broadcast, no gathers)."""
-    n_g, n_a = len(axes["gamma"]), len(axes["alpha"])
-    inner = n_g * n_a
-    n = n_outer * inner
-
-    def per_outer(values: np.ndarray) -> np.ndarray:          # [n_outer] -> [n], each repeated inner times
-        return np.broadcast_to(values[:n_outer, None], (n_outer, inner)).reshape(-1)
-
-    def per_inner(values: np.ndarray) -> np.ndarray:          # [inner] -> [n], tiled n_outer times
-        return np.broadcast_to(values[None, :], (n_outer, inner)).reshape(-1)
-
-    cols: dict[str, pa.Array] = {}
-    for k, name in enumerate(OUTER):
-        i = outer_idx[k, :n_outer].astype(np.int32)
-        if name in STRING_AXES:
-            cols[name] = pa.DictionaryArray.from_arrays(pa.array(per_outer(i)), pa.array(list(axes[name])))
-        elif name == "tp":
-            cols[name] = pa.array(per_outer(np.asarray(axes[name], dtype=np.int32)[i]))
-        else:
-            cols[name] = pa.array(per_outer(np.asarray(axes[name], dtype=np.int64)[i]))
-    cols["gamma"] = pa.array(per_inner(np.repeat(np.asarray(axes["gamma"], dtype=np.int32), n_a)))
-    cols["alpha"] = pa.array(per_inner(np.tile(np.asarray(axes["alpha"], dtype=np.float64), n_g)))
-    def full(name: str, dtype) -> np.ndarray:                 # natural shape -> one value per grid point
-        x = np.asarray(out[name])[:n_outer].astype(dtype, copy=False)
-        x = x.reshape(x.shape + (1,) * (3 - x.ndim))
-        return np.broadcast_to(x, (n_outer, n_g, n_a)).reshape(-1)
-
-    for name in FLOAT_OUTPUTS:
-        cols[name] = pa.array(full(name, np.float32))
-    bounds = pa.array(list(BOUNDS))
-    for name in ("plain_bound", "verify_bound"):
-        cols[name] = pa.DictionaryArray.from_arrays(pa.array(full(name, np.int32)), bounds)
-    cols["fits_in_memory"] = pa.array(full("fits_in_memory", bool))
-    return pa.RecordBatch.from_pydict({name: cols[name] for name in (*AXES, *OUTPUT_COLUMNS)})
+def chunk_plan(n_outer: int, inner: int, chunk_points: int, multiple_of: int = 1) -> tuple[int, int]:
+    """(outer points per chunk, number of chunks): chunks of at least ``chunk_points`` points (whole outer
+    points, below 2 x chunk_points), as equal as the grid allows, aiming at a number of chunks that is a
+    multiple of ``multiple_of`` (so that that many writer threads get equal shares; exact when ``n_outer`` is
+    a multiple of the target count, as for grids/large.toml: 12 chunks of 6,600 outer points)."""
+    k_min = max(1, -(-int(chunk_points) // inner))
+    if k_min >= n_outer:
+        return n_outer, 1
+    n_chunks = n_outer // k_min
+    if n_chunks >= multiple_of > 1:
+        n_chunks -= n_chunks % multiple_of
+    k = -(-n_outer // n_chunks)
+    return k, -(-n_outer // k)
 
 
-def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS) -> Iterator[pa.RecordBatch]:
+def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
+                       chunks_multiple_of: int = 1) -> Iterator[pa.RecordBatch]:
     """Evaluate a grid spec chunk by chunk, yielding Arrow record batches (one row per grid point).
 
     Args:
       spec: a GridSpec (anything with ``axes``: axis name -> sequence of values, for every name in AXES).
-      chunk_points: about how many points per compiled call (>= 1); rounded to whole outer points (each
-        carries every gamma x alpha). The grid compiles once for this shape; the last chunk is padded.
+      chunk_points: at least this many points per compiled call (>= 1; whole outer points, each carrying
+        every gamma x alpha; see :func:`chunk_plan`). The grid compiles once for this shape; the last chunk
+        is padded.
+      chunks_multiple_of: make the number of chunks a multiple of this where the grid allows (the CLI
+        passes its number of Parquet writer threads).
 
     Returns:
       An iterator of ``pa.RecordBatch`` with the decode view's columns except ``run_id``, in grid order.
     """
     axes = spec.axes
     radices = tuple(len(axes[a]) for a in OUTER)
-    n_outer = grid_size(axes) // (len(axes["gamma"]) * len(axes["alpha"]))
     inner = len(axes["gamma"]) * len(axes["alpha"])
-    k = max(1, min(int(chunk_points) // inner, n_outer))
+    n_outer = grid_size(axes) // inner
+    k, _ = chunk_plan(n_outer, inner, chunk_points, chunks_multiple_of)
     tables = build_tables(axes)
     gamma_max = gamma_bucket(int(max(axes["gamma"])))
+    builder = BatchBuilder(axes, outer_axes=OUTER, string_axes=STRING_AXES, float_outputs=FLOAT_OUTPUTS,
+                           columns=(*AXES, *OUTPUT_COLUMNS), k=k)
 
     def dispatch(start):
         digits = jnp.asarray(mixed_radix_digits(start, radices), dtype=jnp.int32)
         return compiled_chunk(tables, digits, radices=radices, k=k, gamma_max=gamma_max)(tables, digits)
 
+    def to_batch(pending) -> pa.RecordBatch:
+        n, (idx, out) = pending
+        idx, out = jax.device_get((idx, out))
+        return builder.build(np.asarray(idx), out, n)
+
     pending = None
     for start in range(0, n_outer, k):
         current = (min(k, n_outer - start), dispatch(start))   # async: computes while the last one is copied
         if pending is not None:
-            yield _to_batch(axes, pending)
+            yield to_batch(pending)
         pending = current
     if pending is not None:
-        yield _to_batch(axes, pending)
-
-
-def _to_batch(axes, pending) -> pa.RecordBatch:
-    n_outer, (idx, out) = pending
-    idx, out = jax.device_get((idx, out))
-    return _record_batch(axes, np.asarray(idx), out, n_outer)
+        yield to_batch(pending)

@@ -1,0 +1,95 @@
+"""sweepkit.jaxcache: whole executables kept on disk and loaded back without tracing (in a subprocess, so
+that pointing JAX's cache at a temporary folder does not leak into the other tests)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import jax, jax.numpy as jnp, numpy as np
+    from sweepkit import jaxcache
+    folder = Path(sys.argv[1])
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    f = jax.jit(lambda x: x * 2.0 + 1.0)
+    x = jnp.arange(4.0)
+    lowered = []
+    def lower():
+        lowered.append(1)
+        return f.lower(x)
+    a = jaxcache.compile_cached("t", ("k", 1), lower)
+    files = sorted((folder / "sweepkit-executables").glob("t-*.bin"))
+    assert len(files) == 1 and len(lowered) == 1, (files, lowered)
+    b = jaxcache.compile_cached("t", ("k", 1), lower)             # from disk: no tracing, no lowering
+    assert len(lowered) == 1
+    np.testing.assert_array_equal(np.asarray(b(x)), [1.0, 3.0, 5.0, 7.0])
+    np.testing.assert_array_equal(np.asarray(a(x)), np.asarray(b(x)))
+    jaxcache.compile_cached("t", ("k", 2), lower)                 # another key: another program
+    assert len(lowered) == 2 and len(list((folder / "sweepkit-executables").glob("t-*.bin"))) == 2
+    files[0].write_bytes(b"not an executable")                     # corrupt: compiled again, never an error
+    c = jaxcache.compile_cached("t", ("k", 1), lower)
+    assert len(lowered) == 3
+    np.testing.assert_array_equal(np.asarray(c(x)), [1.0, 3.0, 5.0, 7.0])
+    jaxcache.compile_cached("t", ("k", 1), lower)                 # and rewritten: loads again
+    assert len(lowered) == 3
+    print("OK")
+""")
+
+
+def test_executables_are_kept_reloaded_and_replaced_when_corrupt(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr
+
+
+def test_cache_off_compiles_without_writing(tmp_path):
+    script = SCRIPT.split("folder = Path")[0] + textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        from sweepkit import jaxcache
+        assert not jax.config.jax_compilation_cache_dir
+        c = jaxcache.compile_cached("t", (1,), lambda: jax.jit(lambda x: x + 1).lower(jnp.ones(3)))
+        assert float(c(jnp.ones(3))[0]) == 2.0
+        print("OK")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr
+    assert not list(tmp_path.rglob("*.bin"))
+
+
+PROCESS = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import jax, jax.numpy as jnp, numpy as np
+    from sweepkit import jaxcache
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    f = jax.jit(lambda x: jnp.sin(x) * 2.0 + jnp.cumsum(x))
+    x = jnp.arange(8.0)
+    lowered = []
+    def lower():
+        lowered.append(1)
+        return f.lower(x)
+    c = jaxcache.compile_cached("p", ("k",), lower)
+    np.testing.assert_allclose(np.asarray(c(x)), np.sin(np.arange(8.0)) * 2 + np.cumsum(np.arange(8.0)), rtol=1e-6)
+    print("LOWERED", len(lowered))
+""")
+
+
+def test_an_executable_saved_by_one_process_runs_in_the_next(tmp_path):
+    def run():
+        proc = subprocess.run([sys.executable, "-c", PROCESS, str(tmp_path)], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.split("LOWERED")[1].strip()
+
+    assert run() == "1"                                   # cold: compiled, saved (and in JAX's cache)
+    assert run() == "0"                                   # warm: loaded from disk and run, no lowering
+    for f in (tmp_path / "sweepkit-executables").glob("*.bin"):
+        f.unlink()
+    assert run() == "1"                                   # compiled afresh (not JAX's cached copy) and saved
+    assert len(list((tmp_path / "sweepkit-executables").glob("*.bin"))) == 1
+    assert run() == "0"                                   # ... so the next process loads it, and it runs
