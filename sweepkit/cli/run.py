@@ -51,16 +51,10 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     \b
     Example: sweepkit run grids/seed.toml --warehouse /tmp/wh --format markdown
     """
-    import threading
-
-    import jax
-
     from sweepkit.store import run_query
     from sweepkit.sweep.grid import load_grid
 
     t0 = time.perf_counter()                 # the run's figure counts from here: grid read -> run committed
-    # Start the JAX backend (~0.15 s on CPU) while the grid is read and the warehouse checked.
-    threading.Thread(target=jax.devices, name="sweepkit-jax-init", daemon=True).start()
     spec = load_grid(grid)
     if chunk_points is not None and chunk_points < 1:
         raise bad_value("--chunk-points", chunk_points, "an integer >= 1")
