@@ -49,3 +49,19 @@ def test_search_brackets_to_2pct_and_capacity_passes(voice):
     assert best["attainment"] >= 0.9
     above = [r for _, r, _, m in rows if r > cap and m["attainment"] < 0.9 or (r > cap and m["stopped_early"])]
     assert above and (min(above) - cap) / min(above) <= TOLERANCE
+
+
+def test_bracket_steps_down_one_coarse_ratio_and_confirms_a_coarse_upper_bound():
+    from sweepkit.serving.capacity import COARSE_STEP, Bracket, _converged, _next_rates, _update
+
+    coarse = Bracket(0.0, 2.0, None, verified=False)          # only a capped coarse run failed at 2.0
+    r = _next_rates(coarse, 5)
+    assert r.size == 5 and np.all((r > 2.0 / COARSE_STEP) & (r < 2.0))
+    down = _update(coarse, r, np.zeros(5, bool), [None] * 5)  # all fail: the lowest fail is a verified hi
+    assert down.hi == r[0] and down.verified and down.lo == 0
+    assert np.all(_next_rates(down, 5) < r[0])
+    up = _update(coarse, r, np.ones(5, bool), [{}] * 5)       # all pass: hi is still the coarse one
+    assert up.lo == r[-1] and up.hi == 2.0 and not up.verified and not _converged(up)
+    narrow = Bracket(1.0, 1.01, {}, verified=False)           # narrow enough, but hi never failed at full size
+    assert not _converged(narrow) and _next_rates(narrow, 5)[-1] == pytest.approx(1.01)
+    assert _converged(_update(narrow, np.array([1.01]), np.array([False]), [None]))

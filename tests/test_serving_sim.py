@@ -97,3 +97,14 @@ def test_saturation_claim_speculation_halves_tpot_at_low_load_but_loses_throughp
     b, s = _metrics(sat, cl, [Config("A100", LV["baseline"]), Config("A100", mtp)], [[1e6], [1e6]])[0]
     ratio_sat = s[0]["output_tok_s"] / b[0]["output_tok_s"]
     assert ratio_sat < 1.0
+
+
+def test_overloaded_lane_stops_on_queue_age_before_its_misses_are_counted():
+    # ~6x the long-context-rag H100 baseline capacity: the queue's requests pass their TTFT SLO long before
+    # they are admitted (when their misses would be counted), so the lane stops after a few of its requests
+    w = load_workloads()["long-context-rag"]
+    ((m,),), st, lay = _metrics(w, CL, [Config("H100", LV["baseline"])], [[8.0]], early_stop=True)
+    limit = lay["loads"][0][0]["miss_limit"][0]
+    assert m["stopped_early"] and m["attainment"] < 0.9
+    assert st.misses[0, 0].sum() <= limit                   # the counted misses alone would not have stopped it
+    assert m["completed"] < 0.2 * m["requests"] and st.iters.max() < 0.5 * m["requests"]

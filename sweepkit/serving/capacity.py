@@ -4,14 +4,18 @@ Every round simulates R candidate loads for every configuration in ONE compiled 
 configuration's bracket [highest passing load, lowest failing load above it]:
 
 1. 12 loads geometric over [1/32, 32] per second with at most 1,024 sessions per run (enough to overload
-   the cluster at high loads; fewer would hold only a harmless burst): a coarse bracket;
+   the cluster at high loads; fewer would hold only a harmless burst): a coarse bracket. A capped run is
+   optimistic (a shorter run builds a shorter queue), so only its lowest failing load carries over, as an
+   upper bound that a full-size run must confirm;
 2. R = 5 loads geometric strictly inside the bracket (full sessions per run), repeated until
    (hi - lo) / hi <= 2% (a 1.9x coarse bracket converges in two rounds: 1.9^(1/36) - 1 = 1.8%).
 
-A bracket whose every load passes (or fails) is widened upwards (downwards) in the next round. Lanes that have
-surely failed stop early (:class:`sweepkit.serving.state.Load` ``miss_limit``), so overloaded candidates
-are cheap. Attainment is not strictly monotone in load (finite samples); the bracket takes the lowest
-failing load above the highest passing one below it, and noise bounds are checked in the tests.
+A round whose every load fails steps one coarse ratio (1.878x) down: R loads inside (hi / 1.878, hi); one whose
+every load passes below an open-ended bracket goes up to 8x. Lanes that have surely failed stop early
+(:func:`sweepkit.serving.simulator._stop`: the cluster's misses so far plus first turns already waiting longer
+than the TTFT SLO, against the largest window still possible), so overloaded candidates are cheap. Attainment is not strictly monotone in load (finite
+samples); the bracket takes the lowest failing load above the highest passing one below it, and noise
+bounds are checked in the tests.
 """
 
 from __future__ import annotations
@@ -28,34 +32,46 @@ SLO_ATTAINMENT = 0.90
 """Share of the measured window that must meet both SLOs (DistServe's goodput rule)."""
 TOLERANCE = 0.02
 """Relative width of the final bracket: (hi - lo) / hi."""
+COARSE_STEP = 1024.0 ** (1.0 / 11.0)
+"""Ratio between neighbouring loads of the coarse round (12 loads over [1/32, 32]): 1.878."""
 
 
 @dataclasses.dataclass
 class Bracket:
-    lo: float          # highest passing load found (0: none yet)
-    hi: float          # lowest failing load above lo (inf: none yet)
-    best: dict | None  # metrics at lo
+    lo: float             # highest passing load found (0: none yet)
+    hi: float             # lowest failing load above lo (inf: none yet)
+    best: dict | None     # metrics at lo
+    verified: bool = True  # hi failed a full-size run (False: hi comes from the coarse round only)
 
 
 def _update(b: Bracket, rates: np.ndarray, passed: np.ndarray, metrics: list[dict]) -> Bracket:
     order = np.argsort(rates)
     rates, passed = rates[order], passed[order]
     metrics = [metrics[i] for i in order]
-    lo, hi, best = b.lo, b.hi, b.best
+    lo, hi, best, verified = b.lo, b.hi, b.best, b.verified
     for r, ok, m in zip(rates, passed, metrics):
         if ok and r > lo and r < hi:
             lo, best = r, m
     fails = [r for r, ok in zip(rates, passed) if not ok and r > lo]
-    if fails:
-        hi = min(hi, min(fails))
-    return Bracket(lo, hi, best)
+    if fails and min(fails) <= hi:
+        hi, verified = min(fails), True
+    return Bracket(lo, hi, best, verified)
 
 
-def _next_rates(b: Bracket, n: int) -> np.ndarray:
+def _next_rates(b: Bracket, n: int, widen: float = COARSE_STEP) -> np.ndarray:
+    """The next round's loads: ``n`` geometric inside the bracket; a one-sided bracket steps ``widen`` x out.
+
+    Nothing passed yet: n loads strictly inside (hi / widen, hi) (a capped coarse run over-states capacity by
+    less than one coarse step in practice, so the next bracket is usually that interval's sixth root).
+    Everything passed: n loads up to lo x 8. A bracket narrow enough whose hi only the coarse round failed
+    simulates hi itself at full size.
+    """
     if b.lo <= 0:   # nothing passed yet: go lower
-        return np.geomspace(b.hi / 8.0, b.hi, n + 1)[:-1]
+        return np.geomspace(b.hi / widen, b.hi, n + 2)[1:-1]
     if not np.isfinite(b.hi):  # everything passed: go higher
         return np.geomspace(b.lo, b.lo * 8.0, n + 1)[1:]
+    if not b.verified and (b.hi - b.lo) / b.hi <= TOLERANCE:
+        return np.geomspace(b.lo, b.hi, n + 1)[1:]
     return np.geomspace(b.lo, b.hi, n + 2)[1:-1]
 
 
@@ -64,7 +80,7 @@ def _passes(m: dict) -> bool:
 
 
 def _converged(b: Bracket) -> bool:
-    return b.lo > 0 and np.isfinite(b.hi) and (b.hi - b.lo) / b.hi <= TOLERANCE
+    return b.lo > 0 and np.isfinite(b.hi) and b.verified and (b.hi - b.lo) / b.hi <= TOLERANCE
 
 
 def search(w: Workload, cluster, configs: list[Config], prices: list[float], idle_w: list[float],
@@ -88,15 +104,17 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     rows = []
     grid = np.tile(np.geomspace(1.0 / 32.0, 32.0, coarse_rates), (C, 1))
     st, lay = run_configs(w, cluster, configs, grid, early_stop=True, cap_sessions=True)
-    rates = []
+    rates, brackets = [], []
     for c in range(C):
         ok = np.array([_passes(lane_metrics(st, lay, c, r, w, cluster.gpus, cluster.tp, idle_w[c], prices[c]))
                        for r in range(coarse_rates)])
         b = _update(Bracket(0.0, np.inf, None), grid[c], ok, [None] * coarse_rates)
         rates.append(_next_rates(b, R))
+        # a capped coarse run is optimistic (a shorter run builds a shorter queue): its fail bounds capacity
+        # from above (hi, to be confirmed at full size), its pass does not bound it from below
+        brackets.append(Bracket(0.0, b.hi, None, verified=False))
     if progress:
         progress(grid.size)
-    brackets = [Bracket(0.0, np.inf, None) for _ in range(C)]
     for _ in range(max_rounds):
         open_ = [c for c in range(C) if not _converged(brackets[c])]
         if not open_:

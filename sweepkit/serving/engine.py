@@ -27,7 +27,7 @@ from sweepkit.costmodel.memory import kv_capacity_tokens
 from sweepkit.serving.cluster import Cluster
 from sweepkit.serving.levers import Lever
 from sweepkit.serving.requests import Sessions, sample_sessions, verify_passes
-from sweepkit.serving.simulator import simulate_batched
+from sweepkit.serving.simulator import MISS_SHARE, simulate_batched
 from sweepkit.serving.state import Hardware, Load, Requests, SimShape
 from sweepkit.serving.workloads import Workload
 
@@ -120,11 +120,12 @@ def load_arrays(w: Workload, lay: dict, rate: float, instances: int, early_stop:
     n_drop = int(WARMUP_FRACTION * n_total)
     itl_from = np.sort(nominal)[n_drop]
     last_start = starts[-1]
-    limit = n_drop + 0.1 * (n_total - n_drop) if early_stop else 1e18
+    limit = n_drop + MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
     ones = np.ones(instances)
     return dict(arrival0_s=arr0, itl_from_s=itl_from * ones, itl_to_s=last_start * ones,
                 eligible_to_s=last_start * ones, ttft_slo_s=w.ttft_slo_s * ones, tpot_slo_s=w.tpot_slo_s * ones,
-                miss_limit=limit * ones)
+                miss_limit=limit * ones, drop_n=(n_drop if early_stop else 1e18) * ones,
+                first_turns=(s < n_ses).sum(axis=1).astype(np.float64))
 
 
 def _nest(f, with_state=False):

@@ -76,7 +76,7 @@ def lane_metrics(st, lay: dict, c: int, r: int, w, gpus: int, tp: int, idle_w: f
     ok = np.isfinite(f2) & (ttft <= w.ttft_slo_s) & ((o < 2) | (tpot <= w.tpot_slo_s))
     done_all = np.isfinite(fin) & came
     horizon = float(np.max(fin[done_all])) if done_all.any() else float("nan")
-    stopped = bool(np.any(st.misses[c, r] > load["miss_limit"][0]) or np.any(st.truncated[c, r]))
+    stopped = bool(np.any(st.stopped[c, r]) or np.any(st.truncated[c, r]))
     if w.offline:
         goodput = done_all.sum() / horizon
         tok_s = out[done_all].sum() / horizon

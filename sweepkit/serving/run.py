@@ -16,13 +16,18 @@ Grid file (grids/serving-seed.toml)::
 Per workload: every (device, lever) configuration's capacity is searched together
 (:mod:`sweepkit.serving.capacity`); the reference load is half the reference device's baseline capacity and
 every configuration is then simulated at it (same offered load everywhere). Offline workloads run once, every
-request at t = 0; their capacity metrics and latencies come from that saturated run.
+request at t = 0; their capacity metrics and latencies come from that saturated run. Searches and runs of all
+workloads share a thread pool (:func:`run_workloads`: one compiled call per core at a time on the CPU backend).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -144,44 +149,125 @@ def _row(grid: ServingGrid, w: Workload, cfg: Config, load: float, purpose: str,
     return row
 
 
-def run_workload(grid: ServingGrid, w: Workload, progress=None):
-    """Serving rows and capacity rows of one workload (lists of dicts)."""
-    cl = grid.cluster
+def _points(grid: ServingGrid):
+    """Every (device, lever) configuration with its price (USD/GPU-hour) and idle power (W per GPU)."""
     configs = [Config(d, l) for d in grid.devices for l in grid.levers]
-    prices = [get_device(c.device).price_usd_per_gpu_hour for c in configs]
-    idle = [get_device(c.device).idle_w for c in configs]
-    serving, capacity = [], []
-    if w.offline:
-        st, lay = run_configs(w, cl, configs, np.full((len(configs), 1), OFFLINE_RATE), early_stop=False)
-        for c, cfg in enumerate(configs):
-            m = lane_metrics(st, lay, c, 0, w, cl.gpus, cl.tp, idle[c], prices[c])
-            serving.append(_row(grid, w, cfg, OFFLINE_RATE, "saturated", m))
-            capacity.append(_capacity_row(w, cfg, float("nan"), OFFLINE_RATE, m, m, saturated=True))
-        if progress:
-            progress(len(configs))
-        return serving, capacity
-    # one search per device: a device's configurations share a compiled shape whose session count follows
-    # that device's capacities (a fast device's high loads would otherwise inflate every lane)
-    caps, best, rows = [None] * len(configs), [None] * len(configs), []
-    for dev in grid.devices:
-        idx = [i for i, c in enumerate(configs) if c.device == dev]
-        c_, b_, r_ = search(w, cl, [configs[i] for i in idx], [prices[i] for i in idx], [idle[i] for i in idx],
-                            rates_per_call=grid.rates_per_call, progress=progress)
-        for k, i in enumerate(idx):
-            caps[i], best[i] = c_[k], b_[k]
-        rows += [(idx[c], load, purpose, m) for c, load, purpose, m in r_]
-    ref_c = next(i for i, c in enumerate(configs) if c.device == grid.reference_device
-                 and c.lever.name == grid.baseline)
-    ref_load = grid.reference_loads.get(w.name, 0.5 * caps[ref_c])
-    st, lay = run_configs(w, cl, configs, np.full((len(configs), 1), ref_load), early_stop=False)
+    return (configs, [get_device(c.device).price_usd_per_gpu_hour for c in configs],
+            [get_device(c.device).idle_w for c in configs])
+
+
+def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
+    """Capacity search of one device's configurations: (config indices, capacities, metrics, search rows).
+
+    One search per device: a device's configurations share a compiled shape whose session count follows that
+    device's capacities (a fast device's high loads would otherwise inflate every lane).
+    """
+    configs, prices, idle = _points(grid)
+    idx = [i for i, c in enumerate(configs) if c.device == dev]
+    caps, best, rows = search(w, grid.cluster, [configs[i] for i in idx], [prices[i] for i in idx],
+                              [idle[i] for i in idx], rates_per_call=grid.rates_per_call, progress=progress)
+    return idx, caps, best, [(idx[c], load, purpose, m) for c, load, purpose, m in rows]
+
+
+def _fixed_load(grid: ServingGrid, w: Workload, load: float, progress=None):
+    """Every configuration at one load (the reference load, or every request at once offline)."""
+    configs, prices, idle = _points(grid)
+    cl = grid.cluster
+    st, lay = run_configs(w, cl, configs, np.full((len(configs), 1), load), early_stop=False)
     if progress:
         progress(len(configs))
-    for c, load, purpose, m in rows:
-        serving.append(_row(grid, w, configs[c], load, purpose, m))
+    return [lane_metrics(st, lay, c, 0, w, cl.gpus, cl.tp, idle[c], prices[c]) for c in range(len(configs))]
+
+
+def default_workers() -> int:
+    """Concurrent simulator calls: one per CPU core on the CPU backend (XLA:CPU runs a ``while_loop`` on one
+    thread), one on an accelerator (a single device runs every lane of a call in parallel)."""
+    import jax
+
+    return max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
+
+
+def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) -> dict[str, tuple]:
+    """Per workload: (serving rows, capacity rows, busy seconds summed over its tasks, simulated loads).
+
+    Tasks (one capacity search per workload x device, one fixed-load run per workload) go to a pool of
+    ``workers`` threads (default :func:`default_workers`; JAX releases the GIL while a compiled call runs):
+    every search first, then the reference runs, each submitted as soon as its load is known.
+    """
+    busy, sims, lock = {w.name: 0.0 for w in grid.workloads}, {w.name: 0 for w in grid.workloads}, threading.Lock()
+
+    def timed(name, fn, grid, w, arg):
+        def count(n):
+            with lock:
+                sims[name] += n
+            if progress:
+                progress(n)
+        t0 = time.perf_counter()
+        out = fn(grid, w, arg, count)
+        with lock:
+            busy[name] += time.perf_counter() - t0
+        return out
+
+    pool = ThreadPoolExecutor(workers or default_workers(), thread_name_prefix="sweepkit-sim")
+    try:
+        jobs, refs = {}, {}
+        for w in grid.workloads:
+            jobs[w.name] = ({"": pool.submit(timed, w.name, _fixed_load, grid, w, OFFLINE_RATE)}
+                            if w.offline else
+                            {d: pool.submit(timed, w.name, _search_device, grid, w, d) for d in grid.devices})
+        for w in grid.workloads:
+            if not w.offline and w.name in grid.reference_loads:
+                load = grid.reference_loads[w.name]
+                refs[w.name] = load, pool.submit(timed, w.name, _fixed_load, grid, w, load)
+        found = {}
+        for w in grid.workloads:
+            if w.offline:
+                continue
+            found[w.name] = [f.result() for f in jobs[w.name].values()]
+            if w.name not in refs:
+                configs = _points(grid)[0]
+                ref_c = next(i for i, c in enumerate(configs) if c.device == grid.reference_device
+                             and c.lever.name == grid.baseline)
+                caps = {i: cap for idx, cs, _, _ in found[w.name] for i, cap in zip(idx, cs)}
+                load = 0.5 * caps[ref_c]
+                refs[w.name] = load, pool.submit(timed, w.name, _fixed_load, grid, w, load)
+        out = {}
+        for w in grid.workloads:
+            if w.offline:
+                out[w.name] = _offline_rows(grid, w, jobs[w.name][""].result())
+            else:
+                load, f = refs[w.name]
+                out[w.name] = _online_rows(grid, w, found[w.name], load, f.result())
+        return {k: (s, c, busy[k], sims[k]) for k, (s, c) in out.items()}
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _offline_rows(grid: ServingGrid, w: Workload, ms: list[dict]):
+    serving, capacity = [], []  # one saturated run per configuration: capacity metrics and latencies
+    for cfg, m in zip(_points(grid)[0], ms):
+        serving.append(_row(grid, w, cfg, OFFLINE_RATE, "saturated", m))
+        capacity.append(_capacity_row(w, cfg, float("nan"), OFFLINE_RATE, m, m, saturated=True))
+    return serving, capacity
+
+
+def _online_rows(grid: ServingGrid, w: Workload, found: list, ref_load: float, at_ref: list[dict]):
+    configs = _points(grid)[0]
+    caps, best, serving, capacity = [None] * len(configs), [None] * len(configs), [], []
+    for idx, cs, bs, rows in found:
+        for k, i in enumerate(idx):
+            caps[i], best[i] = cs[k], bs[k]
+        serving += [_row(grid, w, configs[c], load, purpose, m) for c, load, purpose, m in rows]
     for c, cfg in enumerate(configs):
-        m_ref = lane_metrics(st, lay, c, 0, w, cl.gpus, cl.tp, idle[c], prices[c])
-        serving.append(_row(grid, w, cfg, ref_load, "reference", m_ref))
-        capacity.append(_capacity_row(w, cfg, caps[c], ref_load, best[c], m_ref, saturated=False))
+        serving.append(_row(grid, w, cfg, ref_load, "reference", at_ref[c]))
+        capacity.append(_capacity_row(w, cfg, caps[c], ref_load, best[c], at_ref[c], saturated=False))
+    return serving, capacity
+
+
+def run_workload(grid: ServingGrid, w: Workload, progress=None, workers: int | None = None):
+    """Serving rows and capacity rows of one workload (lists of dicts)."""
+    one = dataclasses.replace(grid, workloads=(w,))
+    serving, capacity, _, _ = run_workloads(one, progress, workers)[w.name]
     return serving, capacity
 
 
@@ -203,11 +289,10 @@ def _capacity_row(w: Workload, cfg: Config, cap: float, ref_load: float, at_cap:
     )
 
 
-def run_grid(grid: ServingGrid, progress=None) -> dict[str, pa.Table]:
-    """Run every workload of the grid; returns pyarrow tables ``serving`` and ``capacity``."""
+def run_grid(grid: ServingGrid, progress=None, workers: int | None = None) -> dict[str, pa.Table]:
+    """Run every workload of the grid (:func:`run_workloads`); returns pyarrow tables ``serving`` and ``capacity``."""
     serving, capacity = [], []
-    for w in grid.workloads:
-        s, c = run_workload(grid, w, progress)
+    for s, c, _, _ in run_workloads(grid, progress, workers).values():
         serving += s
         capacity += c
     return {"serving": pa.Table.from_pylist(serving), "capacity": pa.Table.from_pylist(capacity)}

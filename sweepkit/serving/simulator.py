@@ -31,11 +31,17 @@ adds one histogram entry per cohort plus one per later step, weighted by the row
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
 from sweepkit.serving.costs import decode_step_cost, prefill_step_cost
 from sweepkit.serving.state import END_FREE, Hardware, Load, Requests, SimShape, State, bin_index, init_state
+
+
+MISS_SHARE = 0.1
+"""Share of the window that may miss its SLOs (1 - capacity.SLO_ATTAINMENT)."""
 
 
 def _merge(x_key, y_key, fields_x, fields_y, k: int):
@@ -100,6 +106,7 @@ def step(hw: Hardware, req: Requests, load: Load, s: State, shape: SimShape) -> 
     buf_arr = s.buf_arr_s.at[bslot].set(rel, mode="drop")
     buf_rid = s.buf_rid.at[bslot].set(nxt_c, mode="drop")
     arrival_s = s.arrival_s.at[jnp.where(nxt >= 0, nxt_c, N)].set(rel, mode="drop")
+    rel_elig = s.rel_elig + jnp.sum((nxt >= 0) & (rel <= load.eligible_to_s + 1e-9)).astype(jnp.int32)
 
     # ---- 2. move the earliest arrived released turn into the FIFO
     bi = jnp.argmin(buf_arr)
@@ -117,6 +124,9 @@ def step(hw: Hardware, req: Requests, load: Load, s: State, shape: SimShape) -> 
     window = jax.lax.dynamic_slice(load.arrival0_s, (s.a0,), (W,))
     n_new = jnp.sum(window <= t).astype(jnp.int32)
     a0 = s.a0 + jnp.where(live, n_new, 0)
+    # first turns waiting longer than the TTFT SLO are sure misses (counted towards early stopping only)
+    n_late = jnp.sum(jax.lax.dynamic_slice(load.arrival0_s, (s.late,), (W,)) < t - load.ttft_slo_s)
+    late = s.late + jnp.where(live, n_late, 0).astype(jnp.int32)
     go = live & ~more_pending & ~more_buf & (n_new < W)
 
     # ---- 4. admission candidates in arrival order (first turns merged with released turns)
@@ -229,13 +239,13 @@ def step(hw: Hardware, req: Requests, load: Load, s: State, shape: SimShape) -> 
     remaining = jnp.isfinite(load.arrival0_s[a0]) | (p0 < a0) | (head < tail) | jnp.isfinite(bmin2) \
         | (n_free < S)
     truncated = s.truncated | (live & (s.iters + 1 >= shape.max_iters))
-    done = s.done | (live & (~remaining | (misses > load.miss_limit))) | truncated
+    done = s.done | (live & ~remaining) | truncated
     decoded = do_decode.astype(f)
     return State(
         t_s=jnp.where(live, t_new, t), done=done, iters=s.iters + live.astype(jnp.int32), passes=passes,
         slot_rid=slot_rid, slot_end=slot_end, slot_win=slot_win, slot_arr_s=slot_arr, slot_first_s=slot_first,
         free_stack=free_stack, n_free=n_free,
-        sum_prompt=sum_prompt, sum_rate=sum_rate, sum_emit=sum_emit, a0=a0, p0=p0, buf_rid=buf_rid,
+        sum_prompt=sum_prompt, sum_rate=sum_rate, sum_emit=sum_emit, a0=a0, p0=p0, late=late, rel_elig=rel_elig, buf_rid=buf_rid,
         buf_arr_s=buf_arr, ring_rid=ring_rid, ring_arr_s=ring_arr, head=head, tail=tail, coh_t=coh_t,
         coh_n=coh_n, coh_h=coh_h, arrival_s=arrival_s, first_s=first_s, finish_s=finish_s, kv_used=kv_used,
         kv_peak=jnp.maximum(s.kv_peak, kv_used), busy_s=s.busy_s + dt,
@@ -243,7 +253,7 @@ def step(hw: Hardware, req: Requests, load: Load, s: State, shape: SimShape) -> 
         decode_steps=s.decode_steps + ran.astype(f), row_passes=s.row_passes + ran.astype(f) * n_active,
         prefill_steps=s.prefill_steps + (do_prefill & jnp.any(admit)).astype(f),
         batch_time=s.batch_time + decoded * n_active * t_dec, area=area, hist=hist, zeros=zeros,
-        misses=misses, truncated=truncated,
+        misses=misses, truncated=truncated, stopped=s.stopped,
     )
 
 
@@ -258,15 +268,33 @@ def simulate_instance(hw: Hardware, req: Requests, load: Load, shape: SimShape) 
       The final :class:`State` (``energy_j`` holds the dynamic energy; add idle power x horizon).
     """
     state = init_state(req, load, shape)
-    return jax.lax.while_loop(lambda s: ~s.done, lambda s: step(hw, req, load, s, shape), state)
+    return jax.lax.while_loop(lambda s: ~s.done, lambda s: _stop(step(hw, req, load, s, shape), load, ()), state)
 
 
 def simulate_batched(vmapped, hw: Hardware, req: Requests, load: Load, shape: SimShape) -> State:
     """Many instances in lock-step: ``vmapped(f, with_state)`` maps a one-instance function over batch axes.
 
     The loop runs while any instance is live; :func:`step` leaves a finished instance unchanged, so no
-    per-iteration select over whole states is needed.
+    per-iteration select over whole states is needed. The last batch axis is the cluster's instances (early
+    stopping sums over it).
     """
     state = vmapped(lambda h, r, l: init_state(r, l, shape))(hw, req, load)
     body = vmapped(lambda h, r, l, st: step(h, r, l, st, shape), with_state=True)
-    return jax.lax.while_loop(lambda st: jnp.any(~st.done), lambda st: body(hw, req, load, st), state)
+    return jax.lax.while_loop(lambda st: jnp.any(~st.done), lambda st: _stop(body(hw, req, load, st), load, -1),
+                              state)
+
+
+def _stop(s: State, load: Load, axis) -> State:
+    """Early stop of a cluster (its instances on ``axis``) whose attainment is surely below 1 - MISS_SHARE.
+
+    Sure misses: the misses counted so far plus the first turns waiting longer than the TTFT SLO. The window
+    holds at most E - drop_n requests, E the requests arriving by ``eligible_to_s``; E <= every request
+    (``miss_limit`` = drop_n + 10% of the rest) until every instance is past ``eligible_to_s``, when E is known.
+    """
+    sure = jnp.sum(s.misses + jnp.maximum(s.late - s.p0, 0), axis=axis, keepdims=True).astype(load.drop_n.dtype)
+    known = jnp.all((s.t_s > load.eligible_to_s) | (s.done & ~s.stopped), axis=axis, keepdims=True)
+    elig = jnp.sum(load.first_turns + s.rel_elig, axis=axis, keepdims=True)
+    drop = jnp.max(load.drop_n, axis=axis, keepdims=True)
+    limit = jnp.where(known, drop + MISS_SHARE * (elig - drop), jnp.max(load.miss_limit, axis=axis, keepdims=True))
+    stop = ~s.done & (sure > limit)
+    return dataclasses.replace(s, done=s.done | stop, stopped=s.stopped | stop)

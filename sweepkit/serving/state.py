@@ -89,7 +89,9 @@ class Load:
     arrival0_s: [B + W] first-turn arrival times, sorted; inf for sessions not simulated and for W padding.
     itl_from_s, itl_to_s: requests arriving in [from, to] feed the ITL histogram.
     eligible_to_s: misses of requests arriving by then count towards early stopping.
-    ttft_slo_s, tpot_slo_s: SLOs.  miss_limit: stop once misses exceed it (the load has surely failed).
+    ttft_slo_s, tpot_slo_s: SLOs.  miss_limit: the cluster stops once its sure misses exceed it (the load has
+    surely failed; 1e18: never).  drop_n: warm-up requests the cluster's window drops (1e18: no early stop).
+    first_turns: sessions simulated on this instance (all their first turns arrive by eligible_to_s).
     """
 
     arrival0_s: jax.Array
@@ -99,6 +101,8 @@ class Load:
     ttft_slo_s: jax.Array
     tpot_slo_s: jax.Array
     miss_limit: jax.Array
+    drop_n: jax.Array
+    first_turns: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -111,8 +115,10 @@ class State:
     times (copies, so the per-request arrays are only written inside the loop, in place); free_stack / n_free: the
     free slots. sum_prompt, sum_rate, sum_emit: over running rows, prompt tokens, mean tokens per pass and
     tokens emitted so far (cached context = sum_prompt + sum_emit).
-    a0 / p0: first turns arrived / admitted.  buf_*: [B] released next turn per session (arrival inf: none).
+    a0 / p0: first turns arrived / admitted; late: first turns that arrived more than the TTFT SLO ago (their
+    TTFT misses once they are admitted: early stopping counts those still waiting).  buf_*: [B] released next turn per session (arrival inf: none).
     ring_*: [B] FIFO of released turns that have arrived (arrival order), head/tail counters.
+    rel_elig: released later turns arriving by ``eligible_to_s``.  stopped: the cluster surely failed (early stop).
     coh_t, coh_n: [H] last-token time and window-row count of each cohort; coh_h the newest.
     Per request [N]: arrival, first token, finish (inf until known). Accumulators: see simulator docs.
     """
@@ -133,6 +139,8 @@ class State:
     sum_emit: jax.Array
     a0: jax.Array
     p0: jax.Array
+    late: jax.Array
+    rel_elig: jax.Array
     buf_rid: jax.Array
     buf_arr_s: jax.Array
     ring_rid: jax.Array
@@ -158,6 +166,7 @@ class State:
     zeros: jax.Array
     misses: jax.Array
     truncated: jax.Array
+    stopped: jax.Array
 
 
 END_FREE = 1 << 30
@@ -191,12 +200,12 @@ def init_state(req: Requests, load: Load, shape: SimShape) -> State:
         passes=izero, slot_rid=jnp.full((S,), -1, jnp.int32), slot_end=jnp.full((S,), END_FREE, jnp.int32),
         slot_win=jnp.zeros((S,), f), slot_arr_s=jnp.zeros((S,), f), slot_first_s=jnp.zeros((S,), f),
         free_stack=jnp.arange(S - 1, -1, -1, dtype=jnp.int32),
-        n_free=jnp.asarray(S, jnp.int32), sum_prompt=zero, sum_rate=zero, sum_emit=zero, a0=izero, p0=izero,
+        n_free=jnp.asarray(S, jnp.int32), sum_prompt=zero, sum_rate=zero, sum_emit=zero, a0=izero, p0=izero, late=izero, rel_elig=izero,
         buf_rid=jnp.full((ring,), -1, jnp.int32), buf_arr_s=jnp.full((ring,), jnp.inf, f),
         ring_rid=jnp.full((ring,), -1, jnp.int32), ring_arr_s=jnp.full((ring,), jnp.inf, f), head=izero,
         tail=izero, coh_t=jnp.zeros((H,), f), coh_n=jnp.zeros((H,), f), coh_h=izero,
         arrival_s=arrival, first_s=jnp.full((n,), jnp.inf, f), finish_s=jnp.full((n,), jnp.inf, f),
         kv_used=zero, kv_peak=zero, busy_s=zero, energy_j=zero, decode_steps=zero, row_passes=zero,
         prefill_steps=zero, batch_time=zero, area=zero, hist=jnp.zeros((shape.bins,), f), zeros=zero,
-        misses=izero, truncated=jnp.zeros((), bool),
+        misses=izero, truncated=jnp.zeros((), bool), stopped=jnp.zeros((), bool),
     )
