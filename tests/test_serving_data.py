@@ -112,3 +112,71 @@ def test_packaged_levers_and_cluster():
     cl = load_cluster()
     assert (cl.gpus, cl.instances, cl.tp, cl.batch_cap, cl.prefill_token_budget) == (8, 2, 4, 256, 8192)
     assert dataclasses.replace(cl, tp=2).tp == 2
+
+
+def test_single_turn_sampler_is_prefix_stable():
+    # Common random numbers: request s is the same whatever the number of requests simulated.
+    for name in ("offline-batch", "long-context-rag"):
+        w = load_workloads()[name]
+        small, large = sample_sessions(w, 50), sample_sessions(w, 400)
+        for f in ("start_unit", "new_input", "output", "prompt", "system_id"):
+            np.testing.assert_array_equal(getattr(small, f), getattr(large, f)[:50], err_msg=f"{name} {f}")
+
+
+def test_single_turn_sampler_follows_the_seeds_draw_order():
+    # seed-system.md sec. 2: one random.Random(seed); per request, in order: the gap expovariate(rate), the
+    # system prompt randrange(system_prompts) (only with system prompts), the input and the output, each
+    # round(lognormvariate(mu, sigma)) clipped to [1, max], sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2/2.
+    import math
+    import random
+
+    def lognorm(rng, mean, cv, hi):
+        s2 = math.log(1.0 + cv * cv)
+        return min(max(round(rng.lognormvariate(math.log(mean) - s2 / 2.0, math.sqrt(s2))), 1), hi)
+
+    rate = 0.59375  # a load only divides the unit-rate arrivals: expovariate(rate) == expovariate(1) / rate
+    for name, n_sys in (("long-context-rag", 4), ("offline-batch", 0)):
+        w = load_workloads()[name]
+        assert w.system_prompts == n_sys
+        rng, t, want = random.Random(1), 0.0, []
+        for _ in range(6):
+            t += rng.expovariate(rate)
+            sid = rng.randrange(n_sys) if n_sys else 0
+            x = lognorm(rng, w.prompt_mean_tokens, w.prompt_cv, w.prompt_max_tokens)
+            y = lognorm(rng, w.output_mean_tokens, w.output_cv, w.output_max_tokens)
+            want.append((t, sid, x, y))
+        s = sample_sessions(w, 6, seed=1)
+        np.testing.assert_allclose(s.start_unit / rate, [r[0] for r in want], rtol=1e-12)
+        np.testing.assert_array_equal(s.system_id, [r[1] for r in want])
+        np.testing.assert_array_equal(s.new_input[:, 0], [r[2] for r in want])
+        np.testing.assert_array_equal(s.output[:, 0], [r[3] for r in want])
+        np.testing.assert_array_equal(s.prompt[:, 0], w.system_prompt_tokens * (n_sys > 0) + s.new_input[:, 0])
+    # another seed, another sample
+    w = load_workloads()["long-context-rag"]
+    assert not np.array_equal(sample_sessions(w, 6, seed=2).new_input, sample_sessions(w, 6, seed=1).new_input)
+
+
+def test_single_turn_lengths_within_one_and_max():
+    for name in ("offline-batch", "long-context-rag"):
+        w = load_workloads()[name]
+        s = sample_sessions(w, 2000)
+        assert s.new_input.shape == s.output.shape == (2000, 1)
+        assert 1 <= s.new_input.min() and s.new_input.max() <= w.prompt_max_tokens
+        assert 1 <= s.output.min() and s.output.max() <= w.output_max_tokens
+        assert (np.diff(s.start_unit) > 0).all() and (s.think_s == 0).all()
+    # a tight max is hit and respected; a huge cv drives some draws below 0.5, which clip to 1
+    w = dataclasses.replace(load_workloads()["offline-batch"], prompt_max_tokens=2000, output_cv=4.0)
+    s = sample_sessions(w, 2000)
+    assert s.new_input.max() == 2000 and s.output.min() == 1
+
+
+def test_multi_turn_and_trace_workloads_keep_the_block_sampler():
+    # The seed's single-turn draw order applies to single-turn lognormal workloads only; multi-turn sessions are
+    # still drawn from numpy.random.default_rng([seed, block]).
+    from sweepkit.serving.requests import _block
+
+    w = load_workloads()["chat"]
+    b = _block(w, 1, 0)
+    s = sample_sessions(w, 10)
+    np.testing.assert_array_equal(s.new_input, b["x"][:10])
+    np.testing.assert_array_equal(s.start_unit, np.cumsum(b["gaps"])[:10])

@@ -10,8 +10,11 @@ Sessions start as a Poisson process: start_s = (E_1 + ... + E_{s+1}) / rate with
 change of rate rescales the same arrivals (common random numbers). Turn k > 0 arrives closed-loop,
 think_mean_s x Exp(1) after turn k - 1 finishes (known only inside the simulation).
 
-Draws come from ``numpy.random.default_rng([seed, block])`` in blocks of 1,024 sessions, so session ``s`` is the
-same whatever the number of sessions simulated.
+Single-turn workloads with lognormal lengths (offline-batch, long-context-rag) are drawn exactly as the seed
+draws them, from one Python ``random.Random(seed)`` in its order (:func:`_seed_single_turn`), so they simulate
+the seed's own 400 requests. Multi-turn and trace-file workloads draw from ``numpy.random.default_rng([seed,
+block])`` in blocks of 1,024 sessions. Either way session ``s`` is the same whatever the number of sessions
+simulated.
 
 Speculative acceptance uses a counter-based hash ``u(seed, request, pass)``: drafted tokens accepted in verify
 pass p of request r are k = min(floor(ln u / ln alpha), gamma), i.e. accepted i.i.d. with probability alpha
@@ -22,6 +25,8 @@ until the first rejection (a truncated geometric). The same u serve every lever 
 from __future__ import annotations
 
 import dataclasses
+import math
+import random
 
 import numpy as np
 
@@ -86,8 +91,37 @@ def _block(w: Workload, seed: int, block: int) -> dict[str, np.ndarray]:
     return dict(gaps=gaps, x=x, y=y, think=think, sys_id=sys_id)
 
 
+def _seed_single_turn(w: Workload, n: int, seed: int) -> Sessions:
+    """Single-turn requests drawn exactly as the seed draws them: one ``random.Random(seed)``; per request, in
+    order, the inter-arrival gap ``expovariate`` (here at rate 1; a load divides it), the system prompt
+    ``randrange(system_prompts)`` (only if the workload has system prompts), the new input and the output, each
+    ``round(lognormvariate(mu, sigma))`` clipped to [1, max] (Python's ``round`` halves to even, as ``np.rint``).
+    Sequential, so request s is the same whatever n; ``expovariate(rate) == expovariate(1) / rate``, so a load
+    only rescales ``start_unit``. Why: the seed's sample, not just its distribution, sets the tails of a
+    400-request run; with it the seed's H100 offline-batch baseline is reproduced to within 0.1%
+    (docs/serving.md)."""
+    rng = random.Random(seed)
+
+    def length(mean: float, cv: float, hi: int) -> int:
+        s2 = math.log1p(cv * cv)
+        return min(max(round(rng.lognormvariate(math.log(mean) - s2 / 2.0, math.sqrt(s2))), 1), hi)
+
+    gaps, x, y, sys_id = np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.zeros(n, np.int64)
+    for i in range(n):
+        gaps[i] = rng.expovariate(1.0)
+        if w.system_prompts > 0:
+            sys_id[i] = rng.randrange(w.system_prompts)
+        x[i] = length(w.prompt_mean_tokens, w.prompt_cv, w.prompt_max_tokens)
+        y[i] = length(w.output_mean_tokens, w.output_cv, w.output_max_tokens)
+    sys_tokens = w.system_prompt_tokens if w.system_prompts > 0 else 0
+    return Sessions(start_unit=np.cumsum(gaps), new_input=x[:, None], output=y[:, None],
+                    prompt=(sys_tokens + x)[:, None], think_s=np.zeros((n, 1)), system_id=sys_id)
+
+
 def sample_sessions(w: Workload, n_sessions: int, seed: int = 1) -> Sessions:
     """The first ``n_sessions`` sessions of workload ``w`` under ``seed`` (workload seed 1 in the seed's sweep)."""
+    if w.turns == 1 and not w.trace_inputs:
+        return _seed_single_turn(w, n_sessions, seed)
     blocks = [_block(w, seed, b) for b in range(-(-n_sessions // BLOCK))]
     cat = {k: np.concatenate([b[k] for b in blocks])[:n_sessions] for k in blocks[0]}
     x, y = cat["x"], cat["y"]
