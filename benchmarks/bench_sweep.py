@@ -6,8 +6,9 @@ Prints, measured in one run on the same grid:
   1. compute-only points/s of the JAX engine (jit + vmap, results left on the device) against a numpy
      implementation of the same maths broadcasting over the same axes (benchmarks/numpy_reference.py),
      on the same leading points of the grid; medians over --repeats, and their ratio (target >= 1.5x);
-  2. the end-to-end time of `sweepkit run GRID --force` (grid to committed Parquet, as the CLI reports it;
-     the first run with an empty JAX compilation cache is shown apart as "cold") against
+  2. the end-to-end time of `sweepkit run GRID --force` (grid to committed Parquet, as the CLI reports it,
+     into one warehouse; the first run, with empty compilation caches and a new warehouse, is shown apart
+     as "cold") against
      the time pyarrow alone needs to write the same result table to Parquet with the same settings
      (table already in memory; 1 file, and 2 files on 2 threads), their ratio (target <= 1.25x), and the
      peak resident memory of each process.
@@ -138,18 +139,16 @@ def end_to_end(grid: Path, repeats: int):
     cold = float("nan")
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "SWEEPKIT_JAX_CACHE": str(Path(tmp) / "jax-cache")}   # starts empty: run 0 is cold
+        wh = Path(tmp) / "wh"            # one warehouse, as a project has: run 0 creates it, later runs add to it
         for r in range(repeats + 1):
-            wh = Path(tmp) / f"wh{r}"
             wall, peak, out = _run_measured([sys.executable, "-c", RUN_SCRIPT, "run", str(grid), "--warehouse",
                                              str(wh), "--force", "--limit", "1"], env=env)
             if r == 0:
                 cold = _committed_seconds(out)
-                shutil.rmtree(wh, ignore_errors=True)
                 continue
             runs.append(_committed_seconds(out))
             walls.append(wall)
             peaks["sweepkit run"] = peak
-            shutil.rmtree(wh, ignore_errors=True)
             for threads, store in ((1, writes1), (2, writes2)):
                 out = Path(tmp) / f"pa{r}-{threads}"
                 out.mkdir()

@@ -337,3 +337,39 @@ def test_a_commit_recreates_only_its_views_and_the_feed_only_when_its_definition
     assert con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchone()[0] == digest
     assert con.execute("select count(distinct run_id) from v_decode").fetchone()[0] == 3
     con.close()
+
+
+def test_recycled_row_buffers_never_leak_into_written_rows(tmp_path, monkeypatch):
+    """Batches written through the warehouse reuse the builder's byte slabs once the writers let go of them;
+    the committed rows must equal the engine's output computed with every batch kept alive (no reuse)."""
+    from sweepkit.sweep import batches as batches_mod
+
+    taken = []
+    original = batches_mod._Slabs.take
+
+    def take(self, nbytes):
+        cursor = original(self, nbytes)
+        taken.append(id(cursor.slab))
+        return cursor
+
+    monkeypatch.setattr(batches_mod._Slabs, "take", take)
+    monkeypatch.setattr(writer_mod, "ROW_GROUP_ROWS", 4)         # each 4-row batch is encoded, then dropped
+    spec = parse_grid('name = "recycle"\n[axes]\ndevice = ["H100", "A100"]\nmodel = ["llama-3-8b"]\n'
+                      'draft = ["mtp"]\nbatch = [1, 2, 4, 8, 16, 32]\ncontext = [128, 4096]\n'
+                      'gamma = [1, 3]\nalpha = [0.5, 0.8]\n', "t.toml")
+    kept = pa.Table.from_batches(list(iter_decode_chunks(spec, 1)))          # 24 batches of one outer point
+    wh = Warehouse(tmp_path)
+    run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text, grid_sha256=spec.sha256,
+                          tables={"decode": iter_decode_chunks(spec, 1)})
+    keys = ["device", "model", "draft", "tp", "batch", "context", "gamma", "alpha"]
+    got = wh.query("select * exclude (run_id) from decode where run_id = $r", {"r": run_id})
+    assert got.num_rows == kept.num_rows == spec.n_points
+    written = taken[24:]                                         # the warehouse run's 24 batches
+    assert len(written) == 24 and len(set(written)) < 24          # slabs were reused
+    def rows(t):          # dictionary columns decoded, sorted by the grid axes
+        t = pa.table({c: t.column(c).cast(pa.string()) if pa.types.is_dictionary(t.column(c).type)
+                      else t.column(c) for c in t.column_names})
+        return t.sort_by([(k, "ascending") for k in keys])
+    a, b = rows(got), rows(kept)
+    for name in b.column_names:
+        assert a.column(name).to_pylist() == b.column(name).to_pylist(), name
