@@ -88,3 +88,24 @@ def test_chunk_plan_covers_the_grid_in_big_enough_balanced_chunks(n_outer, inner
         assert chunk <= k * inner < 2 * chunk + 2 * inner         # at least chunk points, never twice as many
     if (n_outer, multiple) == (79_200, 2):
         assert (k, n_chunks) == (6_600, 12)                      # grids/large.toml: 6 chunks per writer thread
+
+
+def test_started_yields_everything_and_reraises_on_the_consumer():
+    import threading
+
+    seen_threads = []
+
+    def gen(n, fail_at=None):
+        for i in range(n):
+            seen_threads.append(threading.current_thread().name)
+            if i == fail_at:
+                raise ValueError(f"bad item {i}")
+            yield i
+
+    assert list(engine.started(gen(4))) == [0, 1, 2, 3]
+    assert seen_threads[0] == "sweepkit-first-chunk" and set(seen_threads[1:]) == {threading.current_thread().name}
+    assert list(engine.started(gen(0))) == []
+    with pytest.raises(ValueError, match="bad item 0"):
+        list(engine.started(gen(3, fail_at=0)))
+    with pytest.raises(ValueError, match="bad item 2"):
+        list(engine.started(gen(3, fail_at=2)))

@@ -90,8 +90,8 @@ def _sweep(spec, wh, chunk_points: int | None, t0: float) -> str:
         with interrupts:
             run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
                                   grid_sha256=spec.sha256,
-                                  tables={"decode": interrupts.checked(engine.iter_decode_chunks(
-                                      spec, chunk, chunks_multiple_of=writer.WRITER_THREADS))},
+                                  tables={"decode": interrupts.checked(engine.started(engine.iter_decode_chunks(
+                                      spec, chunk, chunks_multiple_of=writer.WRITER_THREADS)))},
                                   on_rows=on_rows)
     except KeyboardInterrupt:
         if progress is not None:
