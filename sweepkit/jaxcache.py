@@ -39,7 +39,8 @@ def enable_persistent_cache() -> Path | None:
 # (0.45 s for the sweep chunk of grids/large.toml, before its first row). For the few programs the CLI runs
 # per grid shape, the compiled executable itself is kept: serialised after its first compile and loaded
 # back (0.2 s) without tracing. The key covers everything the program depends on: sweepkit's source text,
-# jax/jaxlib versions, the backend and device kind, the function, its static arguments and argument shapes.
+# jax/jaxlib versions, the backend and device kind, XLA_FLAGS, the function, its static arguments and
+# argument shapes.
 
 _HITS = [0]
 
@@ -120,7 +121,7 @@ def compile_cached(name: str, key: object, lower, compiler_options: dict | None 
 
     device = jax.devices()[0]
     text = repr((name, key, compiler_options, jax.__version__, jaxlib.__version__, jax.default_backend(),
-                 device.device_kind, jax.device_count(), source_digest()))
+                 device.device_kind, jax.device_count(), os.environ.get("XLA_FLAGS", ""), source_digest()))
     path = folder / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
     from jax.experimental import serialize_executable
 
