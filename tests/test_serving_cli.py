@@ -89,3 +89,34 @@ def test_bad_grid_files_are_one_line_exit_2(tmp_path, body, needle):
     assert res.exit_code == 2, res.output
     lines = [l for l in res.output.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error:") and needle in lines[0], res.output
+
+
+def test_sigint_mid_simulation_exits_130_and_commits_nothing(tmp_path):
+    """Ctrl-C while `sweepkit simulate` runs (capacity searches on worker threads): exit 130, one line, no run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "JAX_PLATFORMS": "cpu", "SWEEPKIT_JAX_CACHE": "off"}
+    wh = tmp_path / "wh"
+    grid = root / "tests/grids/serving-small.toml"
+    proc = subprocess.Popen([sys.executable, "-m", "sweepkit.cli", "simulate", str(grid), "--warehouse", str(wh),
+                             "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=tmp_path)
+    try:
+        time.sleep(4.0)                           # imported, compiling or simulating (the grid takes ~15 s)
+        assert proc.poll() is None, proc.communicate()
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted: nothing was committed" in err and "Traceback" not in err, err
+    assert time.monotonic() - t0 < 60
+    assert Warehouse(wh).query("select count(*) n from runs").column("n")[0].as_py() == 0
