@@ -98,6 +98,20 @@ def _compile_fresh(lower, compiler_options):
         reset()                                            # re-reads the folder at the next compile
 
 
+def entry_path(name: str, key: object, compiler_options: dict | None = None) -> Path | None:
+    """Where :func:`compile_cached` keeps this program (None while JAX's persistent cache is off)."""
+    import jax
+    import jaxlib
+
+    folder = _executables_dir()
+    if folder is None:
+        return None
+    device = jax.devices()[0]
+    text = repr((name, key, compiler_options, jax.__version__, jaxlib.__version__, jax.default_backend(),
+                 device.device_kind, jax.device_count(), os.environ.get("XLA_FLAGS", ""), source_digest()))
+    return folder / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
+
+
 def compile_cached(name: str, key: object, lower, compiler_options: dict | None = None):
     """``lower().compile(compiler_options)``, or the same executable loaded from the cache folder.
 
@@ -109,31 +123,31 @@ def compile_cached(name: str, key: object, lower, compiler_options: dict | None 
       compiler_options: passed to ``compile``.
 
     Returns:
-      A ``jax.stages.Compiled``. A missing, unreadable or stale cache entry compiles (and rewrites it);
-      the cache never makes a run fail.
+      A callable like ``jax.stages.Compiled``. A missing, unreadable or stale cache entry compiles (and
+      rewrites it); an entry that loads but fails on its first call is deleted and the program compiled
+      afresh: the cache never makes a run fail.
     """
-    import jax
-
-    folder = _executables_dir()
-    if folder is None:
+    path = entry_path(name, key, compiler_options)
+    if path is None:
         return lower().compile(compiler_options=compiler_options)
-    import jaxlib
-
-    device = jax.devices()[0]
-    text = repr((name, key, compiler_options, jax.__version__, jaxlib.__version__, jax.default_backend(),
-                 device.device_kind, jax.device_count(), os.environ.get("XLA_FLAGS", ""), source_digest()))
-    path = folder / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
     from jax.experimental import serialize_executable
 
     try:
         payload, in_tree, out_tree = pickle.loads(path.read_bytes())
-        return serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+        loaded = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+        return _FirstCallChecked(loaded, path, lambda: _compile_and_keep(path, lower, compiler_options))
     except FileNotFoundError:
         pass
     except Exception:  # noqa: BLE001 - a corrupt or incompatible entry: compile again and replace it
         path.unlink(missing_ok=True)
+    return _compile_and_keep(path, lower, compiler_options)
+
+
+def _compile_and_keep(path: Path, lower, compiler_options):
+    from jax.experimental import serialize_executable
+
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return lower().compile(compiler_options=compiler_options)
     hits = _jax_cache_hits()
@@ -149,3 +163,26 @@ def compile_cached(name: str, key: object, lower, compiler_options: dict | None 
     except Exception:  # noqa: BLE001 - not serialisable on this backend, or a read-only cache: just don't keep it
         pass
     return compiled
+
+
+class _FirstCallChecked:
+    """An executable loaded from disk: its first call waits for the result, and if it fails (an entry that
+    deserialises but cannot run, as XLA:CPU's re-serialised cached executables do) the entry is deleted and
+    the call repeated on a fresh compile. Later calls go straight through (asynchronous as usual)."""
+
+    def __init__(self, compiled, path: Path, recompile):
+        self._compiled, self._path, self._recompile, self._checked = compiled, path, recompile, False
+
+    def __call__(self, *args):
+        if self._checked:
+            return self._compiled(*args)
+        import jax
+
+        try:
+            out = jax.block_until_ready(self._compiled(*args))
+        except Exception:  # noqa: BLE001 - a real error raises again from the fresh compile below
+            self._path.unlink(missing_ok=True)
+            self._compiled = self._recompile()
+            out = self._compiled(*args)
+        self._checked = True
+        return out

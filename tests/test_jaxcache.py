@@ -93,3 +93,48 @@ def test_an_executable_saved_by_one_process_runs_in_the_next(tmp_path):
     assert run() == "1"                                   # compiled afresh (not JAX's cached copy) and saved
     assert len(list((tmp_path / "sweepkit-executables").glob("*.bin"))) == 1
     assert run() == "0"                                   # ... so the next process loads it, and it runs
+
+
+STAGES = textwrap.dedent("""
+    import pickle, sys
+    import jax, jax.numpy as jnp, numpy as np
+    from jax.experimental import serialize_executable
+    from sweepkit import jaxcache
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    f = jax.jit(lambda x: jnp.tanh(x) * 3.0 + jnp.cumsum(x * x))
+    x = jnp.arange(16.0)
+    want = np.tanh(np.arange(16.0)) * 3 + np.cumsum(np.arange(16.0) ** 2)
+    stage = sys.argv[2]
+    if stage == "jax":                                  # fills JAX's own cache
+        f.lower(x).compile()
+    elif stage == "plant":                              # JAX's cached copy, re-serialised into our entry
+        compiled = f.lower(x).compile()
+        path = jaxcache.entry_path("planted", ("k",))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(serialize_executable.serialize(compiled)))
+    else:                                               # loads the planted entry: must still give the right answer
+        lowered = []
+        def lower():
+            lowered.append(1)
+            return f.lower(x)
+        c = jaxcache.compile_cached("planted", ("k",), lower)
+        np.testing.assert_allclose(np.asarray(c(x)), want, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(c(x)), want, rtol=1e-5)
+        print("LOWERED", len(lowered))
+""")
+
+
+def test_an_entry_that_loads_but_cannot_run_is_replaced_on_its_first_call(tmp_path):
+    def stage(name):
+        proc = subprocess.run([sys.executable, "-c", STAGES, str(tmp_path), name], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    stage("jax")
+    stage("plant")
+    lowered = stage("use").split("LOWERED")[1].strip()
+    assert lowered in ("0", "1")                          # 1 where the planted copy cannot run (XLA:CPU today)
+    if lowered == "1":
+        assert stage("use").split("LOWERED")[1].strip() == "0"     # the fresh compile replaced the entry
