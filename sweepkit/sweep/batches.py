@@ -56,6 +56,8 @@ class _Cursor:
         dtype = np.dtype(dtype)
         start = -(-self.offset // 64) * 64
         end = start + n * dtype.itemsize
+        if end > self.slab.nbytes:                # a sizing bug, never silently short columns
+            raise RuntimeError(f"row slab of {self.slab.nbytes} bytes is too small for {end} bytes")
         self.offset = end
         return self.slab[start:end].view(dtype)
 
