@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import pickle
+import tempfile
 from pathlib import Path
 
 MIN_COMPILE_S = 0.5
@@ -38,9 +39,9 @@ def enable_persistent_cache() -> Path | None:
 # JAX's cache above saves the XLA compile, but a warm process still traces and lowers the program first
 # (0.45 s for the sweep chunk of grids/large.toml, before its first row). For the few programs the CLI runs
 # per grid shape, the compiled executable itself is kept: serialised after its first compile and loaded
-# back (0.2 s) without tracing. The key covers everything the program depends on: sweepkit's source text,
-# jax/jaxlib versions, the backend and device kind, XLA_FLAGS, the function, its static arguments and
-# argument shapes.
+# back (0.2 s) without tracing. The key covers everything the program depends on: sweepkit's version and
+# source text, jax/jaxlib versions, the backend, device kind and count, the host CPU, x64, XLA_FLAGS, the
+# function, its static arguments and argument shapes.
 
 _HITS = [0]
 
@@ -69,14 +70,31 @@ def _executables_dir() -> Path | None:
 
 
 @functools.lru_cache(maxsize=1)
-def source_digest() -> str:
-    """sha256 over the text of every module of the installed sweepkit package (path and bytes)."""
+def source_digest() -> str | None:
+    """sha256 over the text of every module of the installed sweepkit package (path and bytes); None when
+    the sources are not there to read (a .pyc-only or zipped install: then nothing is cached)."""
     pkg = Path(__file__).resolve().parent
+    paths = sorted(pkg.rglob("*.py")) if pkg.is_dir() else []
+    if not paths:
+        return None
     h = hashlib.sha256()
-    for path in sorted(pkg.rglob("*.py")):
+    for path in paths:
         h.update(str(path.relative_to(pkg)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _host_cpu() -> str:
+    """The host CPU's model and feature flags (XLA:CPU compiles for them), hashed; '' where unreadable."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    lines = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags", "Features", "CPU part"))]
+    return hashlib.sha256("\n".join(sorted(set(lines))).encode()).hexdigest()[:16]
 
 
 def _compile_fresh(lower, compiler_options):
@@ -89,12 +107,13 @@ def _compile_fresh(lower, compiler_options):
         reset = compilation_cache.reset_cache
     except (ImportError, AttributeError):
         return lower().compile(compiler_options=compiler_options)
+    before = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
     reset()
     try:
         return lower().compile(compiler_options=compiler_options)
     finally:
-        jax.config.update("jax_enable_compilation_cache", True)
+        jax.config.update("jax_enable_compilation_cache", before)
         reset()                                            # re-reads the folder at the next compile
 
 
@@ -104,11 +123,15 @@ def entry_path(name: str, key: object, compiler_options: dict | None = None) -> 
     import jaxlib
 
     folder = _executables_dir()
-    if folder is None:
+    digest = source_digest()
+    if folder is None or digest is None:
         return None
+    import sweepkit
+
     device = jax.devices()[0]
-    text = repr((name, key, compiler_options, jax.__version__, jaxlib.__version__, jax.default_backend(),
-                 device.device_kind, jax.device_count(), os.environ.get("XLA_FLAGS", ""), source_digest()))
+    text = repr((name, key, compiler_options, sweepkit.__version__, jax.__version__, jaxlib.__version__,
+                 jax.default_backend(), device.device_kind, jax.device_count(), bool(jax.config.jax_enable_x64),
+                 os.environ.get("XLA_FLAGS", ""), _host_cpu(), digest))
     return folder / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
 
 
@@ -139,8 +162,16 @@ def compile_cached(name: str, key: object, lower, compiler_options: dict | None 
     except FileNotFoundError:
         pass
     except Exception:  # noqa: BLE001 - a corrupt or incompatible entry: compile again and replace it
-        path.unlink(missing_ok=True)
+        _discard(path)
     return _compile_and_keep(path, lower, compiler_options)
+
+
+def _discard(path: Path) -> None:
+    """Delete a bad entry; a read-only cache folder is not an error."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _compile_and_keep(path: Path, lower, compiler_options):
@@ -156,12 +187,15 @@ def _compile_and_keep(path: Path, lower, compiler_options):
         # JAX loaded it from its own cache after all: re-serialising such an executable drops the compiled
         # code on XLA:CPU (the loaded copy fails with "Function ... not found"), so keep fresh compiles only.
         return compiled
+    tmp = None
     try:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(serialize_executable.serialize(compiled)))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(pickle.dumps(serialize_executable.serialize(compiled)))
         os.replace(tmp, path)
     except Exception:  # noqa: BLE001 - not serialisable on this backend, or a read-only cache: just don't keep it
-        pass
+        if tmp is not None:
+            _discard(Path(tmp))
     return compiled
 
 
@@ -181,7 +215,7 @@ class _FirstCallChecked:
         try:
             out = jax.block_until_ready(self._compiled(*args))
         except Exception:  # noqa: BLE001 - a real error raises again from the fresh compile below
-            self._path.unlink(missing_ok=True)
+            _discard(self._path)
             self._compiled = self._recompile()
             out = self._compiled(*args)
         self._checked = True

@@ -74,6 +74,19 @@ def test_bad_grid_real_subprocess(tmp_path):
     assert p.stderr.strip() == (f"Error: {grid}: axes.alpha = 1.5 is not allowed; expected a number in [0, 1]")
 
 
+def test_a_warehouse_the_file_system_refuses_is_one_line_not_an_abort(tmp_path):
+    # write_run fails before it takes the first batch, while the first chunk is computing on its thread:
+    # the process must wait for that thread (exiting inside XLA aborts: rc 134) and print one line.
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    (wh / "staging").write_text("a file where the staging folder goes")
+    p = subprocess.run([sys.executable, "-m", "sweepkit.cli", "run", str(ROOT / "grids/seed.toml"), "--warehouse",
+                        str(wh)], env={**ENV, "SWEEPKIT_JAX_CACHE": "off"}, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1 and p.stdout == "", p.stderr
+    assert p.stderr.strip() == f"Error: {wh / 'staging'}: File exists"
+
+
 def test_rerun_reuses_unless_force(wh):
     args = ("run", str(wh / "tiny.toml"), "--warehouse", str(wh / "wh"), "--format", "json")
     res = cli(*args)

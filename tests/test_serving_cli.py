@@ -79,6 +79,7 @@ def test_matrix_command_prints_json(warehouse):
     ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline"]\nlevers_file = "bad.toml"\n', "alpha = 2"),
     ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline"]\ncluster_file = "badc.toml"\n', "tp = 0"),
     ('[serving\n', "not valid TOML"),
+    ('[serving]\nworkloads = ["chat", "chat"]\nlevers = ["baseline"]\n', "workloads lists 'chat' twice"),
 ])
 def test_bad_grid_files_are_one_line_exit_2(tmp_path, body, needle):
     (tmp_path / "bad.toml").write_text('[levers.x]\ndraft = "mtp"\ngamma = 3\nalpha = 2\n')

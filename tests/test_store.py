@@ -373,3 +373,22 @@ def test_recycled_row_buffers_never_leak_into_written_rows(tmp_path, monkeypatch
     a, b = rows(got), rows(kept)
     for name in b.column_names:
         assert a.column(name).to_pylist() == b.column(name).to_pylist(), name
+
+
+def test_a_commit_in_a_moved_warehouse_repoints_every_view(tmp_path):
+    import shutil
+
+    def rows(n):
+        return [pa.record_batch({"x": pa.array(range(n), pa.int64())})]
+
+    a = Warehouse(tmp_path / "a")
+    a.write_run(kind="trace", grid_name="g", grid_toml="", grid_sha256="s1", tables={"t1": rows(5), "t2": rows(30)})
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    b = Warehouse(tmp_path / "b")
+    b.write_run(kind="trace", grid_name="g", grid_toml="", grid_sha256="s2", tables={"t1": rows(7)})   # t1 only
+    shutil.rmtree(tmp_path / "a")
+    assert b.query("select count(*) n from t2").column("n")[0].as_py() == 30          # t2 re-pointed too
+    assert b.query("select count(*) n from t1").column("n")[0].as_py() == 12
+    con = duckdb.connect(str(b.db_path), read_only=True)          # the persisted views, as a BI tool sees them
+    assert con.execute("select count(*) from t2").fetchone() == (30,)
+    con.close()

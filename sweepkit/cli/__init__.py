@@ -11,7 +11,7 @@ Conventions every command follows (tests/test_cli.py checks them):
   * commands that read data take ``--warehouse PATH`` and ``--format table|csv|json|markdown``
     (``sweepkit.cli.common``); with ``--format json`` stdout carries one JSON array and nothing else;
   * bad input raises :class:`sweepkit.errors.InputError` (or ``common.BadInput``): one ``Error:`` line on
-    stderr, exit status 2, never a traceback.
+    stderr, exit status 2, never a traceback; a file-system error (OSError) gives one line and status 1.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ COMMANDS: dict[str, str] = {
 
 
 class SweepkitGroup(click.Group):
-    """Lazily imported commands, and InputError turned into one line + exit status 2."""
+    """Lazily imported commands; InputError turned into one line + exit status 2, OSError into one line + 1."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -57,6 +57,9 @@ class SweepkitGroup(click.Group):
             return super().invoke(ctx)
         except InputError as exc:
             raise BadInput(one_line(str(exc))) from None
+        except OSError as exc:       # the file system refused (a warehouse folder in the way, no space, ...)
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise click.ClickException(one_line(f"{where}{exc.strerror or exc}")) from None
 
 
 @click.group(cls=SweepkitGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -38,7 +38,8 @@ def _progress(total: int):
 @warehouse_option
 @click.option("--force", is_flag=True, help="Run again even if this grid (same text, same sweepkit) is committed.")
 @click.option("--chunk-points", type=int, default=None,
-              help="Grid points per compiled engine call (default: the engine's, 1,048,576).")
+              help="At least this many grid points per compiled engine call, at most twice as many "
+                   "(default: 1,048,576; each call's rows stay in memory until written).")
 @click.option("--limit", type=int, default=100, show_default=True,
               help="Print at most this many rows of the table (0: all); `sweepkit query` shows the rest.")
 @format_option
@@ -88,11 +89,15 @@ def _sweep(spec, wh, chunk_points: int | None, t0: float) -> str:
             task = progress.add_task(f"{spec.name}", total=spec.n_points)
             on_rows = lambda n: progress.advance(task, n)  # noqa: E731
         with interrupts:
-            run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
-                                  grid_sha256=spec.sha256,
-                                  tables={"decode": interrupts.checked(engine.started(engine.iter_decode_chunks(
-                                      spec, chunk, chunks_multiple_of=writer.WRITER_THREADS)))},
-                                  on_rows=on_rows)
+            batches = engine.started(engine.iter_decode_chunks(spec, chunk,
+                                                               chunks_multiple_of=writer.WRITER_THREADS))
+            try:
+                run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
+                                      grid_sha256=spec.sha256, tables={"decode": interrupts.checked(batches)},
+                                      on_rows=on_rows)
+            except Exception:
+                batches.join()           # never exit while the first chunk is inside XLA (it aborts)
+                raise
     except KeyboardInterrupt:
         if progress is not None:
             progress.stop()

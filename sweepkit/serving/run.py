@@ -81,9 +81,11 @@ def _names(raw: dict, key: str, known: dict | list, where: str, default=None) ->
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise InputError(f"{where}: {key} = {value!r} is not allowed; expected a non-empty list of names")
-    for v in value:
+    for i, v in enumerate(value):
         if v not in known:
             raise InputError(f"{where}: {key} = {v!r} is not allowed; expected one of {', '.join(known)}")
+        if v in value[:i]:
+            raise InputError(f"{where}: {key} lists {v!r} twice; expected each name once")
     return value
 
 

@@ -39,15 +39,28 @@ def schema_sql() -> str:
     return resources.files("sweepkit.store").joinpath("schema.sql").read_text(encoding="utf-8")
 
 
-def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute(
+        "select count(*) from duckdb_tables() where database_name = current_database() and schema_name = 'main' "
+        "and table_name = ?", [name]).fetchone()[0])
+
+
+def last_commit_matches(con: duckdb.DuckDBPyConnection, root: str, version: str) -> bool:
+    """Whether the warehouse was last committed from ``root`` by sweepkit ``version`` (False when new)."""
+    if not (_has_table(con, "warehouse_meta") and _has_table(con, "runs")):
+        return False
+    stored = con.execute("select value from warehouse_meta where key = 'root'").fetchall()
+    last = con.execute("select sweepkit_version from runs order by ended_at desc limit 1").fetchall()
+    return stored == [(root,)] and last in ([(version,)], [])
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection, *, force: bool = False) -> None:
     """Run schema.sql on a read-write connection unless the database already holds this very text
-    (``warehouse_meta.schema_sha256``; saves ~50 ms of DDL on every commit)."""
+    (``warehouse_meta.schema_sha256``; saves ~50 ms of DDL on every commit) and ``force`` is False."""
     text = schema_sql()
     digest = hashlib.sha256(text.encode()).hexdigest()
-    has_meta = con.execute(
-        "select count(*) from duckdb_tables() where database_name = current_database() and schema_name = 'main' "
-        "and table_name = 'warehouse_meta'").fetchone()[0]
-    if has_meta and con.execute(
+    has_meta = _has_table(con, "warehouse_meta")
+    if not force and has_meta and con.execute(
             "select value from warehouse_meta where key = 'schema_sha256'").fetchall() == [(digest,)]:
         return
     con.execute(text)
@@ -199,12 +212,11 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     # >>> feed views (report issue; owner sweepkit/report/feed.py): v_decode, v_serving, v_capacity, v_matrix >>>
     from sweepkit.report.feed import FEED, create_feed_views, feed_digest
 
-    if tables is None or temp:
-        names += create_feed_views(con, temp=temp)
-        return names
+    if temp:
+        return names + create_feed_views(con, temp=True)
     digest = feed_digest(schema_sql())
     stored = con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchall()
-    if not stored or stored[0][0] != digest or not set(FEED) <= existing:
+    if tables is None or stored != [(digest,)] or not set(FEED) <= existing:
         create_feed_views(con, temp=False)
         con.execute("insert or replace into warehouse_meta values ('feed_sha256', ?)", [digest])
     names += list(FEED)

@@ -247,7 +247,10 @@ class Warehouse:
         con = db.open_db(self.db_path, read_only=False)
         try:
             con.execute("begin transaction")
-            db.ensure_schema(con)
+            # Views hold absolute paths and the feed/schema digests assume this version wrote them last: if
+            # the folder moved, or another sweepkit version committed, rebuild everything, not just ours.
+            everything = not db.last_commit_matches(con, str(self.root.resolve()), sweepkit.__version__)
+            db.ensure_schema(con, force=everything)
             con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)",
                         [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
                          dt.datetime.now(dt.timezone.utc), row_count, wall_s])
@@ -255,7 +258,8 @@ class Warehouse:
             if rows:
                 con.executemany("insert into run_files values (?, ?, ?, ?, ?)", rows)
             con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(self.root.resolve())])
-            db.create_views(con, self.root, temp=False, tables=[n for n, fs in files.items() if fs])
+            db.create_views(con, self.root, temp=False,
+                            tables=None if everything else [n for n, fs in files.items() if fs])
             con.execute("commit")
         except BaseException:
             try:

@@ -36,14 +36,39 @@ class _Slabs:
         self._slabs: list[np.ndarray] = []
 
     def take(self, nbytes: int) -> "_Cursor":
-        for slab in self._slabs:
-            # references: the list, the loop variable and getrefcount's argument; anything more is Arrow's
-            if slab.nbytes >= nbytes and sys.getrefcount(slab) <= 3:
-                return _Cursor(slab)
+        i = _free_slab(self._slabs, nbytes, _FREE_REFS)
+        if i >= 0:
+            return _Cursor(self._slabs[i])
         slab = np.empty(nbytes, np.uint8)
         if len(self._slabs) < self.MAX_KEPT:
             self._slabs.append(slab)
         return _Cursor(slab)
+
+
+def _free_slab(slabs: list[np.ndarray], nbytes: int, free_refs: int) -> int:
+    """Index of the first slab of >= nbytes that nothing but ``slabs`` references (-1: none)."""
+    for i, slab in enumerate(slabs):
+        if slab.nbytes >= nbytes and sys.getrefcount(slab) <= free_refs:
+            return i
+    return -1
+
+
+def _calibrate() -> int:
+    """The reference count :func:`_free_slab` sees for an unreferenced slab: measured with that very code,
+    not assumed (the interpreter's own references differ between Python versions, e.g. borrowed loads)."""
+    slabs = [np.empty(1, np.uint8)]
+    held = slabs[0][:1]                                   # one outside reference must make it busy
+    free = next(n for n in range(1, 16) if _free_slab(slabs, 1, n) == 0)
+    if _free_slab(slabs, 1, free - 1) == 0:
+        raise RuntimeError("slab reference counting is not measurable on this interpreter")
+    del held
+    free_now = next(n for n in range(1, 16) if _free_slab(slabs, 1, n) == 0)
+    if free_now >= free:
+        raise RuntimeError("slab reference counting is not measurable on this interpreter")
+    return free_now
+
+
+_FREE_REFS = _calibrate()
 
 
 class _Cursor:

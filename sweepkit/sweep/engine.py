@@ -190,7 +190,7 @@ def grid_size(axes: Mapping[str, Sequence[Any]]) -> int:
 
 def chunk_plan(n_outer: int, inner: int, chunk_points: int, multiple_of: int = 1) -> tuple[int, int]:
     """(outer points per chunk, number of chunks): chunks of at least ``chunk_points`` points (whole outer
-    points, below 2 x chunk_points), as equal as the grid allows, aiming at a number of chunks that is a
+    points, at most 2 x chunk_points), as equal as the grid allows, aiming at a number of chunks that is a
     multiple of ``multiple_of`` (so that that many writer threads get equal shares; exact when ``n_outer`` is
     a multiple of the target count, as for grids/large.toml: 12 chunks of 6,600 outer points)."""
     k_min = max(1, -(-int(chunk_points) // inner))
@@ -247,34 +247,44 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
         yield to_batch(pending)
 
 
-def started(items: Iterator[Any]) -> Iterator[Any]:
-    """Yield ``items``, the first one computed on a background thread started at once.
+class started:  # noqa: N801 - used like a function: started(iterator)
+    """Iterate ``items``, the first one computed on a background thread started at once.
 
     A sweep's first batch waits for the compiled chunk to load (~0.2 s) and its first evaluation; the caller
     meanwhile prepares the warehouse run (lock, stale-run cleanup, contract check) on its own thread. The
-    rest are computed on the consuming thread as usual. An exception from the first item is re-raised here.
+    rest are computed on the consuming thread as usual. An exception from the first item is re-raised on
+    the consuming thread. Call :meth:`join` before leaving on an error raised before the first item was
+    taken: a process must not exit while that thread is inside XLA (it aborts).
     """
-    first: list[Any] = []
-    error: list[BaseException] = []
 
-    def work():
+    def __init__(self, items: Iterator[Any]):
+        self._items, self._first, self._error = items, [], []
+        self._thread = threading.Thread(target=self._work, name="sweepkit-first-chunk", daemon=True)
+        self._thread.start()
+        self._rest = self._iterate()
+
+    def _work(self) -> None:
         try:
-            first.append(next(items))
+            self._first.append(next(self._items))
         except StopIteration:
             pass
         except BaseException as exc:  # noqa: BLE001 - re-raised on the consuming thread
-            error.append(exc)
+            self._error.append(exc)
 
-    thread = threading.Thread(target=work, name="sweepkit-first-chunk", daemon=True)
-    thread.start()
+    def _iterate(self) -> Iterator[Any]:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        if self._first:
+            yield self._first.pop()
+            yield from self._items
 
-    def rest():
-        thread.join()
-        if error:
-            raise error[0]
-        if first:
-            yield first[0]
-            first.clear()
-            yield from items
+    def __iter__(self) -> "started":
+        return self
 
-    return rest()
+    def __next__(self) -> Any:
+        return next(self._rest)
+
+    def join(self) -> None:
+        """Wait for the background thread (the first item is kept for iteration)."""
+        self._thread.join()
