@@ -43,22 +43,25 @@ def enable_persistent_cache() -> Path | None:
 # source text, jax/jaxlib versions, the backend, device kind and count, the host CPU, x64, XLA_FLAGS, the
 # function, its static arguments and argument shapes.
 
-_HITS = [0]
-
-
-def _count_hit(event: str, **_) -> None:
-    if event == "/jax/compilation_cache/cache_hits":
-        _HITS[0] += 1
-
-
-def _jax_cache_hits() -> int:
+class _CacheHits:
     """Executables JAX has loaded from its persistent cache in this process (listener added on first use)."""
-    if not _HITS[1:]:
-        import jax
 
-        jax.monitoring.register_event_listener(_count_hit)
-        _HITS.append(1)
-    return _HITS[0]
+    count = 0
+    listening = False
+
+    @classmethod
+    def _on_event(cls, event: str, **_) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            cls.count += 1
+
+    @classmethod
+    def now(cls) -> int:
+        if not cls.listening:
+            import jax
+
+            jax.monitoring.register_event_listener(cls._on_event)
+            cls.listening = True
+        return cls.count
 
 
 def _executables_dir() -> Path | None:
@@ -181,9 +184,9 @@ def _compile_and_keep(path: Path, lower, compiler_options):
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return lower().compile(compiler_options=compiler_options)
-    hits = _jax_cache_hits()
+    hits = _CacheHits.now()
     compiled = _compile_fresh(lower, compiler_options)
-    if _jax_cache_hits() != hits:
+    if _CacheHits.now() != hits:
         # JAX loaded it from its own cache after all: re-serialising such an executable drops the compiled
         # code on XLA:CPU (the loaded copy fails with "Function ... not found"), so keep fresh compiles only.
         return compiled

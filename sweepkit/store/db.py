@@ -187,13 +187,10 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     files = files_by_table(con)
     names = sorted(set(declared) | set(files))
     kind = "temp view" if temp else "view"
-    if tables is not None:
-        existing = {r[0] for r in con.execute(
-            "select view_name from duckdb_views() where database_name = current_database() "
-            "and schema_name = 'main' and not internal").fetchall()}
-        todo = [n for n in names if n in set(tables) or n not in existing]
-    else:
-        todo = names
+    existing = {r[0] for r in con.execute(
+        "select view_name from duckdb_views() where database_name = current_database() "
+        "and schema_name = 'main' and not internal").fetchall()}
+    todo = names if tables is None else [n for n in names if n in set(tables) or n not in existing]
     for name in todo:
         check_ident(name, "table")
         columns = [c for c, _ in declared[name]] if name in declared else None
