@@ -339,10 +339,15 @@ def test_a_commit_recreates_only_its_views_and_the_feed_only_when_its_definition
     con.close()
 
 
-def test_recycled_row_buffers_never_leak_into_written_rows(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mapped", [False, True], ids=["np.empty slabs", "mapped slabs"])
+def test_recycled_row_buffers_never_leak_into_written_rows(tmp_path, monkeypatch, mapped):
     """Batches written through the warehouse reuse the builder's byte slabs once the writers let go of them;
-    the committed rows must equal the engine's output computed with every batch kept alive (no reuse)."""
+    the committed rows must equal the engine's output computed with every batch kept alive (no reuse).
+    Both kinds of slab: ``np.empty`` and the populated anonymous mappings big batches get."""
     from sweepkit.sweep import batches as batches_mod
+
+    if mapped:
+        monkeypatch.setattr(batches_mod, "_MAP_MIN_BYTES", 0)
 
     taken = []
     original = batches_mod._Slabs.take
