@@ -10,9 +10,11 @@ Prints, measured in one run on the same grid:
      into one warehouse; the first run, with empty compilation caches and a new warehouse, is shown apart
      as "cold") against
      the time pyarrow alone needs to write the same result table to Parquet with the same settings
-     (table already in memory; 1 file, and 2 files on 2 threads), their ratio (target <= 1.25x), and the
-     peak resident memory of each process.
-These machines are noisy: every figure is a median of --repeats runs.
+     (the run's own batches, already in memory): as pyarrow writes a table, one ParquetWriter on one
+     thread (the target's measure, <= 1.25x), and, stricter, the same batches split over two files on two
+     threads as the run itself writes them; the ratios, and the peak resident memory of each process.
+These machines are noisy: every figure is a median of --repeats runs, and each ratio the median of the
+per-repeat ratios (a run against the writes measured right after it).
 """
 
 from __future__ import annotations
@@ -157,9 +159,11 @@ def end_to_end(grid: Path, repeats: int):
                 store.append(float(text.split("WRITE_S=")[1].split()[0]))
                 peaks[f"pyarrow write ({threads} thread{'s' if threads > 1 else ''})"] = peak
                 shutil.rmtree(out, ignore_errors=True)
-    pair = median(r / min(a, b) for r, a, b in zip(runs, writes1, writes2))   # each run against its own writes
-    spread = f"runs {min(runs):.2f}-{max(runs):.2f} s, pyarrow 2 threads {min(writes2):.2f}-{max(writes2):.2f} s"
-    return cold, median(runs), median(walls), median(writes1), median(writes2), peaks, pair, spread
+    pair1 = median(r / a for r, a in zip(runs, writes1))      # each run against the writes right after it
+    pair2 = median(r / b for r, b in zip(runs, writes2))
+    spread = (f"runs {min(runs):.2f}-{max(runs):.2f} s, pyarrow 1 thread {min(writes1):.2f}-{max(writes1):.2f} s, "
+              f"2 threads {min(writes2):.2f}-{max(writes2):.2f} s")
+    return cold, median(runs), median(walls), median(writes1), median(writes2), peaks, (pair1, pair2), spread
 
 
 def main(argv=None):
@@ -180,8 +184,7 @@ def main(argv=None):
     print(f"   {'ratio JAX / numpy':32s} {jax_pts / np_pts:8.2f} x   (target >= 1.5x)")
     if args.skip_e2e:
         return
-    cold, run_s, wall, w1, w2, peaks, pair, spread = end_to_end(Path(args.grid), args.repeats)
-    best = min(w1, w2)
+    cold, run_s, wall, w1, w2, peaks, (pair1, pair2), spread = end_to_end(Path(args.grid), args.repeats)
     print(f"\n2. end to end ({n_total:,} rows, median of {args.repeats})")
     print(f"   {'sweepkit run, grid -> committed':36s} {run_s:7.2f} s  {n_total / run_s / 1e6:6.1f} M rows/s"
           f"  peak RSS {peaks['sweepkit run']:.2f} GiB  (compile cache warm)")
@@ -190,10 +193,12 @@ def main(argv=None):
     for label, w in (("pyarrow write (1 thread)", w1), ("pyarrow write (2 threads)", w2)):
         print(f"   {label:36s} {w:7.2f} s  {n_total / w / 1e6:6.1f} M rows/s  peak RSS {peaks[label]:.2f} GiB"
               "  (table held in memory)")
-    print(f"   {'ratio run / fastest pyarrow write':36s} {run_s / best:7.2f} x   (target <= 1.25x; cold: "
-          f"{cold / best:.2f} x)")
-    print(f"   {'  median of the per-repeat ratios':36s} {pair:7.2f} x   (each run against the writes measured "
-          f"right after it; {spread})")
+    print(f"   {'ratio run / pyarrow, 1 file':36s} {pair1:7.2f} x   (target <= 1.25x; pyarrow's own write of the "
+          f"table: one ParquetWriter, one thread)")
+    print(f"   {'ratio run / pyarrow, 2 files':36s} {pair2:7.2f} x   (stricter: the same table split over two "
+          f"writer threads, as the run writes it; cold: {cold / w2:.2f} x)")
+    print(f"   {'':36s} (ratios: median of the per-repeat ratios, each run against the writes measured right "
+          f"after it; {spread})")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,14 @@
 --
 -- Parameters:
 --   $run_id = latest    decode run to read; latest = the newest committed decode run
---   $device = null      only this device; null = all
---   $context = null     only this context (tokens cached per row); null = all
+--   $device = null          only this device; null = all
+--   $context = null         only this context (tokens cached per row); null = all
+--   $model = null           only this target model; null = all
+--   $draft = null           only this draft; null = all
+--   $tp = null              only this tensor-parallel degree; null = all
+--   $weight_format = null   only this weight format; null = all
+--   $kv_format = null       only this KV-cache format; null = all
+--   $compute_format = null  only this compute format; null = all
 --
 -- Columns:
 --   device              accelerator, catalogue name
@@ -38,6 +44,12 @@ points as (
     semi join run using (run_id)
     where ($device is null or d.device = $device)
       and ($context is null or d.context = $context)
+      and ($model is null or d.model = $model)
+      and ($draft is null or d.draft = $draft)
+      and ($tp is null or d.tp = $tp)
+      and ($weight_format is null or d.weight_format = $weight_format)
+      and ($kv_format is null or d.kv_format = $kv_format)
+      and ($compute_format is null or d.compute_format = $compute_format)
 ),
 
 final as (

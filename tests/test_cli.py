@@ -139,3 +139,39 @@ def test_bad_input_exit_2_one_line(wh, args, message):
     assert res.exit_code == 2, res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], res.stderr
+
+
+WIDE = ('name = "wide"\n[axes]\ndevice = ["H100", "A100-40GB", "A100"]\nmodel = ["llama-3.2-3b", "llama-3-8b"]\n'
+        'draft = ["none", "mtp", "llama-3.2-1b"]\ntp = [2, 1]\nweight_format = ["int8", "bf16", "fp8"]\n'
+        'kv_format = ["fp8", "bf16"]\nbatch = [1, 16]\ncontext = [4096, 512]\ngamma = [1, 3]\nalpha = [0.6, 0.8]\n')
+
+
+def test_headline_filters_keep_the_first_rows_of_the_full_table(tmp_path):
+    """`run` narrows its headline query to the smallest model, draft, device, tp and formats while at least
+    --limit + 1 rows share them; the rows it prints must be the full speedup_table's first rows."""
+    grid = tmp_path / "wide.toml"
+    grid.write_text(WIDE)
+    wh = str(tmp_path / "wh")
+    res = cli("run", str(grid), "--warehouse", wh, "--format", "json", "--limit", "0")
+    assert res.exit_code == 0, res.output
+    everything = json.loads(res.stdout)
+    assert len(everything) == 3 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 2 * 2
+    for limit in (1, 15, 16, 17, 100, 500, 1000, len(everything) - 1, len(everything) + 5):
+        res = cli("run", str(grid), "--warehouse", wh, "--format", "json", "--limit", str(limit))
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout) == everything[:limit], limit
+
+
+def test_headline_filters_follow_the_text_order_of_formats():
+    from sweepkit.cli.run import headline_filters
+
+    axes = {"model": ["m"], "draft": ["none"], "device": ["B", "A"], "tp": [2, 1],
+            "weight_format": ["fp8", "fp8-x"], "kv_format": ["bf16"], "compute_format": ["bf16"],
+            "context": [1], "batch": [1, 2], "gamma": [1], "alpha": [0.5, 0.7]}
+    # 'fp8-x/bf16/bf16' sorts before 'fp8/bf16/bf16' ('-' < '/') although 'fp8' < 'fp8-x'
+    assert headline_filters(axes, 4) == {"model": "m", "draft": "none", "device": "A", "tp": 1,
+                                         "weight_format": "fp8-x", "kv_format": "bf16", "compute_format": "bf16"}
+    assert headline_filters(axes, 5) == {"model": "m", "draft": "none", "device": "A", "tp": 1}
+    assert headline_filters(axes, 9) == {"model": "m", "draft": "none", "device": "A"}
+    assert headline_filters(axes, 17) == {"model": "m", "draft": "none"}
+    assert headline_filters(axes, 0) == {}

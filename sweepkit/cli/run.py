@@ -14,6 +14,38 @@ from sweepkit.errors import bad_value
 HEADLINE = "speedup_table"
 
 
+def headline_filters(axes, rows: int) -> dict[str, object]:
+    """Parameters of the headline query that leave its first ``rows`` rows unchanged, so that DuckDB can skip
+    the row groups of every other model, draft, device, TP degree and format combination (their min/max
+    statistics tell): on a 10^9-point run, a scan of ~1/300 of the files instead of all of them.
+
+    speedup_table sorts by model, draft, device, tp, formats ('weight/kv/compute' text), then context,
+    batch, gamma and alpha. All rows that share the smallest values of the first j keys come first, so
+    fixing those j keys keeps the first ``rows`` rows exactly when that many rows share them: j is the
+    largest for which the grid's other axes give at least ``rows`` points. ``rows`` <= 0: no filter.
+    """
+    if rows <= 0:
+        return {}
+    formats = [(f"{w}/{k}/{c}", (w, k, c)) for w in axes["weight_format"] for k in axes["kv_format"]
+               for c in axes["compute_format"]]
+    first_formats = min(formats)[1]
+    keys = [({"model": min(str(v) for v in axes["model"])}, len(axes["model"])),
+            ({"draft": min(str(v) for v in axes["draft"])}, len(axes["draft"])),
+            ({"device": min(str(v) for v in axes["device"])}, len(axes["device"])),
+            ({"tp": min(int(v) for v in axes["tp"])}, len(axes["tp"])),
+            (dict(zip(("weight_format", "kv_format", "compute_format"), map(str, first_formats))), len(formats))]
+    shared = len(axes["context"]) * len(axes["batch"]) * len(axes["gamma"]) * len(axes["alpha"])
+    for _, count in keys:
+        shared *= count                             # every row of the run (a full Cartesian product)
+    filters: dict[str, object] = {}
+    for values, count in keys:
+        if shared // count < rows:                  # rows sharing one more key's smallest value
+            break
+        shared //= count
+        filters.update(values)
+    return filters
+
+
 def _progress(total: int):
     """A rich progress bar on stderr (points, points/s, ETA); None when stderr is not a terminal."""
     from rich.console import Console
@@ -67,7 +99,8 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
         note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")
     else:
         run_id = _sweep(spec, wh, chunk_points, t0)
-    table = run_query(wh, HEADLINE, {"run_id": run_id}, limit=limit + 1 if limit else None)
+    params = {"run_id": run_id, **headline_filters(spec.axes, limit + 1 if limit else 0)}
+    table = run_query(wh, HEADLINE, params, limit=limit + 1 if limit else None)
     if limit and table.num_rows > limit:
         note(f"showing the first {limit} rows; all of them: sweepkit query {HEADLINE} --param run_id={run_id}")
         table = table.slice(0, limit)
