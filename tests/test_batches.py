@@ -33,20 +33,14 @@ def test_populated_slabs_are_zeroed_writable_and_sized():
     assert int(slab[-1]) == 7
 
 
-def test_reserved_slabs_are_the_ones_taken(monkeypatch):
-    made = []
-    real = B._populated
-    monkeypatch.setattr(B, "_populated", lambda n: made.append(n) or real(n))
+def test_a_busy_slab_is_never_handed_out_again():
     pool = B._Slabs()
-    pool.reserve(3, 1 << 16)
-    cursors = [pool.take(1 << 16) for _ in range(3)]       # held: three distinct reserved slabs
-    assert len(made) == 3 and len({id(c.slab) for c in cursors}) == 3
-    held = [c.empty(8, np.int64) for c in cursors]
-    pool.take(1 << 16)                                     # all three busy: a fourth is mapped
-    assert len(made) == 4
-    del held, cursors
-    pool.take(1 << 16)                                     # free again: reused, nothing new
-    assert len(made) == 4
+    first = pool.take(1 << 16)
+    held = first.empty(8, np.int64)                        # a column still referenced by a batch
+    second = pool.take(1 << 16)
+    assert second.slab is not first.slab
+    del held, first, second
+    assert B._free_slab(pool._slabs, 1 << 16, B._FREE_REFS) == 0
 
 
 @pytest.mark.parametrize("n, dtype", [(1, np.int8), (128, np.int8), (129, np.int16), (32768, np.int16),

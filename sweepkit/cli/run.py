@@ -122,8 +122,8 @@ def _sweep(spec, wh, chunk_points: int | None, t0: float) -> str:
             task = progress.add_task(f"{spec.name}", total=spec.n_points)
             on_rows = lambda n: progress.advance(task, n)  # noqa: E731
         with interrupts:
-            batches = engine.started(engine.iter_decode_chunks(
-                spec, chunk, chunks_multiple_of=writer.WRITER_THREADS, in_flight=writer.batches_in_flight()))
+            batches = engine.started(engine.iter_decode_chunks(spec, chunk,
+                                                               chunks_multiple_of=writer.WRITER_THREADS))
             try:
                 run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
                                       grid_sha256=spec.sha256, tables={"decode": interrupts.checked(batches)},

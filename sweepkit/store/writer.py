@@ -35,14 +35,6 @@ QUEUE_CHUNKS = 2
 _STOP = object()
 
 
-def batches_in_flight(threads: int | None = None, queue_chunks: int | None = None) -> int:
-    """Most batches :func:`write_stream` holds at once with these settings: one per writer thread, the
-    queue's, and the one the producer has ready to put (the producer may map their buffers up front)."""
-    threads = WRITER_THREADS if threads is None else threads
-    queue_chunks = QUEUE_CHUNKS if queue_chunks is None else queue_chunks
-    return max(1, threads) + max(1, queue_chunks) + 1
-
-
 @dataclass(frozen=True)
 class WrittenFile:
     """One finished Parquet file: its path, rows and size in bytes."""

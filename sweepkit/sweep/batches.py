@@ -13,7 +13,6 @@ import ctypes
 import functools
 import mmap
 import sys
-import threading
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -33,45 +32,17 @@ class _Slabs:
     instead of page-faulting every chunk in anew (measured in a real run: ~1.8 CPU-s of 13 M rows' Arrow
     assembly with fresh buffers, while two writer threads need the same two cores).
 
-    New slabs are mapped with their pages populated up front (:func:`_populated`), and :meth:`reserve` can
-    map the slabs a run will hold in flight on a helper thread while the engine loads its executable.
+    New slabs are mapped with their pages populated in one go (:func:`_populated`). (Mapping the slabs a run
+    holds in flight up front, on a helper thread while the executable loads, measured slower: the load
+    itself took twice as long beside it.)
     """
 
     MAX_KEPT = 8
 
     def __init__(self):
         self._slabs: list[np.ndarray] = []
-        self._reserving: threading.Thread | None = None
-        self._join_reserved = None
-
-    def reserve(self, count: int, nbytes: int) -> None:
-        """Map ``count`` slabs of ``nbytes`` on a helper thread (``take`` waits for it); at most MAX_KEPT."""
-        count = min(count, self.MAX_KEPT) - len(self._slabs)
-        if count <= 0 or self._reserving is not None:
-            return
-        made: list[np.ndarray] = []
-
-        def work() -> None:
-            try:
-                for _ in range(count):
-                    made.append(_populated(nbytes))
-            except (MemoryError, OSError):
-                pass                          # fewer slabs up front: take() maps the rest when needed
-
-        def join() -> None:
-            thread.join()
-            self._slabs.extend(made)
-            made.clear()                                  # the pool's must be the slabs' only references
-
-        thread = threading.Thread(target=work, name="sweepkit-slabs", daemon=True)
-        thread.start()
-        self._reserving = thread
-        self._join_reserved = join
 
     def take(self, nbytes: int) -> "_Cursor":
-        if self._reserving is not None:
-            self._join_reserved()
-            self._reserving = self._join_reserved = None
         i = _free_slab(self._slabs, nbytes, _FREE_REFS)
         if i >= 0:
             return _Cursor(self._slabs[i])
@@ -236,11 +207,6 @@ class BatchBuilder:
     def slab_bytes(self, n_outer: int) -> int:
         """Bytes of the row slab of a batch of ``n_outer`` outer points."""
         return n_outer * self.n_g * self.n_a * self._row_bytes + 64 * self._columns_copied
-
-    def reserve(self, batches: int) -> None:
-        """Map the row slabs of ``batches`` full batches now, on a helper thread (the first ``build`` waits
-        for it): the batches a run holds in flight, mapped while the engine loads its executable."""
-        self._slabs.reserve(batches, self.slab_bytes(self.k))
 
     def build(self, outer_idx: np.ndarray, out: Mapping[str, np.ndarray], n_outer: int) -> pa.RecordBatch:
         """The batch of the chunk's first ``n_outer`` outer points (the rest is padding)."""

@@ -204,7 +204,7 @@ def chunk_plan(n_outer: int, inner: int, chunk_points: int, multiple_of: int = 1
 
 
 def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
-                       chunks_multiple_of: int = 1, in_flight: int = 0) -> Iterator[pa.RecordBatch]:
+                       chunks_multiple_of: int = 1) -> Iterator[pa.RecordBatch]:
     """Evaluate a grid spec chunk by chunk, yielding Arrow record batches (one row per grid point).
 
     Args:
@@ -214,8 +214,6 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
         is padded.
       chunks_multiple_of: make the number of chunks a multiple of this where the grid allows (the CLI
         passes its number of Parquet writer threads).
-      in_flight: how many batches the consumer holds at once (writing and queued); their row buffers are
-        mapped up front, while the executable loads (0: as they are first needed).
 
     Returns:
       An iterator of ``pa.RecordBatch`` with the decode view's columns except ``run_id``, in grid order.
@@ -224,13 +222,11 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
     radices = tuple(len(axes[a]) for a in OUTER)
     inner = len(axes["gamma"]) * len(axes["alpha"])
     n_outer = grid_size(axes) // inner
-    k, n_chunks = chunk_plan(n_outer, inner, chunk_points, chunks_multiple_of)
-    builder = BatchBuilder(axes, outer_axes=OUTER, string_axes=STRING_AXES, float_outputs=FLOAT_OUTPUTS,
-                           columns=(*AXES, *OUTPUT_COLUMNS), k=k)
-    if in_flight > 0:
-        builder.reserve(min(in_flight, n_chunks))
+    k, _ = chunk_plan(n_outer, inner, chunk_points, chunks_multiple_of)
     tables = build_tables(axes)
     gamma_max = gamma_bucket(int(max(axes["gamma"])))
+    builder = BatchBuilder(axes, outer_axes=OUTER, string_axes=STRING_AXES, float_outputs=FLOAT_OUTPUTS,
+                           columns=(*AXES, *OUTPUT_COLUMNS), k=k)
 
     def dispatch(start):
         digits = np.asarray(mixed_radix_digits(start, radices), dtype=np.int32)    # (jnp.asarray: +60 ms once)
