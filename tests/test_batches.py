@@ -10,20 +10,31 @@ from sweepkit.sweep import batches as B
 
 
 @pytest.mark.parametrize("mapped", [False, True])
-def test_a_slab_is_free_only_when_nothing_but_the_pool_holds_it(monkeypatch, mapped):
+def test_a_slab_is_free_only_when_no_batch_holds_its_memory(monkeypatch, mapped):
+    """Every zero-copy holder of a column keeps its slab busy: numpy views of views, Arrow arrays, record
+    batches, tables; the slab is free again once the last of them is gone."""
     monkeypatch.setattr(B, "_MAP_MIN_BYTES", 0 if mapped else 1 << 40)
-    slabs = [B._populated(4096)]
-    assert (slabs[0].base is not None) == mapped          # a mapping is what was asked for
-    assert B._free_slab(slabs, 1, B._FREE_REFS) == 0
-    view = slabs[0][64:128].view(np.float32)
-    col = pa.array(view)                                  # zero-copy: Arrow keeps the view alive
+    pool = B._Slabs()
+    cursor = pool.take(4096)
+    assert (pool._slabs[0].base is not None) == mapped            # a mapping is what was asked for
+    view = cursor.empty(16, np.float32).reshape(4, 4)[1:].view(np.int32)   # a view of a view of the lease
+    del cursor
+    assert pool.busy() == [True]
+    col = pa.array(view.reshape(-1))                               # zero-copy: Arrow holds the view
     del view
-    batch = pa.RecordBatch.from_pydict({"x": col})
+    assert pool.busy() == [True]
     del col
-    assert B._free_slab(slabs, 1, B._FREE_REFS) == -1
-    del batch
-    assert B._free_slab(slabs, 1, B._FREE_REFS) == 0
-    assert B._free_slab(slabs, 4097, B._FREE_REFS) == -1   # too small for the request
+    assert pool.busy() == [False]
+    cursor = pool.take(4096)
+    table = pa.Table.from_batches([pa.RecordBatch.from_pydict({"x": pa.array(cursor.empty(8, np.int64))})])
+    del cursor
+    assert pool.busy() == [True]
+    pool.take(4096)                                                # busy: a second slab is made
+    assert len(pool._slabs) == 2
+    del table
+    assert pool.busy() == [False, False]
+    pool.take(8192)                                                # too small: a third slab
+    assert len(pool._slabs) == 3
 
 
 def test_populated_slabs_are_zeroed_writable_and_sized():
@@ -37,10 +48,23 @@ def test_a_busy_slab_is_never_handed_out_again():
     pool = B._Slabs()
     first = pool.take(1 << 16)
     held = first.empty(8, np.int64)                        # a column still referenced by a batch
+    held[:] = 42
     second = pool.take(1 << 16)
-    assert second.slab is not first.slab
-    del held, first, second
-    assert B._free_slab(pool._slabs, 1 << 16, B._FREE_REFS) == 0
+    second.empty(1 << 13, np.int64)[:] = 7                  # fills the whole of the second slab
+    assert held.tolist() == [42] * 8
+    del first, second
+    assert pool.busy() == [True, False]
+    del held
+    assert pool.busy() == [False, False]
+
+
+def test_the_pool_keeps_at_most_max_kept_slabs():
+    pool = B._Slabs()
+    held = [pool.take(64).empty(8, np.uint8) for _ in range(B._Slabs.MAX_KEPT + 3)]
+    assert len(pool._slabs) == B._Slabs.MAX_KEPT and all(pool.busy())
+    held[-1][:] = 1                                         # lent out, though not kept
+    del held
+    assert not any(pool.busy())
 
 
 @pytest.mark.parametrize("n, dtype", [(1, np.int8), (128, np.int8), (129, np.int16), (32768, np.int16),

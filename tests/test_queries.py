@@ -124,3 +124,10 @@ def test_bad_names_and_params(wh):
     with pytest.raises(InputError, match="param = 'colour' is not allowed; expected one of run_id"):
         run_query(wh, "speedup_table", {"colour": "red"})
     assert run_query(wh, "speedup_table", {"run_id": "no-such-run"}).num_rows == 0
+
+
+def test_typed_parameters_are_not_parsed_again(wh):
+    """parse_text=False keeps text as text: a value that looks like a number is compared as a string."""
+    assert run_query(wh, "speedup_table", {"device": "5090"}, parse_text=False).num_rows == 0
+    assert run_query(wh, "speedup_table", {"device": "H100"}, parse_text=False).num_rows > 0
+    assert run_query(wh, "speedup_table", {"context": "512"}).num_rows > 0          # parsed: 512, an integer

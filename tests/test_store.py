@@ -354,7 +354,7 @@ def test_recycled_row_buffers_never_leak_into_written_rows(tmp_path, monkeypatch
 
     def take(self, nbytes):
         cursor = original(self, nbytes)
-        taken.append(id(cursor.slab))
+        taken.append(cursor.slab.ctypes.data)                     # the slab's memory, not the lease object
         return cursor
 
     monkeypatch.setattr(batches_mod._Slabs, "take", take)

@@ -100,7 +100,7 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     else:
         run_id = _sweep(spec, wh, chunk_points, t0)
     params = {"run_id": run_id, **headline_filters(spec.axes, limit + 1 if limit else 0)}
-    table = run_query(wh, HEADLINE, params, limit=limit + 1 if limit else None)
+    table = run_query(wh, HEADLINE, params, limit=limit + 1 if limit else None, parse_text=False)
     if limit and table.num_rows > limit:
         note(f"showing the first {limit} rows; all of them: sweepkit query {HEADLINE} --param run_id={run_id}")
         table = table.slice(0, limit)

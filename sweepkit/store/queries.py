@@ -60,15 +60,16 @@ class Query:
     columns: tuple[tuple[str, str], ...]
     sql: str
 
-    def bind(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Defaults overlaid with ``given`` (text values parsed like header defaults); unknown names refused."""
+    def bind(self, given: Mapping[str, Any] | None = None, *, parse_text: bool = True) -> dict[str, Any]:
+        """Defaults overlaid with ``given`` (text values parsed like header defaults unless ``parse_text`` is
+        False: then they stay text); unknown names refused."""
         values = {p.name: p.default for p in self.params}
         for key, value in (given or {}).items():
             if key not in values:
                 allowed = ", ".join(values) if values else "none (this query takes no parameters)"
                 raise bad_value("param", key, "one of " + allowed if values else allowed,
                                 where=f"query {self.name}")
-            values[key] = parse_value(value) if isinstance(value, str) else value
+            values[key] = parse_value(value) if parse_text and isinstance(value, str) else value
         return values
 
 
@@ -155,12 +156,13 @@ def load_query(name: str) -> Query:
 
 
 def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None, *,
-              limit: int | None = None) -> pa.Table:
+              limit: int | None = None, parse_text: bool = True) -> pa.Table:
     """Run a report against a :class:`~sweepkit.store.Warehouse`.
 
     Args:
       warehouse: the warehouse.  name: query name or ``.sql`` path.
-      params: parameter values (text is parsed like header defaults); others keep their defaults.
+      params: parameter values; others keep their defaults. Text is parsed like header defaults (``'512'``
+        becomes 512, as from ``--param``) unless ``parse_text`` is False (values already typed).
       limit: keep only the first rows.
 
     Returns:
@@ -170,7 +172,7 @@ def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None
       InputError: unknown query or parameter; or the SQL failed (the message is DuckDB's first line).
     """
     query = load_query(name)
-    values = query.bind(params)
+    values = query.bind(params, parse_text=parse_text)
     import duckdb
 
     try:

@@ -13,6 +13,7 @@ import ctypes
 import functools
 import mmap
 import sys
+import weakref
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -26,11 +27,13 @@ _BOUNDS = pa.array(list(BOUNDS))
 class _Slabs:
     """Row buffers recycled across chunks: one flat byte slab per batch in flight.
 
-    Every column of a batch is a view into its slab, and Arrow's zero-copy arrays keep those views (and so
-    the slab) referenced until the Parquet writer has dropped the batch. A slab whose only references are
-    this pool's is free to refill: its pages are already mapped, so the copies into it run at memory speed
-    instead of page-faulting every chunk in anew (measured in a real run: ~1.8 CPU-s of 13 M rows' Arrow
-    assembly with fresh buffers, while two writer threads need the same two cores).
+    Every column of a batch is a view into a *lease* of its slab: a fresh array over the slab's memory,
+    made for that batch alone (``np.frombuffer(memoryview(slab))``; numpy does not collapse a view's base
+    past a memoryview, so every view of the lease references the lease). Arrow's zero-copy arrays keep
+    those views, and so the lease, alive until the Parquet writer has dropped the batch; a slab whose lease
+    is gone (a weak reference says so) is free to refill. Its pages are already mapped, so the copies into
+    it run at memory speed instead of page-faulting every chunk in anew (measured in a real run: ~1.8 CPU-s
+    of 13 M rows' Arrow assembly with fresh buffers, while two writer threads need the same two cores).
 
     New slabs are mapped with their pages populated in one go (:func:`_populated`). (Mapping the slabs a run
     holds in flight up front, on a helper thread while the executable loads, measured slower: the load
@@ -41,15 +44,29 @@ class _Slabs:
 
     def __init__(self):
         self._slabs: list[np.ndarray] = []
+        self._leases: list[weakref.ref | None] = []
 
     def take(self, nbytes: int) -> "_Cursor":
-        i = _free_slab(self._slabs, nbytes, _FREE_REFS)
-        if i >= 0:
-            return _Cursor(self._slabs[i])
-        slab = _populated(nbytes)
-        if len(self._slabs) < self.MAX_KEPT:
-            self._slabs.append(slab)
-        return _Cursor(slab)
+        """A cursor over a free slab of at least ``nbytes`` (a new one when none is free)."""
+        for i, slab in enumerate(self._slabs):
+            lease = self._leases[i]
+            if slab.nbytes >= nbytes and (lease is None or lease() is None):
+                return self._lease(i)
+        self._slabs.append(_populated(nbytes))
+        self._leases.append(None)
+        cursor = self._lease(len(self._slabs) - 1)
+        if len(self._slabs) > self.MAX_KEPT:              # lent out once, not kept: bounded pool
+            del self._slabs[-1], self._leases[-1]
+        return cursor
+
+    def _lease(self, i: int) -> "_Cursor":
+        lease = np.frombuffer(memoryview(self._slabs[i]), np.uint8)
+        self._leases[i] = weakref.ref(lease)
+        return _Cursor(lease)
+
+    def busy(self) -> list[bool]:
+        """Which kept slabs are lent out now (for tests)."""
+        return [lease is not None and lease() is not None for lease in self._leases]
 
 
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform.startswith("linux") else None)
@@ -83,53 +100,12 @@ def _libc_madvise():
     """libc's ``madvise`` through ctypes, which releases the GIL for the call (``mmap.madvise`` holds it,
     and populating 100 MB takes ~50 ms); None where it cannot be found."""
     try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
+        fn = ctypes.CDLL(None).madvise
     except (OSError, AttributeError):
         return None
     fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     fn.restype = ctypes.c_int
     return fn
-
-
-def _free_slab(slabs: list[np.ndarray], nbytes: int, free_refs: Mapping[bool, int]) -> int:
-    """Index of the first slab of >= nbytes that nothing but ``slabs`` references (-1: none).
-
-    A view of a slab references the slab array itself, both for ``np.empty`` and for a mapped slab (whose own
-    ``base`` is a memoryview of the mapping); :func:`_calibrate` checks exactly that for each kind.
-    ``free_refs`` is the count of an unreferenced slab, by kind (``slab.base is None``)."""
-    for i, slab in enumerate(slabs):
-        if slab.nbytes >= nbytes and sys.getrefcount(slab) <= free_refs[slab.base is None]:
-            return i
-    return -1
-
-
-def _calibrate(make) -> int:
-    """The reference count :func:`_free_slab` sees for an unreferenced slab made by ``make``: measured with
-    that very code, not assumed (the interpreter's own references differ between Python versions)."""
-    slabs = [make()]
-    kind = slabs[0].base is None
-
-    def free_at(n: int) -> bool:
-        return _free_slab(slabs, 1, {kind: n}) == 0
-
-    held = slabs[0][:1]                                   # one outside reference must make it busy
-    free = next((n for n in range(1, 16) if free_at(n)), None)
-    if free is None or free_at(free - 1):
-        raise RuntimeError("slab reference counting is not measurable on this interpreter")
-    del held
-    free_now = next(n for n in range(1, 16) if free_at(n))
-    if free_now >= free:
-        raise RuntimeError("slab reference counting is not measurable on this interpreter")
-    return free_now
-
-
-def _mapped_page() -> np.ndarray:
-    return np.frombuffer(mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), np.uint8)
-
-
-_FREE_REFS = {True: _calibrate(lambda: np.empty(1, np.uint8))}
-if hasattr(mmap, "MAP_ANONYMOUS"):
-    _FREE_REFS[False] = _calibrate(_mapped_page)
 
 
 class _Cursor:
@@ -148,10 +124,15 @@ class _Cursor:
         return self.slab[start:end].view(dtype)
 
 
+def _zero_copy(x: np.ndarray, shape: tuple[int, int, int], dtype) -> bool:
+    """Whether x already holds one value per point, in the column's type and layout."""
+    return x.shape == shape and x.dtype == dtype and x.flags.c_contiguous
+
+
 def _broadcast(x: np.ndarray, shape: tuple[int, int, int], dtype, cursor: "_Cursor") -> np.ndarray:
     """x ([k], [k, g] or [k, g, a]) -> a flat array of shape's product, repeated along the missing axes."""
     x = np.asarray(x)
-    if x.shape == shape and x.dtype == dtype and x.flags.c_contiguous:
+    if _zero_copy(x, shape, dtype):
         return x.reshape(-1)                                  # already one value per point: zero-copy
     out = cursor.empty(shape[0] * shape[1] * shape[2], dtype)
     np.copyto(out.reshape(shape), x.reshape(x.shape + (1,) * (3 - x.ndim)), casting="unsafe")
@@ -197,38 +178,33 @@ class BatchBuilder:
                        "alpha": pa.array(_broadcast(alpha, shape, np.float64, once))}
         self._codes = {a: _index_dtype(len(axes[a])) for a in self.string_axes}
         self._codes.update(plain_bound=_index_dtype(len(_BOUNDS)), verify_bound=_index_dtype(len(_BOUNDS)))
-        widths = [self._codes[a].itemsize if a in self.string_axes else self._values[a].itemsize
-                  for a in self.outer_axes]
-        widths += [4] * len(self.float_outputs) + [self._codes["plain_bound"].itemsize,
-                                                   self._codes["verify_bound"].itemsize, 1]   # + fits_in_memory
-        self._row_bytes, self._columns_copied = sum(widths), len(widths)
         self._slabs = _Slabs()
-
-    def slab_bytes(self, n_outer: int) -> int:
-        """Bytes of the row slab of a batch of ``n_outer`` outer points."""
-        return n_outer * self.n_g * self.n_a * self._row_bytes + 64 * self._columns_copied
 
     def build(self, outer_idx: np.ndarray, out: Mapping[str, np.ndarray], n_outer: int) -> pa.RecordBatch:
         """The batch of the chunk's first ``n_outer`` outer points (the rest is padding)."""
         shape = (n_outer, self.n_g, self.n_a)
         n = n_outer * self.n_g * self.n_a
-        cursor = self._slabs.take(self.slab_bytes(n_outer))
-        cols: dict[str, pa.Array] = {}
+        sources: list[tuple[str, np.ndarray, np.dtype]] = []        # column, per-outer/-gamma/-point values, type
         for row, name in enumerate(self.outer_axes):
             i = np.asarray(outer_idx[row, :n_outer])
             if name in self.string_axes:
-                codes = _broadcast(i, shape, self._codes[name], cursor)
-                cols[name] = pa.DictionaryArray.from_arrays(pa.array(codes), self._dictionaries[name])
+                sources.append((name, i, self._codes[name]))
             else:
-                values = self._values[name]
-                cols[name] = pa.array(_broadcast(values[i], shape, values.dtype, cursor))
-        for name, col in self._inner.items():
-            cols[name] = col if n == len(col) else col.slice(0, n)
-        for name in self.float_outputs:
-            cols[name] = pa.array(_broadcast(np.asarray(out[name])[:n_outer], shape, np.float32, cursor))
-        for name in ("plain_bound", "verify_bound"):
-            codes = _broadcast(np.asarray(out[name])[:n_outer], shape, self._codes[name], cursor)
-            cols[name] = pa.DictionaryArray.from_arrays(pa.array(codes), _BOUNDS)
-        fits = _broadcast(np.asarray(out["fits_in_memory"])[:n_outer], shape, np.bool_, cursor)
-        cols["fits_in_memory"] = pa.array(fits)                    # bit-packed: a copy, no reference kept
+                sources.append((name, self._values[name][i], self._values[name].dtype))
+        sources += [(name, np.asarray(out[name])[:n_outer], np.dtype(np.float32)) for name in self.float_outputs]
+        sources += [(name, np.asarray(out[name])[:n_outer], self._codes[name])
+                    for name in ("plain_bound", "verify_bound")]
+        sources.append(("fits_in_memory", np.asarray(out["fits_in_memory"])[:n_outer], np.dtype(np.bool_)))
+        copied = [n * dtype.itemsize + 64 for _, x, dtype in sources if not _zero_copy(x, shape, dtype)]
+        cursor = self._slabs.take(sum(copied))         # only the columns that need a copy take room
+        cols: dict[str, pa.Array] = {name: col if n == len(col) else col.slice(0, n)
+                                     for name, col in self._inner.items()}
+        for name, x, dtype in sources:
+            flat = pa.array(_broadcast(x, shape, dtype, cursor))
+            if name in self.string_axes:
+                cols[name] = pa.DictionaryArray.from_arrays(flat, self._dictionaries[name])
+            elif name in ("plain_bound", "verify_bound"):
+                cols[name] = pa.DictionaryArray.from_arrays(flat, _BOUNDS)
+            else:
+                cols[name] = flat                  # fits_in_memory: bit-packed by pa.array, a copy
         return pa.RecordBatch.from_pydict({name: cols[name] for name in self.columns})
