@@ -177,3 +177,79 @@ def test_headline_filters_follow_the_text_order_of_formats():
     assert headline_filters(axes, 9) == {"model": "m", "draft": "none", "device": "A"}
     assert headline_filters(axes, 17) == {"model": "m", "draft": "none"}
     assert headline_filters(axes, 0) == {}
+
+
+def test_a_database_file_whose_first_commit_was_killed_reads_as_empty_and_the_next_run_heals_it(tmp_path):
+    """SIGKILL inside the first commit leaves the file DuckDB created, with no tables; readers must see an
+    empty warehouse (not a traceback) and the next run must create the schema and commit."""
+    import duckdb
+
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    duckdb.connect(str(wh / "sweepkit.duckdb")).close()
+    res = cli("runs", "--warehouse", str(wh), "--format", "json")
+    assert res.exit_code == 0 and json.loads(res.stdout) == []
+    res = cli("query", "speedup_table", "--warehouse", str(wh), "--format", "json")
+    assert res.exit_code == 0 and json.loads(res.stdout) == []
+    grid = tmp_path / "tiny.toml"
+    grid.write_text(TINY)
+    res = cli("run", str(grid), "--warehouse", str(wh), "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)) == 6
+    assert len(json.loads(cli("runs", "--warehouse", str(wh), "--format", "json").stdout)) == 1
+
+
+@pytest.mark.parametrize("kind", ["garbage", "empty", "folder"])
+def test_a_database_file_that_is_not_duckdb_is_one_line(tmp_path, kind):
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    target = wh / "sweepkit.duckdb"
+    if kind == "folder":
+        target.mkdir()
+    else:
+        target.write_bytes(b"" if kind == "empty" else os.urandom(5000))
+    for args in (["runs"], ["sql", "select 1"], ["query", "speedup_table"]):
+        res = subprocess.run([sys.executable, "-m", "sweepkit.cli", *args, "--warehouse", str(wh)],
+                             capture_output=True, text=True, env=ENV, cwd=ROOT)
+        assert res.returncode in (1, 2), (args, res.stderr)
+        assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert "sweepkit.duckdb" in res.stderr
+
+
+def test_repeated_column_names_are_kept_apart(wh):
+    for fmt, expect in (("json", '[{"x": "a", "x_2": 2}]'), ("csv", "x,x_2\na,2")):
+        res = cli("sql", "select 'a' as x, 2 as x", "--warehouse", str(wh / "wh"), "--format", fmt)
+        assert res.exit_code == 0 and res.stdout.strip() == expect
+    res = cli("sql", "select 'a' as x, 2 as x", "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 0 and "x_2" in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["query", "speedup_table", "--param", "context=abc"], "parameters given: context='abc'"),
+    (["run", "{grid}", "--limit", "99999999999999999999"], "--limit = 99999999999999999999 is not allowed"),
+    (["query", "{sql}"], "is not UTF-8"),
+])
+def test_more_bad_input_is_one_line(wh, tmp_path, args, message):
+    grid = tmp_path / "tiny.toml"
+    grid.write_text(TINY)
+    sql = tmp_path / "bad.sql"
+    sql.write_bytes(b"-- bad: not utf-8\nselect '\xff'\n")
+    args = [a.format(grid=grid, sql=sql) for a in args]
+    res = cli(*args, "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 2 and message in res.output, res.output
+
+
+def test_a_text_parameter_stays_text(wh):
+    res = cli("query", "speedup_table", "--param", "run_id=123", "--warehouse", str(wh / "wh"), "--format", "json")
+    assert res.exit_code == 0 and json.loads(res.stdout) == []          # no such run, not a conversion error
+
+
+def test_ctrl_c_inside_a_command_is_one_line_and_status_130(monkeypatch):
+    from sweepkit.cli import catalog
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(catalog, "emit", interrupted)
+    res = CliRunner().invoke(main, ["devices"])
+    assert res.exit_code == 130 and "interrupted" in res.output and "Traceback" not in res.output

@@ -40,7 +40,8 @@ COMMANDS: dict[str, str] = {
 
 
 class SweepkitGroup(click.Group):
-    """Lazily imported commands; InputError turned into one line + exit status 2, OSError into one line + 1."""
+    """Lazily imported commands; InputError turned into one line + exit status 2; OSError and DuckDB errors
+    into one line + 1; Ctrl-C into one line + 130."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -60,6 +61,15 @@ class SweepkitGroup(click.Group):
         except OSError as exc:       # the file system refused (a warehouse folder in the way, no space, ...)
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(one_line(f"{where}{exc.strerror or exc}")) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing was committed", err=True)
+            raise click.exceptions.Exit(130) from None
+        except Exception as exc:
+            # DuckDB refusing the warehouse's database (not a DuckDB file, a folder in its place, a Parquet
+            # file of a committed run deleted by hand, ...): one line and status 1, like a file-system error.
+            if type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb"):
+                raise click.ClickException(one_line(f"warehouse database: {exc}")) from None
+            raise
 
 
 @click.group(cls=SweepkitGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -86,8 +86,30 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def unique_names(names: list[str]) -> list[str]:
+    """Column names made unique for printing: a repeated name gets _2, _3, ... (``select a.x, b.x``).
+
+    >>> unique_names(["x", "x", "y", "x_2"])
+    ['x', 'x_3', 'y', 'x_2']
+    """
+    taken, out = set(names), []
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            k = 2
+            while f"{name}_{k}" in taken:
+                k += 1
+            taken.add(f"{name}_{k}")
+            name = f"{name}_{k}"
+        seen.add(name)
+        out.append(name)
+    return out
+
+
 def emit(table: pa.Table, fmt: str, title: str | None = None) -> None:
-    """Print an Arrow table on stdout in ``fmt``."""
+    """Print an Arrow table on stdout in ``fmt`` (repeated column names get a suffix: :func:`unique_names`)."""
+    if len(set(table.column_names)) < table.num_columns:
+        table = table.rename_columns(unique_names(table.column_names))
     rows = table.to_pylist()
     names = table.column_names
     out = sys.stdout

@@ -91,8 +91,8 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     spec = load_grid(grid)
     if chunk_points is not None and chunk_points < 1:
         raise bad_value("--chunk-points", chunk_points, "an integer >= 1")
-    if limit < 0:
-        raise bad_value("--limit", limit, "an integer >= 0 (0: all rows)")
+    if not 0 <= limit <= 2**62:
+        raise bad_value("--limit", limit, "an integer in [0, 2^62] (0: all rows)")
     wh = open_warehouse(warehouse)
     run_id = None if force else wh.committed_run("decode", spec.sha256)
     if run_id is not None:

@@ -45,6 +45,11 @@ def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
         "and table_name = ?", [name]).fetchone()[0])
 
 
+def has_schema(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a commit has created the warehouse's tables in this database (a new file has none)."""
+    return _has_table(con, "runs") and _has_table(con, "warehouse_meta")
+
+
 def last_commit_matches(con: duckdb.DuckDBPyConnection, root: str, version: str) -> bool:
     """Whether the warehouse was last committed from ``root`` by sweepkit ``version`` (False when new)."""
     if not (_has_table(con, "warehouse_meta") and _has_table(con, "runs")):

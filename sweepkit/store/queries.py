@@ -69,7 +69,12 @@ class Query:
                 allowed = ", ".join(values) if values else "none (this query takes no parameters)"
                 raise bad_value("param", key, "one of " + allowed if values else allowed,
                                 where=f"query {self.name}")
-            values[key] = parse_value(value) if parse_text and isinstance(value, str) else value
+            if parse_text and isinstance(value, str):
+                parsed = parse_value(value)
+                if isinstance(values[key], str) and parsed is not None and not isinstance(parsed, str):
+                    parsed = value                      # a text parameter stays text: run_id=123 is '123'
+                value = parsed
+            values[key] = value
         return values
 
 
@@ -147,12 +152,19 @@ def load_query(name: str) -> Query:
     """
     path = Path(name)
     if name.endswith(".sql") and path.is_file():
-        return parse_header(path.stem, path.read_text(encoding="utf-8"), str(path))
+        return parse_header(path.stem, _read_text(path), str(path))
     file = queries_dir() / f"{name}.sql"
     if not re.fullmatch(r"[\w-]+", name) or not file.is_file():
         known = sorted(p.stem for p in queries_dir().glob("*.sql"))
         raise bad_value("query", name, known + ["a path to a .sql file"])
-    return parse_header(name, file.read_text(encoding="utf-8"), str(file))
+    return parse_header(name, _read_text(file), str(file))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: byte {exc.start} is not UTF-8; a query file must be UTF-8 text") from None
 
 
 def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None, *,
@@ -179,4 +191,5 @@ def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None
         return warehouse.query(query.sql, values or None, limit=limit)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        raise InputError(f"query {query.name}: {first}") from None
+        given = ", ".join(f"{k}={values[k]!r}" for k in (params or {}))
+        raise InputError(f"query {query.name}: {first}" + (f" (parameters given: {given})" if given else "")) from None

@@ -120,12 +120,12 @@ class Warehouse:
         Close it promptly: while any process holds the file open, no run can commit (it waits and retries).
         A warehouse with no run yet gives an in-memory connection with the schema and empty views.
         """
-        if not self.db_path.exists():
+        con = self._open_committed()
+        if con is None:
             con = duckdb.connect()
             con.execute(db.schema_sql())
             db.create_views(con, self.root, temp=False)
             return con
-        con = db.open_db(self.db_path, read_only=True, gate_path=self.gate_path)
         try:
             rows = con.execute("select value from warehouse_meta where key = 'root'").fetchall()
             if not rows or rows[0][0] != str(self.root.resolve()):
@@ -149,11 +149,27 @@ class Warehouse:
         finally:
             con.close()
 
-    def committed_run(self, kind: str, grid_sha256: str) -> str | None:
-        """The newest committed run of ``kind`` from the same grid text and the same sweepkit version, or None."""
+    def _open_committed(self) -> duckdb.DuckDBPyConnection | None:
+        """A read-only connection to the database file, or None while it holds no committed schema: no file
+        yet, or a file whose first commit never finished (a writer killed inside that transaction leaves
+        the file DuckDB created with no tables; the next commit creates them)."""
         if not self.db_path.exists():
             return None
         con = db.open_db(self.db_path, read_only=True, gate_path=self.gate_path)
+        try:
+            if db.has_schema(con):
+                return con
+        except BaseException:
+            con.close()
+            raise
+        con.close()
+        return None
+
+    def committed_run(self, kind: str, grid_sha256: str) -> str | None:
+        """The newest committed run of ``kind`` from the same grid text and the same sweepkit version, or None."""
+        con = self._open_committed()
+        if con is None:
+            return None
         try:
             rows = con.execute(
                 "select run_id from runs where kind = ? and grid_sha256 = ? and sweepkit_version = ? "
@@ -301,9 +317,9 @@ class Warehouse:
         return removed
 
     def _committed_ids(self) -> set[str]:
-        if not self.db_path.exists():
+        con = self._open_committed()
+        if con is None:
             return set()
-        con = db.open_db(self.db_path, read_only=True, gate_path=self.gate_path)
         try:
             return {r[0] for r in con.execute("select run_id from runs").fetchall()}
         finally:

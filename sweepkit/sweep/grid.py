@@ -30,6 +30,7 @@ Axes (nesting order, the last varies fastest) and the defaults of axes left out:
     ==============  ==============  ==========================================================
 
 Ranges on integer axes are rounded and de-duplicated, keeping their order; a list must not repeat a value.
+A range has at most 1,000,000 values (``MAX_AXIS_VALUES``) and a grid at most 10^12 points (``MAX_POINTS``).
 Any error raises :class:`sweepkit.errors.InputError` with one line naming the file, the field, the bad value
 and what is allowed.
 """
@@ -62,6 +63,11 @@ DEFAULTS: dict[str, tuple] = {
 
 TOP_LEVEL_KEYS = ("name", "description", "axes")
 RANGE_KEYS = ("start", "stop", "num", "scale")
+MAX_AXIS_VALUES = 1_000_000
+"""Most values one axis may have (a range's num)."""
+MAX_POINTS = 10**12
+"""Most points a grid may have: ~2 days and ~12 TB of Parquet at this machine's 5-6 M points/s; split a bigger
+sweep into several grids."""
 SCALES = ("linear", "log")
 _NAME_AXES = {"device": device_names, "model": model_names, "draft": draft_names,
               "weight_format": format_names, "kv_format": format_names, "compute_format": format_names}
@@ -149,6 +155,9 @@ def parse_grid(text: str, where: str = "<grid>") -> GridSpec:
     axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
     _check_drafts(axes, where)
     n_points = math.prod(len(v) for v in axes.values())
+    if n_points > MAX_POINTS:
+        raise InputError(f"{where}: axes: the grid has {n_points:,} points (the product of the axis lengths); "
+                         f"at most {MAX_POINTS:,} are allowed: split it into several grids")
     return GridSpec(name=name, description=description, path=where, toml_text=text,
                     sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), axes=axes, n_points=n_points)
 
@@ -198,8 +207,8 @@ def _range(axis: str, table: dict, where: str) -> list:
     for key, v in (("start", start), ("stop", stop)):
         if not _is_real(v):
             raise bad_value(f"{field_name}.{key}", v, "a finite number", where=where)
-    if not (_is_real(num) and float(num).is_integer() and num >= 1):
-        raise bad_value(f"{field_name}.num", num, "an integer >= 1", where=where)
+    if not (_is_real(num) and float(num).is_integer() and 1 <= num <= MAX_AXIS_VALUES):
+        raise bad_value(f"{field_name}.num", num, f"an integer in [1, {MAX_AXIS_VALUES:,}]", where=where)
     scale = table.get("scale", "linear")
     if scale not in SCALES:
         raise bad_value(f"{field_name}.scale", scale, SCALES, where=where)
