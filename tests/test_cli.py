@@ -253,3 +253,28 @@ def test_ctrl_c_inside_a_command_is_one_line_and_status_130(monkeypatch):
     monkeypatch.setattr(catalog, "emit", interrupted)
     res = CliRunner().invoke(main, ["devices"])
     assert res.exit_code == 130 and "interrupted" in res.output and "Traceback" not in res.output
+
+
+def test_big_results_print_every_row_batch_by_batch_and_the_table_format_is_capped(wh):
+    res = cli("sql", "select range as i from range(70000)", "--warehouse", str(wh / "wh"), "--format", "json")
+    assert [r["i"] for r in json.loads(res.stdout)] == list(range(70000))     # more than one Arrow batch
+    res = cli("sql", "select range as i from range(70000)", "--warehouse", str(wh / "wh"), "--format", "csv")
+    assert res.stdout.splitlines()[-1] == "69999" and len(res.stdout.splitlines()) == 70001
+    res = cli("sql", "select range as i from range(10005)", "--warehouse", str(wh / "wh"))
+    assert "showing the first 10,000 of 10,005 rows" in res.output and "10004" not in res.stdout
+
+
+def test_a_key_given_twice_is_refused(wh):
+    res = cli("query", "speedup_table", "--param", "context=512", "--param", "context=4096",
+              "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 2 and "each key once (context is already '512')" in res.output
+
+
+def test_a_grid_file_with_a_byte_order_mark_reads_as_without(tmp_path):
+    from sweepkit.sweep.grid import load_grid
+
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + TINY.encode())
+    from sweepkit.sweep.grid import parse_grid
+
+    assert load_grid(path).axes == parse_grid(TINY).axes

@@ -106,25 +106,42 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
+TABLE_MAX_ROWS = 10_000
+"""``--format table`` prints at most this many rows (the others formats print every row)."""
+
+
+def _rows(table: pa.Table):
+    """Row dicts, converted batch by batch so that Python objects for one batch exist at a time."""
+    for batch in table.to_batches(max_chunksize=1 << 16):
+        yield from batch.to_pylist()
+
+
 def emit(table: pa.Table, fmt: str, title: str | None = None) -> None:
-    """Print an Arrow table on stdout in ``fmt`` (repeated column names get a suffix: :func:`unique_names`)."""
+    """Print an Arrow table on stdout in ``fmt`` (repeated column names get a suffix: :func:`unique_names`).
+
+    Rows are converted and written batch by batch, so a result of millions of rows prints in bounded
+    memory beside the Arrow table itself; ``table`` shows the first TABLE_MAX_ROWS rows and says so.
+    """
     if len(set(table.column_names)) < table.num_columns:
         table = table.rename_columns(unique_names(table.column_names))
-    rows = table.to_pylist()
     names = table.column_names
     out = sys.stdout
     if fmt == "json":
-        json.dump([_plain(r) for r in rows], out, allow_nan=False)
-        out.write("\n")
+        out.write("[")
+        for i, r in enumerate(_rows(table)):
+            if i:
+                out.write(", ")
+            json.dump(_plain(r), out, allow_nan=False)
+        out.write("]\n")
     elif fmt == "csv":
         w = csv.writer(out, lineterminator="\n")
         w.writerow(names)
-        for r in rows:
+        for r in _rows(table):
             w.writerow(["" if r[n] is None else _plain(r[n]) for n in names])
     elif fmt == "markdown":
         out.write("| " + " | ".join(names) + " |\n")
         out.write("|" + "|".join("---" for _ in names) + "|\n")
-        for r in rows:
+        for r in _rows(table):
             out.write("| " + " | ".join(_cell(r[n]).replace("|", "\\|") for n in names) + " |\n")
     else:
         from rich.console import Console
@@ -135,15 +152,18 @@ def emit(table: pa.Table, fmt: str, title: str | None = None) -> None:
             numeric = pa.types.is_integer(table.schema.field(n).type) or pa.types.is_floating(
                 table.schema.field(n).type)
             t.add_column(n, justify="right" if numeric else "left")
-        for r in rows:
+        for r in _rows(table.slice(0, TABLE_MAX_ROWS)):
             t.add_row(*(_cell(r[n]) for n in names))
         Console(file=out, width=None if out.isatty() else 200).print(t)
-        if not rows:
+        if not table.num_rows:
             note("(no rows)")
+        elif table.num_rows > TABLE_MAX_ROWS:
+            note(f"showing the first {TABLE_MAX_ROWS:,} of {table.num_rows:,} rows; --format csv or json prints "
+                 "them all")
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
-    """``("k=v", ...)`` -> {k: v}; a pair without ``=`` is bad input."""
+    """``("k=v", ...)`` -> {k: v}; a pair without ``=``, or a key given twice, is bad input."""
     from sweepkit.errors import bad_value
 
     out: dict[str, str] = {}
@@ -151,6 +171,8 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise bad_value("--param", pair, "key=value, e.g. --param context=512")
+        if key.strip() in out:
+            raise bad_value("--param", pair, f"each key once ({key.strip()} is already {out[key.strip()]!r})")
         out[key.strip()] = value
     return out
 

@@ -109,7 +109,7 @@ def load_grid(path: str | Path) -> GridSpec:
     """
     where = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")          # a byte-order mark (Windows editors) is dropped
     except FileNotFoundError:
         raise InputError(f"{where}: no such grid file") from None
     except (OSError, UnicodeDecodeError) as exc:
