@@ -397,3 +397,33 @@ def test_a_commit_in_a_moved_warehouse_repoints_every_view(tmp_path):
     con = duckdb.connect(str(b.db_path), read_only=True)          # the persisted views, as a BI tool sees them
     assert con.execute("select count(*) from t2").fetchone() == (30,)
     con.close()
+
+
+def test_drop_runs_removes_a_run_from_every_view_and_repairs_a_deleted_file(tmp_path):
+    from sweepkit.errors import InputError
+
+    """A committed run whose Parquet file was deleted by hand breaks its table's queries (one line naming the
+    run and the way out); dropping that run repairs the warehouse and leaves the other runs intact."""
+    from click.testing import CliRunner
+
+    from sweepkit.cli import main
+    from sweepkit.store.drop import drop_runs
+
+    wh = Warehouse(tmp_path / "wh")
+    keep, _ = write(wh, SEED, chunk=7)
+    gone, _ = write(wh, SEED, chunk=5)
+    files = sorted((wh.root / "parquet" / "decode" / f"run_id={gone}").glob("*.parquet"))
+    files[0].unlink()
+    res = CliRunner().invoke(main, ["sql", "select count(*) from decode", "--warehouse", str(wh.root)])
+    assert res.exit_code == 2 and f"sweepkit runs --drop {gone}" in res.output
+    assert drop_runs(wh, [gone]) == {gone: len(files)}
+    assert wh.query("select distinct run_id from decode").column(0).to_pylist() == [keep]
+    assert wh.query("select count(*) from runs").column(0)[0].as_py() == 1
+    assert not (wh.root / "parquet" / "decode" / f"run_id={gone}").exists()
+    with pytest.raises(InputError, match=f"run_id = '{gone}' is not allowed"):
+        drop_runs(wh, [gone])
+    drop_runs(wh, [keep])                                   # the last run: the view falls back to its contract
+    assert wh.query("select count(*) from decode").column(0)[0].as_py() == 0
+    assert wh.query("select count(*) from v_decode").column(0)[0].as_py() == 0
+    res = CliRunner().invoke(main, ["runs", "--drop", "nope", "--warehouse", str(wh.root)])
+    assert res.exit_code == 2 and "run_id = 'nope' is not allowed" in res.output

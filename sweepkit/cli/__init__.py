@@ -21,7 +21,7 @@ import importlib
 import click
 
 from sweepkit import __version__
-from sweepkit.cli.common import BadInput, one_line
+from sweepkit.cli.common import BadInput, one_line, with_hint
 from sweepkit.errors import InputError
 
 COMMANDS: dict[str, str] = {
@@ -57,7 +57,7 @@ class SweepkitGroup(click.Group):
         try:
             return super().invoke(ctx)
         except InputError as exc:
-            raise BadInput(one_line(str(exc))) from None
+            raise BadInput(with_hint(one_line(str(exc)))) from None
         except OSError as exc:       # the file system refused (a warehouse folder in the way, no space, ...)
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(one_line(f"{where}{exc.strerror or exc}")) from None
@@ -68,7 +68,7 @@ class SweepkitGroup(click.Group):
             # DuckDB refusing the warehouse's database (not a DuckDB file, a folder in its place, a Parquet
             # file of a committed run deleted by hand, ...): one line and status 1, like a file-system error.
             if type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb"):
-                raise click.ClickException(one_line(f"warehouse database: {exc}")) from None
+                raise click.ClickException(with_hint(one_line(f"warehouse database: {exc}"))) from None
             raise
 
 

@@ -35,6 +35,15 @@ def one_line(text: str) -> str:
     return str(text).strip()
 
 
+def with_hint(message: str) -> str:
+    """A DuckDB message with the way out where there is a known one."""
+    if "No files found that match the pattern" in message and "run_id=" in message:
+        run_id = message.split("run_id=", 1)[1].split("/", 1)[0]
+        return (f"{message} (a Parquet file of committed run {run_id} is missing; "
+                f"`sweepkit runs --drop {run_id}` removes that run)")
+    return message
+
+
 def warehouse_option(f: Callable) -> Callable:
     return click.option("--warehouse", "warehouse", type=click.Path(file_okay=False), default=None,
                         help="Warehouse folder (default: $SWEEPKIT_WAREHOUSE or ./warehouse).")(f)

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import click
 
-from sweepkit.cli.common import emit, format_option, open_warehouse, warehouse_option
+from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
 
 
 @click.command(context_settings={"max_content_width": 100})
 @warehouse_option
+@click.option("--drop", "drop", multiple=True, metavar="RUN_ID",
+              help="Drop this committed run first (repeatable): its rows leave every view in one transaction, "
+                   "then its Parquet files are deleted.")
 @format_option
-def runs(warehouse: str | None, fmt: str) -> None:
-    """List committed runs: id, kind, grid, rows, wall time, sweepkit version.
+def runs(warehouse: str | None, drop: tuple[str, ...], fmt: str) -> None:
+    """List committed runs: id, kind, grid, rows, wall time, sweepkit version; --drop removes runs.
 
     \b
     Example: sweepkit runs --warehouse /tmp/wh --format json
+    Example: sweepkit runs --drop 20261129T184651204Z-c5644e
     """
-    emit(open_warehouse(warehouse).query(
+    wh = open_warehouse(warehouse)
+    if drop:
+        from sweepkit.store.drop import drop_runs
+
+        for run_id, n_files in drop_runs(wh, drop).items():
+            note(f"dropped run {run_id} ({n_files} Parquet file{'s' if n_files != 1 else ''})")
+    emit(wh.query(
         "select run_id, kind, grid_name, row_count, round(wall_s, 2) as wall_s, ended_at, sweepkit_version, "
         "left(grid_sha256, 12) as grid_sha256 from runs order by ended_at desc"), fmt, title="runs")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sweepkit.cli.common import BadInput, emit, format_option, one_line, open_warehouse, warehouse_option
+from sweepkit.cli.common import BadInput, emit, format_option, one_line, open_warehouse, warehouse_option, with_hint
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -22,5 +22,5 @@ def sql(statement: str, warehouse: str | None, fmt: str) -> None:
     try:
         table = open_warehouse(warehouse).query(statement)
     except duckdb.Error as exc:
-        raise BadInput(f"sql: {one_line(str(exc))}") from None
+        raise BadInput(with_hint(f"sql: {one_line(str(exc))}")) from None
     emit(table, fmt, title=None)
