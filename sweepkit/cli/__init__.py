@@ -61,8 +61,8 @@ class SweepkitGroup(click.Group):
         except OSError as exc:       # the file system refused (a warehouse folder in the way, no space, ...)
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(one_line(f"{where}{exc.strerror or exc}")) from None
-        except KeyboardInterrupt:
-            click.echo("interrupted: nothing was committed", err=True)
+        except KeyboardInterrupt:    # (a run interrupted mid-write says so itself, in sweepkit.cli.run)
+            click.echo("interrupted", err=True)
             raise click.exceptions.Exit(130) from None
         except Exception as exc:
             # DuckDB refusing the warehouse's database (not a DuckDB file, a folder in its place, a Parquet
