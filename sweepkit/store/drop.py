@@ -32,26 +32,15 @@ def drop_runs(warehouse, run_ids: Sequence[str]) -> dict[str, int]:
     ids = list(dict.fromkeys(run_ids))
     if not ids:
         raise bad_value("run_id", "", "at least one committed run id (sweepkit runs lists them)")
-    con = warehouse._open_committed()
-    known = set() if con is None else {r[0] for r in con.execute(
-        "select run_id from runs where list_contains($ids, run_id)", {"ids": ids}).fetchall()}
-    if con is not None:
-        con.close()
-    for run_id in ids:
-        if run_id not in known:
-            raise bad_value("run_id", run_id, "a committed run (sweepkit runs lists them)")
+    _check_committed(ids, warehouse._committed_ids())   # before opening read-write (a new file has no tables)
     with db.gate(warehouse.gate_path, exclusive=True):
         con = db.open_db(warehouse.db_path, read_only=False)
         try:
             con.execute("begin transaction")
+            _check_committed(ids, {r[0] for r in con.execute(   # again: another process may have dropped one
+                "select run_id from runs where list_contains($ids, run_id)", {"ids": ids}).fetchall()})
             rows = con.execute("select run_id, table_name, count(*) from run_files where list_contains($ids, run_id) "
                                "group by all", {"ids": ids}).fetchall()
-            gone = con.execute("select count(*) from runs where list_contains($ids, run_id)",
-                               {"ids": ids}).fetchone()[0]
-            if gone != len(ids):                      # another process dropped one meanwhile
-                missing = sorted(set(ids) - {r[0] for r in con.execute(
-                    "select run_id from runs where list_contains($ids, run_id)", {"ids": ids}).fetchall()})
-                raise bad_value("run_id", missing[0], "a committed run (sweepkit runs lists them)")
             con.execute("delete from run_files where list_contains($ids, run_id)", {"ids": ids})
             con.execute("delete from runs where list_contains($ids, run_id)", {"ids": ids})
             tables = sorted({table for _, table, _ in rows})
@@ -74,3 +63,9 @@ def drop_runs(warehouse, run_ids: Sequence[str]) -> dict[str, int]:
         counts[run_id] += n
         shutil.rmtree(warehouse.root / "parquet" / table / f"run_id={run_id}", ignore_errors=True)
     return counts
+
+
+def _check_committed(ids: Sequence[str], committed: set[str]) -> None:
+    missing = [run_id for run_id in ids if run_id not in committed]
+    if missing:
+        raise bad_value("run_id", missing[0], "a committed run (sweepkit runs lists them)")

@@ -49,24 +49,25 @@ class _Slabs:
     def take(self, nbytes: int) -> "_Cursor":
         """A cursor over a free slab of at least ``nbytes`` (a new one when none is free)."""
         for i, slab in enumerate(self._slabs):
-            lease = self._leases[i]
-            if slab.nbytes >= nbytes and (lease is None or lease() is None):
-                return self._lease(i)
-        self._slabs.append(_populated(nbytes))
-        self._leases.append(None)
-        cursor = self._lease(len(self._slabs) - 1)
-        if len(self._slabs) > self.MAX_KEPT:              # lent out once, not kept: bounded pool
-            del self._slabs[-1], self._leases[-1]
+            if slab.nbytes >= nbytes and (self._leases[i] is None or self._leases[i]() is None):
+                cursor, self._leases[i] = _lease(slab)
+                return cursor
+        slab = _populated(nbytes)
+        cursor, ref = _lease(slab)
+        if len(self._slabs) < self.MAX_KEPT:              # beyond that, lent out once and not kept
+            self._slabs.append(slab)
+            self._leases.append(ref)
         return cursor
-
-    def _lease(self, i: int) -> "_Cursor":
-        lease = np.frombuffer(memoryview(self._slabs[i]), np.uint8)
-        self._leases[i] = weakref.ref(lease)
-        return _Cursor(lease)
 
     def busy(self) -> list[bool]:
         """Which kept slabs are lent out now (for tests)."""
         return [lease is not None and lease() is not None for lease in self._leases]
+
+
+def _lease(slab: np.ndarray) -> tuple["_Cursor", weakref.ref]:
+    """A cursor over a new array on ``slab``'s memory, and a weak reference that dies with that array."""
+    lease = np.frombuffer(memoryview(slab), np.uint8)
+    return _Cursor(lease), weakref.ref(lease)
 
 
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform.startswith("linux") else None)
