@@ -10,7 +10,8 @@ import pytest
 
 from sweepkit.serving.capacity import TOLERANCE, search
 from sweepkit.serving.cluster import load_cluster
-from sweepkit.serving.engine import Config, run_configs
+from sweepkit.serving.config import Config
+from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.levers import load_levers
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import load_workloads
@@ -30,8 +31,8 @@ def voice():
     caps, best, rows = search(w, cl, [cfg], [3.0], [100.0])
     # the seed's published reference load (seed-system.md sec. 1), as grids/serving-seed.toml pins it: at 0.5 x
     # our own capacity (0.2197) ITL p99 crosses from one decode step to a prefill stall (docs/serving.md)
-    st, lay = run_configs(w, cl, [cfg], np.array([[0.1953125]]), early_stop=False)
-    ref = lane_metrics(st, lay, 0, 0, w, cl.gpus, cl.tp, 100.0, 3.0)
+    lanes = run_configs(w, cl, [cfg], np.array([[0.1953125]]), early_stop=False)
+    ref = lane_metrics(lanes, 0, 0, w, cl.gpus, 100.0, 3.0)
     return caps[0], best[0], rows, ref
 
 

@@ -106,7 +106,10 @@ def test_bad_lever_and_cluster_files(tmp_path):
 
 def test_packaged_levers_and_cluster():
     lv = load_levers()
-    assert list(lv) == ["baseline", "mtp", "draft-llama-3.2-1b"]
+    assert {"baseline", "mtp", "draft-llama-3.2-1b", "decode-priority", "chunked-512", "chunked-2048", "paged",
+            "paged-swap", "prefix-cache", "tp8", "tp2x4", "tp2pp2", "tp2pp2-mb1", "w8a8-fp8", "w4-int4", "kv-fp8",
+            "fp8-all", "w4a4-fp4", "modern-colocated", "modern-spec"} == set(lv)
+    assert all(v.source and v.family for v in lv.values())
     assert (lv["mtp"].gamma, lv["mtp"].alpha) == (3, 0.7)
     assert (lv["draft-llama-3.2-1b"].gamma, lv["draft-llama-3.2-1b"].draft) == (4, "llama-3.2-1b")
     cl = load_cluster()

@@ -215,11 +215,17 @@ create table if not exists contract_serving (
     itl_p50_s              double,
     itl_p90_s              double,
     itl_p99_s              double,
-    decode_steps           double,
-    prefill_steps          double,
-    mean_decode_batch      double,
+    steps                  double,
+    mean_running_batch     double,
     tokens_per_pass        double,
-    kv_peak_tokens         double,
+    kv_mean_fraction       double,
+    kv_peak_fraction       double,
+    preemptions            double,
+    recompute_tokens       double,
+    swap_out_bytes         double,
+    swap_in_bytes          double,
+    prefix_hit_rate        double,
+    rejected               bigint,
     busy_fraction          double,
     stopped_early          boolean
 );
@@ -255,11 +261,17 @@ comment on column contract_serving.tpot_p99_s is 's, 99th percentile TPOT';
 comment on column contract_serving.itl_p50_s is 's, median ITL over every token after the first of window requests (extra tokens of a verify pass: 0); log histogram, +-0.5%';
 comment on column contract_serving.itl_p90_s is 's, 90th percentile ITL';
 comment on column contract_serving.itl_p99_s is 's, 99th percentile ITL';
-comment on column contract_serving.decode_steps is 'decode steps (plain pass, or gamma draft passes + one verify pass), all instances';
-comment on column contract_serving.prefill_steps is 'prefill steps, all instances';
-comment on column contract_serving.mean_decode_batch is 'rows per decode step = row-passes / decode steps';
-comment on column contract_serving.tokens_per_pass is 'tokens per decode pass per row = sum(output - 1) / sum(passes) over completed requests (1 without a draft)';
-comment on column contract_serving.kv_peak_tokens is 'tokens, largest KV reservation of one instance (prompt + output of running requests)';
+comment on column contract_serving.steps is 'steps (prefill, decode or mixed; a decode step = gamma draft passes + one verify pass), all instances';
+comment on column contract_serving.mean_running_batch is 'rows, time-average of running rows (prefilling or decoding) over busy time, per instance';
+comment on column contract_serving.tokens_per_pass is 'tokens per decode row-pass = output tokens after the first / decode row-passes (1 without a draft)';
+comment on column contract_serving.kv_mean_fraction is 'share of KV memory in use (private + prefix cache), time-average over busy time, 0..1';
+comment on column contract_serving.kv_peak_fraction is 'share of KV memory in use at the fullest step boundary of any instance, 0..1';
+comment on column contract_serving.preemptions is 'rows preempted (paged KV could not grow): recomputed or swapped out';
+comment on column contract_serving.recompute_tokens is 'tokens, prompt + generated tokens of preempted rows to compute again';
+comment on column contract_serving.swap_out_bytes is 'bytes swapped out to host memory (paged-swap)';
+comment on column contract_serving.swap_in_bytes is 'bytes swapped back in (equals swap_out_bytes once every request finished)';
+comment on column contract_serving.prefix_hit_rate is 'share of prompt tokens at first admission served from the prefix cache, 0..1';
+comment on column contract_serving.rejected is 'requests that could never fit an empty instance (misses), with their later turns';
 comment on column contract_serving.busy_fraction is 'share of instance-time spent in passes';
 comment on column contract_serving.stopped_early is 'true: the run stopped once its misses made attainment < 0.9 certain (capacity-search candidates)';
 

@@ -12,7 +12,7 @@ configuration's bracket [highest passing load, lowest failing load above it]:
 
 A round whose every load fails steps one coarse ratio (1.878x) down: R loads inside (hi / 1.878, hi); one whose
 every load passes below an open-ended bracket goes up to 8x. Lanes that have surely failed stop early
-(:func:`sweepkit.serving.simulator._stop`: the cluster's misses so far plus first turns already waiting longer
+(:func:`sweepkit.serving.cluster_sim.step`: the cluster's misses so far plus requests already waiting longer
 than the TTFT SLO, against the largest window still possible), so overloaded candidates are cheap. Attainment is not strictly monotone in load (finite
 samples); the bracket takes the lowest failing load above the highest passing one below it, and noise
 bounds are checked in the tests.
@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from sweepkit.serving.engine import Config, run_configs
+from sweepkit.serving.config import Config
+from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import Workload
 
@@ -103,10 +104,10 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     C, R = len(configs), rates_per_call
     rows = []
     grid = np.tile(np.geomspace(1.0 / 32.0, 32.0, coarse_rates), (C, 1))
-    st, lay = run_configs(w, cluster, configs, grid, early_stop=True, cap_sessions=True)
+    lanes = run_configs(w, cluster, configs, grid, early_stop=True, cap_sessions=True)
     rates, brackets = [], []
     for c in range(C):
-        ok = np.array([_passes(lane_metrics(st, lay, c, r, w, cluster.gpus, cluster.tp, idle_w[c], prices[c]))
+        ok = np.array([_passes(lane_metrics(lanes, c, r, w, cluster.gpus, idle_w[c], prices[c]))
                        for r in range(coarse_rates)])
         b = _update(Bracket(0.0, np.inf, None), grid[c], ok, [None] * coarse_rates)
         rates.append(_next_rates(b, R))
@@ -120,9 +121,9 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
         if not open_:
             break
         grid = np.array([rates[c] if c in open_ else np.zeros(R) for c in range(C)])
-        st, lay = run_configs(w, cluster, configs, grid, early_stop=True)
+        lanes = run_configs(w, cluster, configs, grid, early_stop=True)
         for c in open_:
-            ms = [lane_metrics(st, lay, c, r, w, cluster.gpus, cluster.tp, idle_w[c], prices[c]) for r in range(R)]
+            ms = [lane_metrics(lanes, c, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(R)]
             brackets[c] = _update(brackets[c], grid[c], np.array([_passes(m) for m in ms]), ms)
             rows += [(c, float(grid[c, r]), "search", ms[r]) for r in range(R)]
             rates[c] = _next_rates(brackets[c], R)

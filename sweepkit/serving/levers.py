@@ -1,8 +1,17 @@
-"""Serving levers as data: a lever is a named change from the baseline cluster (here: a speculative draft).
+"""Serving levers as data: a lever is a named change from the baseline cluster.
 
-``data/levers.toml`` holds the seed's baseline and its two speculative levers (seed-system.md sec. 1). A lever
-names a draft (``none``, ``mtp`` or a catalogue model sharing the target's vocabulary), the draft length gamma
-and the assumed acceptance alpha per drafted token.
+``data/levers.toml`` holds the reference sweep's colocated levers under their usual names. Every field is
+optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
+
+* layout: ``instances``, ``tp``, ``pp``, ``microbatches`` (instances x tp x pp = the cluster's GPUs);
+* batching: ``batching`` = prefill-priority | decode-priority | chunked, ``token_budget`` (tokens per step);
+* KV memory: ``kv`` = reserved | paged, ``preemption`` = recompute | swap, ``prefix_caching`` = true | false;
+* formats: ``weight_format``, ``kv_format``, ``compute_format`` (bf16, or the weight format: W8A8, W4A4);
+* speculation: ``draft`` (none, mtp or a catalogue model), ``gamma``, ``alpha`` (assumed, not measured);
+* routing: ``router`` = least-loaded | session.
+
+A combination the engine cannot model is refused with one line naming the file, the lever and why
+(:func:`check_lever`).
 """
 
 from __future__ import annotations
@@ -10,52 +19,121 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from sweepkit.catalogue import draft_names
+from sweepkit.catalogue import draft_names, get_device, get_format
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string, table
 
-_FIELDS = {"description", "source", "draft", "gamma", "alpha"}
+CHOICES = {
+    "batching": ("prefill-priority", "decode-priority", "chunked"),
+    "kv": ("reserved", "paged"),
+    "preemption": ("recompute", "swap"),
+    "router": ("least-loaded", "session"),
+}
+_LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget")
+_FIELDS = {"description", "source", "family", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
+           "kv_format", "compute_format", *CHOICES, *_LAYOUT}
 
 
 @dataclasses.dataclass(frozen=True)
 class Lever:
-    """A named change from the baseline.
+    """A named change from the baseline; ``None`` fields keep the cluster's value.
 
     Attributes:
-      name, description, source: key, one line, where it comes from.
-      draft: ``none`` (plain decoding), ``mtp`` or a draft model's catalogue name.
-      gamma: drafted tokens per verify pass (0 without a draft).
-      alpha: acceptance probability of each drafted token (i.i.d.; assumed, not measured).
+      name, description, source, family: key, one line, where it comes from, lever family.
+      draft, gamma, alpha: speculative decoding (``none`` / 0 / 0.0 without a draft).
+      batching, token_budget, kv, preemption, prefix_caching, router: scheduler levers.
+      instances, tp, pp, microbatches: parallel layout.  weight_format, kv_format, compute_format: formats.
     """
 
     name: str
-    description: str
-    source: str
-    draft: str
-    gamma: int
-    alpha: float
+    description: str = ""
+    source: str = ""
+    family: str = ""
+    draft: str = "none"
+    gamma: int = 0
+    alpha: float = 0.0
+    batching: str | None = None
+    token_budget: int | None = None
+    kv: str | None = None
+    preemption: str | None = None
+    prefix_caching: bool | None = None
+    router: str | None = None
+    instances: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    microbatches: int | None = None
+    weight_format: str | None = None
+    kv_format: str | None = None
+    compute_format: str | None = None
 
     @property
     def speculative(self) -> bool:
         return self.draft != "none"
 
 
+def _choice(raw: dict, key: str, where: str):
+    if key not in raw:
+        return None
+    value = raw[key]
+    if value not in CHOICES[key]:
+        raise InputError(f"{where}: {key} = {value!r} is not allowed; expected one of {', '.join(CHOICES[key])}")
+    return value
+
+
+def _format(raw: dict, key: str, where: str):
+    if key not in raw:
+        return None
+    try:
+        return get_format(string(raw, key, where), key).name
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
 def _lever(name: str, raw: dict, where: str) -> Lever:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a table of lever fields")
-    check_keys(raw, _FIELDS, {"draft"}, where)
-    draft = string(raw, "draft", where)
+    check_keys(raw, _FIELDS, set(), where)
+    draft = raw.get("draft", "none")
     if draft not in draft_names():
         raise InputError(f"{where}: draft = {draft!r} is not allowed; expected one of {', '.join(draft_names())}")
     spec = draft != "none"
     gamma = number(raw, "gamma", where, lo=1 if spec else 0, hi=16 if spec else 0, integer=True,
                    default=None if spec else 0)
     alpha = number(raw, "alpha", where, lo=0.0, hi=1.0, default=None if spec else 0.0)
+    prefix = raw.get("prefix_caching")
+    if prefix is not None and not isinstance(prefix, bool):
+        raise InputError(f"{where}: prefix_caching = {prefix!r} is not allowed; expected true or false")
+    ints = {k: (None if k not in raw else int(number(raw, k, where, lo=1, hi=1 << 20, integer=True)))
+            for k in _LAYOUT}
     return Lever(name=name, description=str(raw.get("description", name)), source=str(raw.get("source", "")),
-                 draft=draft, gamma=gamma, alpha=alpha)
+                 family=str(raw.get("family", "")), draft=draft, gamma=int(gamma), alpha=float(alpha),
+                 prefix_caching=prefix, **{k: _choice(raw, k, where) for k in CHOICES},
+                 **{k: _format(raw, k, where) for k in ("weight_format", "kv_format", "compute_format")}, **ints)
+
+
+def check_lever(lever: Lever, resolved: dict, device: str, where: str) -> None:
+    """Refuse what the engine cannot model, in one line naming the file, the lever and why.
+
+    Args:
+      resolved: the lever applied to the cluster (:func:`sweepkit.serving.config.resolve`).
+    """
+    why = None
+    if resolved["prefix_caching"] and resolved["kv"] != "paged":
+        why = "prefix caching needs kv = 'paged' (cached segments are whole blocks)"
+    elif resolved["prefix_caching"] and resolved["preemption"] == "swap":
+        why = "prefix caching with preemption = 'swap' is not modelled (swapped rows would pin cached segments)"
+    elif resolved["pp"] > 1 and lever.speculative:
+        why = "speculative decoding with pipeline parallelism is not modelled"
+    elif resolved["compute_format"] not in ("bf16", resolved["weight_format"]):
+        why = (f"compute_format = {resolved['compute_format']!r} must be bf16 (weight-only) or the weight format "
+               f"{resolved['weight_format']!r}")
+    elif resolved["compute_format"] != "bf16" and resolved["compute_format"] not in get_device(device).compute_speedup:
+        why = f"device {device} has no {resolved['compute_format']} compute units"
+    if why:
+        raise InputError(f"{where}: lever {lever.name!r} on {device}: {why}")
 
 
 def load_levers(path: str | Path | None = None) -> dict[str, Lever]:
-    """All levers of a TOML file (default: the packaged three), validated (one-line InputError)."""
+    """All levers of a TOML file (default: the packaged ones), validated (one-line InputError)."""
     raw, where = read_toml(path, "levers.toml")
     return {k: _lever(k, v, f"{where} [levers.{k}]") for k, v in table(raw, "levers", where).items()}

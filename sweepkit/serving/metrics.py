@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweepkit.serving.engine import WARMUP_FRACTION
-from sweepkit.serving.state import bin_centres_s
+from sweepkit.serving.cluster_state import bin_centres_s
+from sweepkit.serving.lanes import WARMUP_FRACTION
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -41,77 +41,73 @@ def hist_percentile(hist: np.ndarray, zeros: float, q: float) -> float:
     return float(bin_centres_s(hist.shape[0])[min(k, hist.shape[0] - 1)])
 
 
-def lane_metrics(st, lay: dict, c: int, r: int, w, gpus: int, tp: int, idle_w: float, price: float,
-                 whole: bool = False) -> dict:
-    """Metrics of configuration ``c`` at load ``r`` (all instances of the cluster merged).
+def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: float, whole: bool = False) -> dict:
+    """Metrics of configuration ``c`` at load ``r`` (all instances of the cluster together).
 
     Args:
-      st: final simulator states as numpy arrays with leading axes [C, R, I].
-      lay: the request layout of :func:`sweepkit.serving.engine.layout` (with ``passes`` and ``loads``).
-      w: the workload.  gpus, tp: cluster GPUs and GPUs per instance.  idle_w: per-GPU idle power, W.
-      price: USD per GPU-hour.
-      whole: measure every request (no window); used by the coarse capacity round, whose capped session
-        count would otherwise leave only the ramp-up in the window at high loads.
+      lanes: :class:`sweepkit.serving.lanes.Lanes` of a run.  w: the workload.  gpus: cluster GPUs.
+      idle_w: per-GPU idle power, W.  price: USD per GPU-hour.
+      whole: measure every request (no window; the coarse capacity round).
 
     Returns:
       dict of metrics in base units (see the module docstring).
     """
-    arr = st.arrival_s[c, r].ravel()
-    first = st.first_s[c, r].ravel()
-    fin = st.finish_s[c, r].ravel()
-    out = lay["output"].ravel().astype(np.float64)
-    passes = lay["passes"][c].ravel().astype(np.float64)
-    load = lay["loads"][c][r]
+    st = lanes.state(c, r)
+    load = lanes.loads[c, r]
+    out = _outputs(lanes)
+    arr, first, fin, rej = st.arrival_s, st.first_s, st.finish_s, st.rejected
     came = np.isfinite(arr)
     order = np.argsort(arr[came], kind="stable")
     a, f1, f2, o = arr[came][order], first[came][order], fin[came][order], out[came][order]
     n_drop = 0 if whole else int(WARMUP_FRACTION * a.size)
-    last_start = np.inf if whole else float(load["eligible_to_s"][0])
-    sel = np.arange(a.size) >= n_drop
-    sel &= a <= last_start + 1e-12
+    last_start = np.inf if whole else float(load["eligible_to_s"])
+    sel = (np.arange(a.size) >= n_drop) & (a <= last_start + 1e-12)
     a, f1, f2, o = a[sel], f1[sel], f2[sel], o[sel]
-    with np.errstate(invalid="ignore"):  # unfinished requests (early-stopped loads): inf - inf
+    with np.errstate(invalid="ignore"):
         ttft = f1 - a
         tpot = np.where(o >= 2, (f2 - f1) / np.maximum(o - 1.0, 1.0), 0.0)
     ok = np.isfinite(f2) & (ttft <= w.ttft_slo_s) & ((o < 2) | (tpot <= w.tpot_slo_s))
     done_all = np.isfinite(fin) & came
-    horizon = float(np.max(fin[done_all])) if done_all.any() else float("nan")
-    stopped = bool(np.any(st.stopped[c, r]) or np.any(st.truncated[c, r]))
+    ends = np.concatenate([fin[done_all], arr[rej & came]])
+    horizon = float(np.max(ends)) if ends.size else float("nan")
     if w.offline:
-        goodput = done_all.sum() / horizon
-        tok_s = out[done_all].sum() / horizon
+        goodput, tok_s = done_all.sum() / horizon, out[done_all].sum() / horizon
     else:
         span = a[-1] - a[0] if a.size > 1 else float("nan")
-        goodput = (a.size - 1) / span
-        tok_s = o[:-1].sum() / span
-    energy = idle_w * gpus * horizon + float(st.energy_j[c, r].sum())
+        goodput, tok_s = (a.size - 1) / span, o[:-1].sum() / span
+    s = {k: np.asarray(v) for k, v in st.stats.items()}
+    energy = idle_w * gpus * horizon + float(s["energy_j"].sum() + s["swap_j"].sum())
     tokens_done = out[done_all].sum()
-    fin_ok = np.isfinite(f2)
-    hist = st.hist[c, r].sum(axis=0)
-    zeros = float(st.zeros[c, r].sum())
-    row_passes = float(st.row_passes[c, r].sum())
-    decode_steps = float(st.decode_steps[c, r].sum())
-    completed_arr = arr[done_all]
-    return dict(
+    steps = float(s["steps"].sum())
+    busy = float(s["busy_s"].sum())
+    f_ok = np.isfinite(f2) & (o >= 2)
+    f_first = np.isfinite(f1)
+    m = dict(
         requests=int(came.sum()), window_requests=int(a.size), completed=int(done_all.sum()),
-        attainment=float(ok.mean()) if a.size else 0.0, stopped_early=stopped,
-        goodput_req_s=float(goodput), goodput_req_s_per_gpu=float(goodput) / gpus,
-        output_tok_s=float(tok_s), output_tok_s_per_gpu=float(tok_s) / gpus,
-        usd_per_mtok=price * gpus / 3600.0 / float(tok_s) * 1e6,
-        energy_j=energy, energy_per_token_j=energy / tokens_done if tokens_done else float("nan"),
-        horizon_s=horizon,
-        ttft_p50_s=_pct(ttft[fin_ok | np.isfinite(f1)], 50), ttft_p90_s=_pct(ttft[np.isfinite(f1)], 90),
-        ttft_p99_s=_pct(ttft[np.isfinite(f1)], 99),
-        tpot_p50_s=_pct(tpot[fin_ok & (o >= 2)], 50), tpot_p90_s=_pct(tpot[fin_ok & (o >= 2)], 90),
-        tpot_p99_s=_pct(tpot[fin_ok & (o >= 2)], 99),
-        itl_p50_s=hist_percentile(hist, zeros, 50), itl_p90_s=hist_percentile(hist, zeros, 90),
-        itl_p99_s=hist_percentile(hist, zeros, 99),
-        decode_steps=decode_steps, prefill_steps=float(st.prefill_steps[c, r].sum()),
-        mean_decode_batch=row_passes / decode_steps if decode_steps else 0.0,
-        tokens_per_pass=float((out[done_all] - 1.0).sum() / passes[done_all].sum()) if passes[done_all].sum() else 1.0,
-        kv_peak_tokens=float(st.kv_peak[c, r].max()),
-        busy_fraction=float(st.busy_s[c, r].sum() / (horizon * st.busy_s.shape[-1])),
-        little_l=float(st.area[c, r].sum() / horizon),
-        little_lambda_w=float(np.sum(fin[done_all] - completed_arr) / horizon),
-        iterations=int(st.iters[c, r].max()),
+        rejected=int((rej & came).sum()), attainment=float(ok.mean()) if a.size else 0.0,
+        stopped_early=bool(st.stopped or st.truncated), goodput_req_s=float(goodput),
+        goodput_req_s_per_gpu=float(goodput) / gpus, output_tok_s=float(tok_s), output_tok_s_per_gpu=float(tok_s) / gpus,
+        usd_per_mtok=price * gpus / 3600.0 / float(tok_s) * 1e6, energy_j=energy,
+        energy_per_token_j=energy / tokens_done if tokens_done else float("nan"), horizon_s=horizon,
+        **{f"ttft_p{q}_s": _pct(ttft[f_first], q) for q in (50, 90, 99)},
+        **{f"tpot_p{q}_s": _pct(tpot[f_ok], q) for q in (50, 90, 99)},
+        **{f"itl_p{q}_s": hist_percentile(st.hist, float(st.zeros), q) for q in (50, 90, 99)},
+        steps=steps, decode_rows=float(s["decode_rows"].sum()),
+        mean_running_batch=float(s["batch_area"].sum() / busy) if busy else 0.0,
+        tokens_per_pass=float((out[done_all] - 1.0).sum() / max(float(s["decode_rows"].sum()), 1.0)),
+        preemptions=float(s["preemptions"].sum()), recompute_tokens=float(s["recompute_tokens"].sum()),
+        swap_out_bytes=float(s["swap_out_bytes"].sum()), swap_in_bytes=float(s["swap_in_bytes"].sum()),
+        prefix_hit_rate=float(s["hit_tokens"].sum() / max(float(s["first_prompt_tokens"].sum()), 1.0)),
+        kv_mean_fraction=float(s["kv_area"].sum() / busy) if busy else 0.0,
+        kv_peak_fraction=float(s["kv_peak"].max()),
+        busy_fraction=busy / (horizon * lanes.instances[c]),
+        little_l=float(st.little_area / horizon),
+        little_lambda_w=float(np.sum(fin[done_all] - arr[done_all]) / horizon),
+        iterations=int(st.iters),
     )
+    return m
+
+
+def _outputs(lanes) -> np.ndarray:
+    ses = lanes.sessions
+    return np.asarray(ses.output, np.float64).T.reshape(-1)

@@ -38,7 +38,8 @@ from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
 from sweepkit.serving.capacity import search
 from sweepkit.serving.cluster import Cluster, load_cluster
-from sweepkit.serving.engine import OFFLINE_RATE, Config, run_configs
+from sweepkit.serving.config import Config, check
+from sweepkit.serving.lanes import OFFLINE_RATE, run_configs
 from sweepkit.serving.levers import Lever, load_levers
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import Workload, load_workloads
@@ -47,8 +48,9 @@ METRIC_COLUMNS = [
     "attainment", "requests", "window_requests", "completed", "goodput_req_s", "goodput_req_s_per_gpu",
     "output_tok_s", "output_tok_s_per_gpu", "usd_per_mtok", "energy_j", "energy_per_token_j", "horizon_s",
     "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "itl_p50_s",
-    "itl_p90_s", "itl_p99_s", "decode_steps", "prefill_steps", "mean_decode_batch", "tokens_per_pass",
-    "kv_peak_tokens", "busy_fraction", "stopped_early",
+    "itl_p90_s", "itl_p99_s", "steps", "mean_running_batch", "tokens_per_pass", "kv_mean_fraction",
+    "kv_peak_fraction", "preemptions", "recompute_tokens", "swap_out_bytes", "swap_in_bytes", "prefix_hit_rate",
+    "rejected", "busy_fraction", "stopped_early",
 ]
 
 
@@ -117,10 +119,13 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
                          f"({', '.join(levers)})")
     if lvs[baseline].speculative:
         raise InputError(f"{w_where}: baseline = {baseline!r} is not allowed; expected a lever without a draft")
+    lever_where = str(rel("levers_file") or "sweepkit/serving/data/levers.toml")
     devices = _names(sv, "devices", list(cluster.devices) + [d for d in ("H100", "H200", "B200", "A100")],
                      w_where, default=list(cluster.devices))
     for d in devices:
         get_device(d, "devices")
+        for name in levers:
+            check(cluster, Config(d, lvs[name]), lever_where)
     ref = sv.get("reference_device", devices[0])
     if ref not in devices:
         raise InputError(f"{w_where}: reference_device = {ref!r} is not allowed; expected one of {', '.join(devices)}")
@@ -146,7 +151,7 @@ def _row(grid: ServingGrid, w: Workload, cfg: Config, load: float, purpose: str,
                purpose=purpose)
     row.update({("slo_attainment" if k == "attainment" else k):
                 (bool(m[k]) if k == "stopped_early" else
-                 int(m[k]) if k in ("requests", "window_requests", "completed") else float(m[k]))
+                 int(m[k]) if k in ("requests", "window_requests", "completed", "rejected") else float(m[k]))
                 for k in METRIC_COLUMNS})
     return row
 
@@ -175,10 +180,10 @@ def _fixed_load(grid: ServingGrid, w: Workload, load: float, progress=None):
     """Every configuration at one load (the reference load, or every request at once offline)."""
     configs, prices, idle = _points(grid)
     cl = grid.cluster
-    st, lay = run_configs(w, cl, configs, np.full((len(configs), 1), load), early_stop=False)
+    lanes = run_configs(w, cl, configs, np.full((len(configs), 1), load), early_stop=False)
     if progress:
         progress(len(configs))
-    return [lane_metrics(st, lay, c, 0, w, cl.gpus, cl.tp, idle[c], prices[c]) for c in range(len(configs))]
+    return [lane_metrics(lanes, c, 0, w, cl.gpus, idle[c], prices[c]) for c in range(len(configs))]
 
 
 def default_workers() -> int:

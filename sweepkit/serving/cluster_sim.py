@@ -1,0 +1,164 @@
+"""The cluster engine: every instance of one configuration at one load, advanced as one state.
+
+Each iteration of a ``jax.lax.while_loop`` (one lane; lanes are ``vmap``-ped over loads x configurations):
+
+1. **route** - the earliest pending arrival (a first turn, or a later turn released by its session) at or
+   before the current time goes to the least-loaded instance at that moment (queued + swapped + decoding
+   rows; ties to the lowest index), or with the session router to the instance of its session's first turn.
+   A request that could never fit an empty instance's KV is rejected (a miss), and so are its later turns;
+2. **boundaries** - every awake instance whose step has ended runs its boundary
+   (:func:`sweepkit.serving.phases.boundary`): the ended step lands, the next one is formed and priced;
+3. **advance** - time moves to the next arrival or the next step end, whichever is first.
+
+Arrivals act only at step boundaries; an idle instance wakes at once. Common random numbers: the sessions
+and their unit-rate start times are drawn once per workload, a load rescales the start times, and
+acceptance draws depend only on (request, token position).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from sweepkit.serving.cluster_state import LEAST_LOADED, DECODE, SWAPPED, Load, Policy, Requests, Shape, State, \
+    init_state
+from sweepkit.serving.phases import boundary
+
+MISS_SHARE = 0.1
+"""Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
+
+_INST = ("busy_until_s", "awake", "queue", "q_head", "q_tail", "swap_owed_s", "plan", "c_in", "c_refs", "c_last_s")
+_VIEW = ("busy_until_s", "awake", "queue", "head", "tail", "owed", "plan", "c_in", "c_refs", "c_last_s")
+
+
+def _next_arrival(s: State, load: Load):
+    """(time, is a first turn, its session if first, the releasing session if not) of the earliest arrival."""
+    B = s.buf_s.shape[0]
+    a0 = jnp.minimum(s.a0, B - 1)
+    t_first = jnp.where(s.a0 < B, load.arrival0_s[a0], jnp.inf)
+    b = jnp.argmin(s.buf_s).astype(jnp.int32)
+    first = t_first <= s.buf_s[b]
+    return jnp.minimum(t_first, s.buf_s[b]), first, a0, b
+
+
+def _full_need(pol: Policy, req: Requests, rid):
+    """KV units a request needs in an empty instance (paged: its blocks plus the watermark)."""
+    p = req.prompt_tokens[rid].astype(jnp.float64)
+    o = req.output_tokens[rid].astype(jnp.float64)
+    return jnp.where(pol.paged > 0, jnp.ceil((p + o) / pol.block_tokens) + pol.watermark_units, p + o)
+
+
+def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_arr, first, a0, b) -> State:
+    """Route the pending arrival at ``t_arr`` where ``do`` (first turn of session a0, or session b's next)."""
+    B, N, I = shape.sessions, shape.requests, shape.instances
+    session = jnp.where(first, a0, b)
+    rid = jnp.where(first, 0, s.next_turn[session]) * B + session
+    r = s.rows
+    loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED), axis=1)
+    loads = jnp.where(jnp.arange(I) < pol.instances, loads, jnp.iinfo(jnp.int32).max)
+    least = jnp.argmin(loads).astype(jnp.int32)
+    home = jnp.where(first | (s.home[session] < 0), least, s.home[session])
+    inst = jnp.where(pol.router == LEAST_LOADED, least, home)
+    reject = do & (_full_need(pol, req, rid) > pol.kv_units)
+    ok = do & ~reject
+    onehot = (jnp.arange(I) == inst) & ok
+    queue = s.queue.at[jnp.where(ok, inst, I), s.q_tail[inst] % N].set(rid, mode="drop")
+    busy_until, plan_n = _cut(s, inst, ok, t_arr)
+    miss = reject & (t_arr <= load.eligible_to_s)
+    at_rid = jnp.where(do, rid, N)
+    return dataclasses.replace(
+        s, a0=s.a0 + (do & first).astype(jnp.int32),
+        buf_s=s.buf_s.at[jnp.where(do & ~first, b, B)].set(jnp.inf, mode="drop"),
+        home=s.home.at[jnp.where(do, session, B)].set(home, mode="drop"), queue=queue,
+        q_tail=s.q_tail + onehot.astype(jnp.int32), awake=s.awake | onehot, busy_until_s=busy_until,
+        plan=dict(s.plan, n=plan_n),
+        arrival_s=s.arrival_s.at[at_rid].set(t_arr, mode="drop"),
+        rejected=s.rejected.at[at_rid].set(reject, mode="drop"), misses=s.misses + miss.astype(jnp.int32),
+        in_system=s.in_system + ok.astype(s.in_system.dtype))
+
+
+def _cut(s: State, inst, ok, t_arr):
+    """Cut instance ``inst``'s planned run of decode steps at the first step ending at or after ``t_arr``."""
+    n = s.plan["n"][inst]
+    ends = s.plan["t0"][inst] + jnp.cumsum(s.plan["dt"][inst])
+    K = ends.shape[0]
+    keep = jnp.minimum(n, 1 + jnp.sum((ends < t_arr) & (jnp.arange(K) < n))).astype(jnp.int32)
+    cut = ok & (n > 1) & (keep < n)
+    new_n = s.plan["n"].at[inst].set(jnp.where(cut, keep, n))
+    new_busy = s.busy_until_s.at[inst].set(jnp.where(cut, ends[jnp.maximum(keep - 1, 0)], s.busy_until_s[inst]))
+    return new_busy, new_n
+
+
+def _view(s: State) -> dict:
+    iv = {v: getattr(s, k) for k, v in zip(_INST, _VIEW)}
+    return dict(iv, rows=s.rows, stats=s.stats)
+
+
+def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -> State:
+    """Run the boundary of the first awake instance whose step has ended; scatter what it did to requests.
+
+    One instance per iteration (boundaries at the same instant run in successive iterations without time
+    moving), so an iteration's cost does not grow with the cluster's size.
+    """
+    t, N, B = s.t_s, shape.requests, shape.sessions
+    due = ~s.done & s.awake & (s.busy_until_s <= t)
+    any_due = jnp.any(due)
+    i = jnp.argmax(due)
+    shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s)
+    old = jax.tree_util.tree_map(lambda a: a[i], _view(s))
+    new, ev = boundary(pol, req, load, old, shared, t, shape)
+    iv = jax.tree_util.tree_map(lambda a, n, o: a.at[i].set(jnp.where(any_due, n, o)), _view(s), new, old)
+    drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
+    nxt = drop(ev["next_rid"])
+    ses = jnp.where(nxt < N, nxt % B, B)
+    pre = drop(ev["pre_rid"])
+    fin = drop(ev["finish_rid"])
+    rel_s = t + req.think_s[jnp.minimum(nxt, N - 1)]
+    return dataclasses.replace(
+        s, rows=iv["rows"], stats=iv["stats"], **{k: iv[v] for k, v in zip(_INST, _VIEW)},
+        first_s=s.first_s.at[drop(ev["first_rid"])].set(t, mode="drop"),
+        finish_s=s.finish_s.at[fin].set(t, mode="drop"),
+        buf_s=s.buf_s.at[ses].set(rel_s, mode="drop"), next_turn=s.next_turn.at[ses].set(nxt // B, mode="drop"),
+        r_out=s.r_out.at[pre].set(ev["pre_out"], mode="drop"),
+        r_last_s=s.r_last_s.at[pre].set(ev["pre_last_s"], mode="drop"),
+        hist=s.hist.at[ev["itl_bin"]].add(jnp.where(any_due, ev["itl_w"], 0.0)),
+        zeros=s.zeros + jnp.where(any_due, ev["zeros"], 0.0),
+        misses=s.misses + jnp.where(any_due, ev["misses"], 0).astype(jnp.int32),
+        in_system=s.in_system - jnp.sum(fin < N))
+
+
+def step(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -> State:
+    """One iteration: route the arrival due now, run due boundaries, advance time, check the stop rules."""
+    live = ~s.done
+    t = s.t_s
+    t_arr, first, a0, b = _next_arrival(s, load)
+    s = route(pol, req, load, s, shape, live & (t_arr <= t), t_arr, first, a0, b)
+    s = boundaries(pol, req, load, s, shape)
+    t_arr, _, _, _ = _next_arrival(s, load)
+    t_inst = jnp.min(jnp.where(s.awake, s.busy_until_s, jnp.inf))
+    t_new = jnp.where(live, jnp.maximum(jnp.minimum(t_arr, t_inst), t), t)
+    finished = live & ~jnp.isfinite(t_new)
+    late = jnp.sum((s.arrival_s < t - load.ttft_slo_s) & ~jnp.isfinite(s.first_s) & ~s.rejected
+                   & (s.arrival_s <= load.eligible_to_s))
+    stop = live & ~finished & ((s.misses + late).astype(jnp.float64) > load.miss_limit)
+    trunc = live & (s.iters + 1 >= shape.max_iters)
+    return dataclasses.replace(
+        s, t_s=jnp.where(finished, t, t_new), iters=s.iters + live.astype(jnp.int32),
+        little_area=s.little_area + jnp.where(finished, 0.0, s.in_system * (t_new - t)),
+        done=s.done | finished | stop | trunc, stopped=s.stopped | stop, truncated=s.truncated | trunc)
+
+
+def simulate(pol: Policy, req: Requests, load: Load, shape: Shape) -> State:
+    """Run one lane until every request has finished or been rejected (or the load has surely failed).
+
+    Args:
+      pol: the configuration.  req: the run's requests.  load: arrivals, window, SLOs, early-stop limit.
+      shape: static sizes.
+
+    Returns:
+      The final :class:`State` (``stats["energy_j"]`` is dynamic energy; add idle power x horizon).
+    """
+    s0 = init_state(load, shape)
+    return jax.lax.while_loop(lambda s: ~s.done, lambda s: step(pol, req, load, s, shape), s0)

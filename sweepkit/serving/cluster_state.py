@@ -1,0 +1,235 @@
+"""Pytrees of the cluster engine: static sizes, a configuration's policy as data, requests, load and state.
+
+One lane (one configuration at one load) holds every instance of the cluster on an explicit leading axis
+``[I]``, so that routing can compare instances; lanes are ``vmap``-ped over loads x configurations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sweepkit.costmodel.steps import Instance
+
+HIST_LOG10_LO = -5.0
+"""Smallest ITL histogram edge, log10 seconds (10 us)."""
+HIST_LOG10_HI = 3.0
+"""Largest ITL histogram edge, log10 seconds (1,000 s)."""
+
+RUN_STEPS = 16
+"""Most decode steps planned at one boundary (see :mod:`sweepkit.serving.decode_run`)."""
+
+FREE, PREFILL, DECODE, SWAPPED = 0, 1, 2, 3
+"""Row phases of a slot: free; admitted, prompt not yet computed; decoding; swapped out to host memory."""
+
+PREFILL_PRIORITY, DECODE_PRIORITY, CHUNKED = 0, 1, 2
+"""Batching policies (``Policy.batching``)."""
+
+LEAST_LOADED, SESSION = 0, 1
+"""Routers (``Policy.router``)."""
+
+
+class Shape(NamedTuple):
+    """Static sizes of one compiled cluster simulation (hashable: a jit static argument).
+
+    instances: I.  slots: rows per instance (>= batch cap).  admits: queue entries examined per boundary.
+    requests: N (turn k of session s is request k x sessions + s).  sessions: B.  turns: T.
+    systems: shared system prompts (prefix-cache segments 0..systems-1).  gamma_max: draft passes priced.
+    prefix: static switch for the prefix cache arrays.  bins: ITL histogram bins.  max_iters: safety bound.
+    """
+
+    instances: int = 2
+    slots: int = 256
+    admits: int = 32
+    requests: int = 1
+    sessions: int = 1
+    turns: int = 1
+    systems: int = 1
+    gamma_max: int = 0
+    prefix: bool = False
+    bins: int = 2000
+    max_iters: int = 2_000_000
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """A configuration's levers as data (scalars), so configurations of one shape share one program.
+
+    Attributes:
+      inst: the replica priced by :func:`sweepkit.costmodel.steps.step_cost`.  instances: replicas in use
+      (<= the shape's; the rest never receive a request, so layouts of 1, 2 and 4 share a program).
+      batching: PREFILL_PRIORITY, DECODE_PRIORITY or CHUNKED.  token_budget: tokens per prefill or mixed step.
+      batch_cap: rows per instance (rows still prefilling count).  router: LEAST_LOADED or SESSION.
+      block_tokens: KV unit (1 = reserved whole sequences, 16 = paged blocks).  paged: grow rows block by
+      block and preempt.  swap: preempt by swapping out (else recompute).  watermark_units: free units kept at
+      admission.  kv_units: KV capacity per instance in units.  kv_token_bytes: KV bytes per token (target
+      + draft).  prefix: prefix caching on.  alpha: acceptance per drafted token.  spec_seed: acceptance seed.
+      host_bytes_per_s, host_block_s, host_j_per_bit: the swap link.
+    """
+
+    inst: Instance
+    instances: jax.Array
+    batching: jax.Array
+    token_budget: jax.Array
+    batch_cap: jax.Array
+    router: jax.Array
+    block_tokens: jax.Array
+    paged: jax.Array
+    swap: jax.Array
+    watermark_units: jax.Array
+    kv_units: jax.Array
+    kv_token_bytes: jax.Array
+    prefix: jax.Array
+    alpha: jax.Array
+    spec_seed: jax.Array
+    host_bytes_per_s: jax.Array
+    host_block_s: jax.Array
+    host_j_per_bit: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Requests:
+    """Every request of a run (load independent); request k x B + s is turn k of session s.
+
+    prompt_tokens, output_tokens, segment_tokens (new input + output: the prefix-cache segment the turn
+    adds), think_s (before this turn), system_id: [N].  system_tokens: [systems] shared prompt lengths.
+    """
+
+    prompt_tokens: jax.Array
+    output_tokens: jax.Array
+    segment_tokens: jax.Array
+    think_s: jax.Array
+    system_id: jax.Array
+    system_tokens: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """One offered load: first-turn arrivals [B] (inf: not simulated), ITL window, SLOs, early-stop limit."""
+
+    arrival0_s: jax.Array
+    itl_from_s: jax.Array
+    itl_to_s: jax.Array
+    eligible_to_s: jax.Array
+    ttft_slo_s: jax.Array
+    tpot_slo_s: jax.Array
+    miss_limit: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """Row slots of every instance, [I, S] each: request id (-1 free), phase, prompt tokens to compute
+    (``target``: the prompt, or prompt + generated tokens for a recompute), tokens computed, tokens emitted,
+    KV units held privately, cached prefix tokens, chain segments pinned,
+    last-token time, arrival."""
+
+    rid: jax.Array
+    phase: jax.Array
+    target: jax.Array
+    done: jax.Array
+    out: jax.Array
+    alloc: jax.Array
+    hit: jax.Array
+    pins: jax.Array
+    last_s: jax.Array
+    arr_s: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class State:
+    """Loop state of one lane. Per instance [I]: step end time, awake flag, FIFO ring [I, N] with head and
+    tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins, last use), counters.
+    Per request [N]: arrival, first token, finish, tokens emitted so far, last-token time, rejected.
+    """
+
+    t_s: jax.Array
+    done: jax.Array
+    iters: jax.Array
+    truncated: jax.Array
+    stopped: jax.Array
+    a0: jax.Array
+    buf_s: jax.Array
+    home: jax.Array
+    next_turn: jax.Array
+    rows: Rows
+    busy_until_s: jax.Array
+    awake: jax.Array
+    queue: jax.Array
+    q_head: jax.Array
+    q_tail: jax.Array
+    swap_owed_s: jax.Array
+    plan: dict
+    c_in: jax.Array
+    c_refs: jax.Array
+    c_last_s: jax.Array
+    arrival_s: jax.Array
+    first_s: jax.Array
+    finish_s: jax.Array
+    r_out: jax.Array
+    r_last_s: jax.Array
+    rejected: jax.Array
+    stats: dict
+    hist: jax.Array
+    zeros: jax.Array
+    misses: jax.Array
+    in_system: jax.Array
+    little_area: jax.Array
+
+
+STAT_NAMES = (
+    "energy_j", "busy_s", "steps", "decode_rows", "prefill_tokens", "preemptions", "recompute_tokens",
+    "swap_out_bytes", "swap_in_bytes", "swap_j", "hit_tokens", "first_prompt_tokens", "kv_area", "kv_peak",
+    "batch_area",
+)
+"""Per-instance accumulators (``State.stats``): dynamic joules, busy seconds, steps, decode rows summed over
+steps, prompt tokens computed, preemptions, recomputed tokens, swapped bytes each way and swap joules,
+prefix-hit tokens and prompt tokens at first admission, time integrals of KV use (fraction) and running rows,
+and the KV peak (fraction)."""
+
+
+def bin_index(gap_s: jax.Array, bins: int) -> jax.Array:
+    """Histogram bin of an inter-token gap (log-spaced over [1e-5, 1e3] s, clipped)."""
+    x = (jnp.log10(jnp.maximum(gap_s, 1e-30)) - HIST_LOG10_LO) / (HIST_LOG10_HI - HIST_LOG10_LO) * bins
+    return jnp.clip(jnp.floor(x), 0, bins - 1).astype(jnp.int32)
+
+
+def bin_centres_s(bins: int) -> np.ndarray:
+    """Geometric centre of each ITL histogram bin, seconds (relative half-width 0.46% at 2,000 bins)."""
+    edges = np.linspace(HIST_LOG10_LO, HIST_LOG10_HI, bins + 1)
+    return 10.0 ** ((edges[:-1] + edges[1:]) / 2.0)
+
+
+def init_state(load: Load, shape: Shape) -> State:
+    """An empty cluster before its first arrival."""
+    I, S, N, B = shape.instances, shape.slots, shape.requests, shape.sessions
+    K = RUN_STEPS
+    M = shape.systems + N if shape.prefix else 1
+    f = load.arrival0_s.dtype
+    zf, zi = jnp.zeros((I, S), f), jnp.zeros((I, S), jnp.int32)
+    rows = Rows(rid=zi - 1, phase=zi, target=zf, done=zf, out=zf, alloc=zf, hit=zf, pins=zf, last_s=zf, arr_s=zf)
+    inf_n = jnp.full((N,), jnp.inf, f)
+    return State(
+        t_s=load.arrival0_s[0], done=~jnp.isfinite(load.arrival0_s[0]), iters=jnp.zeros((), jnp.int32),
+        truncated=jnp.zeros((), bool), stopped=jnp.zeros((), bool), a0=jnp.zeros((), jnp.int32),
+        buf_s=jnp.full((B,), jnp.inf, f), home=jnp.full((B,), -1, jnp.int32),
+        next_turn=jnp.zeros((B,), jnp.int32), rows=rows, busy_until_s=jnp.zeros((I,), f),
+        awake=jnp.zeros((I,), bool), queue=jnp.zeros((I, N), jnp.int32), q_head=jnp.zeros((I,), jnp.int32),
+        q_tail=jnp.zeros((I,), jnp.int32), swap_owed_s=jnp.zeros((I,), f),
+        plan=dict(n=jnp.zeros((I,), jnp.int32), t0=jnp.zeros((I,), f), dt=jnp.zeros((I, K), f),
+                  en=jnp.zeros((I, K), f), E=jnp.zeros((I, K, S), f), alloc=jnp.zeros((I, K, S), f),
+                  frac=jnp.zeros((I,), f), rows=jnp.zeros((I,), f), dec=jnp.zeros((I,), f)), c_in=jnp.zeros((I, M), bool),
+        c_refs=jnp.zeros((I, M), f), c_last_s=jnp.zeros((I, M), f), arrival_s=inf_n, first_s=inf_n,
+        finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
+        stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),
+        zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), in_system=jnp.zeros((), f),
+        little_area=jnp.zeros((), f),
+    )

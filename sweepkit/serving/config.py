@@ -1,0 +1,113 @@
+"""A (device, lever) configuration of the cluster, resolved into the engine's :class:`Policy` pytree.
+
+KV capacity per instance (units: tokens when reserved, 16-token blocks when paged):
+
+    tokens = floor((HBM x tp x pp x mem_util - resident weights) / (KV_target + KV_draft per token))
+
+over the instance's tp x pp GPUs (pipeline stages split the layers, so an instance's KV is the same as one
+tensor-parallel group of tp x pp GPUs; the embedding and LM head sit on the first and last stages). The
+paged watermark keeps 1% of the blocks free at admission.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from sweepkit.catalogue import get_device, get_draft, get_format, get_model
+from sweepkit.costmodel.arrays import device_arrays, model_arrays
+from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens
+from sweepkit.costmodel.steps import Instance
+from sweepkit.errors import InputError
+from sweepkit.serving.cluster import Cluster
+from sweepkit.serving.cluster_state import CHUNKED, DECODE_PRIORITY, LEAST_LOADED, PREFILL_PRIORITY, SESSION, Policy
+from sweepkit.serving.levers import Lever, check_lever
+
+BLOCK_TOKENS = 16
+"""Tokens per paged KV block (vLLM's default block size)."""
+WATERMARK = 0.01
+"""Share of paged blocks kept free at admission (vLLM's watermark)."""
+HOST_LINK = dict(bytes_per_s=64e9, block_s=5e-6, j_per_bit=6e-12)
+"""Swap link to host memory: PCIe 5.0 x16, 64 GB/s, 5 us per block, 6 pJ/bit."""
+SPEC_SEED = 0
+"""Acceptance seed of every speculative lever."""
+_BATCHING = {"prefill-priority": PREFILL_PRIORITY, "decode-priority": DECODE_PRIORITY, "chunked": CHUNKED}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One (device, lever) point of the cluster."""
+
+    device: str
+    lever: Lever
+
+
+def resolve(cluster: Cluster, lever: Lever) -> dict:
+    """The lever's fields over the cluster's defaults (every scheduler, layout and format setting)."""
+    pick = lambda v, d: d if v is None else v  # noqa: E731
+    instances = pick(lever.instances, cluster.instances)
+    tp = pick(lever.tp, cluster.tp)
+    pp = pick(lever.pp, 1)
+    return dict(
+        instances=instances, tp=tp, pp=pp, microbatches=pick(lever.microbatches, pp),
+        batching=pick(lever.batching, "prefill-priority"), token_budget=pick(lever.token_budget,
+                                                                             cluster.prefill_token_budget),
+        kv=pick(lever.kv, "reserved"), preemption=pick(lever.preemption, "recompute"),
+        prefix_caching=pick(lever.prefix_caching, False), router=pick(lever.router, "least-loaded"),
+        weight_format=pick(lever.weight_format, cluster.weight_format),
+        kv_format=pick(lever.kv_format, cluster.kv_format),
+        compute_format=pick(lever.compute_format, cluster.compute_format))
+
+
+def check(cluster: Cluster, cfg: Config, where: str) -> dict:
+    """Resolve and validate a configuration; one-line :class:`InputError` naming ``where`` and the lever."""
+    res = resolve(cluster, cfg.lever)
+    gpus = res["instances"] * res["tp"] * res["pp"]
+    if gpus != cluster.gpus:
+        raise InputError(f"{where}: lever {cfg.lever.name!r}: instances x tp x pp = {gpus} GPUs, expected the "
+                         f"cluster's {cluster.gpus}")
+    check_lever(cfg.lever, res, cfg.device, where)
+    if kv_tokens(cluster, cfg, res) <= 0:
+        raise InputError(f"{where}: lever {cfg.lever.name!r} on {cfg.device}: the weights do not fit "
+                         f"{res['tp'] * res['pp']} GPUs' memory (no room for KV)")
+    return res
+
+
+def kv_tokens(cluster: Cluster, cfg: Config, res: dict) -> float:
+    """KV capacity of one instance, tokens (target + draft KV per token)."""
+    dev = device_arrays(get_device(cfg.device), jnp.float64)
+    target = get_model(cluster.model)
+    draft = get_draft(cfg.lever.draft, target)
+    return float(kv_capacity_tokens(dev, jnp.float64(res["tp"] * res["pp"]), model_arrays(target, jnp.float64),
+                                    model_arrays(draft, jnp.float64),
+                                    get_format(res["weight_format"]).bytes_per_value,
+                                    get_format(res["kv_format"]).bytes_per_value))
+
+
+def policy(cluster: Cluster, cfg: Config, res: dict | None = None) -> Policy:
+    """The :class:`Policy` pytree of one configuration (float64 scalars)."""
+    res = res or resolve(cluster, cfg.lever)
+    dev = get_device(cfg.device)
+    target = get_model(cluster.model)
+    draft = get_draft(cfg.lever.draft, target)
+    f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
+    darr = dataclasses.replace(device_arrays(dev, jnp.float64), pass_overhead_s=f(cluster.step_overhead_s))
+    tarr, drarr = model_arrays(target, jnp.float64), model_arrays(draft, jnp.float64)
+    wb, kb = get_format(res["weight_format"]).bytes_per_value, get_format(res["kv_format"]).bytes_per_value
+    inst = Instance(device=darr, target=tarr, draft=drarr, tp=f(res["tp"]), pp=f(res["pp"]),
+                    microbatches=f(res["microbatches"]), weight_bytes=f(wb), kv_bytes=f(kb),
+                    compute_speedup=f(dev.speedup(res["compute_format"])), gamma=f(cfg.lever.gamma))
+    paged = res["kv"] == "paged"
+    block = BLOCK_TOKENS if paged else 1
+    units = kv_tokens(cluster, cfg, res) // block
+    return Policy(
+        inst=inst, instances=jnp.asarray(res["instances"], jnp.int32), batching=jnp.asarray(_BATCHING[res["batching"]], jnp.int32), token_budget=f(res["token_budget"]),
+        batch_cap=f(cluster.batch_cap), router=jnp.asarray(SESSION if res["router"] == "session" else LEAST_LOADED,
+                                                           jnp.int32),
+        block_tokens=f(block), paged=f(paged), swap=f(paged and res["preemption"] == "swap"),
+        watermark_units=f(int(WATERMARK * units) if paged else 0), kv_units=f(units),
+        kv_token_bytes=kv_bytes_per_token(tarr, drarr, f(kb)), prefix=f(res["prefix_caching"]),
+        alpha=f(cfg.lever.alpha), spec_seed=jnp.asarray(SPEC_SEED, jnp.uint64),
+        host_bytes_per_s=f(HOST_LINK["bytes_per_s"]), host_block_s=f(HOST_LINK["block_s"]),
+        host_j_per_bit=f(HOST_LINK["j_per_bit"]))

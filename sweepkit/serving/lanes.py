@@ -1,0 +1,158 @@
+"""Build the cluster engine's inputs for configurations x loads and run them as compiled programs.
+
+Configurations that share a static shape (instances per cluster, prefix cache on or off, draft passes)
+share one compiled program, ``vmap``-ped over configurations x loads; the sessions (lengths, think times,
+unit-rate start times) are drawn once per workload and a load rescales the start times (common random
+numbers across loads and levers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from functools import lru_cache, partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sweepkit.serving.cluster import Cluster
+from sweepkit.serving.cluster_sim import MISS_SHARE, simulate
+from sweepkit.jaxcache import compile_cached
+from sweepkit.serving.cluster_state import Load, Requests, Shape
+from sweepkit.serving.config import Config, policy, resolve
+from sweepkit.serving.requests import Sessions, sample_sessions
+from sweepkit.serving.workloads import Workload
+
+LOG = logging.getLogger(__name__)
+
+OFFLINE_RATE = 1e6
+"""Arrival rate standing for 'every request at once' (offline batch)."""
+COARSE_MAX_SESSIONS = 1024
+"""Sessions per run in the coarse capacity round."""
+WARMUP_FRACTION = 0.1
+"""Share of requests (earliest arrivals) dropped from the measured window."""
+WORKLOAD_SEED = 1
+"""Workload seed of every run."""
+
+
+@lru_cache(maxsize=64)
+def _sessions(w: Workload, n: int) -> Sessions:
+    return sample_sessions(w, n, WORKLOAD_SEED)
+
+
+def requests_for(w: Workload, n_sessions: int) -> tuple[Requests, Sessions]:
+    """Every turn of the first ``n_sessions`` sessions; request k x B + s is turn k of session s."""
+    ses = _sessions(w, n_sessions)
+    T = w.turns
+    col = lambda a: np.asarray(a).T.reshape(-1)  # noqa: E731  [B, T] -> [T x B]
+    systems = max(w.system_prompts, 1)
+    sys_tokens = np.full(systems, w.system_prompt_tokens if w.system_prompts > 0 else 0, np.int32)
+    think = np.where(np.arange(T)[None, :] == 0, 0.0, ses.think_s)
+    req = Requests(prompt_tokens=jnp.asarray(col(ses.prompt), jnp.int32),
+                   output_tokens=jnp.asarray(col(ses.output), jnp.int32),
+                   segment_tokens=jnp.asarray(col(ses.new_input + ses.output), jnp.int32),
+                   think_s=jnp.asarray(col(think), jnp.float64),
+                   system_id=jnp.asarray(np.tile(ses.system_id, T), jnp.int32),
+                   system_tokens=jnp.asarray(sys_tokens))
+    return req, ses
+
+
+def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool) -> dict[str, np.ndarray]:
+    """The :class:`Load` fields of one lane at ``rate`` (sessions/s or requests/s) with ``n_ses`` sessions."""
+    B = ses.n_sessions
+    rate_eff = OFFLINE_RATE if w.offline else rate
+    if rate <= 0:
+        rate_eff, n_ses = 1.0, 0
+    start = ses.start_unit / rate_eff
+    arr0 = np.where(np.arange(B) < n_ses, start, np.inf)
+    starts = start[:max(n_ses, 1)]
+    nominal = (starts[:, None] + np.arange(w.turns)[None, :] * w.think_mean_s).ravel()
+    n_total = n_ses * w.turns
+    n_drop = int(WARMUP_FRACTION * n_total)
+    limit = n_drop + MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
+    return dict(arrival0_s=arr0, itl_from_s=np.sort(nominal)[n_drop], itl_to_s=starts[-1],
+                eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit)
+
+
+def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool) -> Shape:
+    """Static sizes of one program: enough instances and draft passes for every configuration of the call,
+    and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs)."""
+    return Shape(instances=max(r["instances"] for r in res), slots=cluster.batch_cap, admits=32,
+                 requests=n_ses * w.turns, sessions=n_ses, turns=w.turns, systems=max(w.system_prompts, 1),
+                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix)
+
+
+@partial(jax.jit, static_argnames="shape")
+def _run(pol, req, load, shape: Shape):
+    lanes = jax.vmap(jax.vmap(simulate, in_axes=(None, None, 0, None)), in_axes=(0, None, 0, None))
+    return lanes(pol, req, load, shape)
+
+
+def _compiled(pol, req, load, shape: Shape):
+    """The engine compiled for these input shapes, from the executable cache when the CLI turned it on."""
+    leaves = tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves((pol, req, load)))
+    key = (shape, leaves)
+    if key not in _COMPILED:
+        _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape))
+    return _COMPILED[key]
+
+
+_COMPILED: dict = {}
+
+
+def _bucket(n: int) -> int:
+    """Power-of-2 session buckets (fewer compiled shapes)."""
+    return 64 * 2 ** math.ceil(math.log2(max(n, 64) / 64.0))
+
+
+@dataclasses.dataclass
+class Lanes:
+    """Final states of configurations x loads: ``state(c, r)`` is one lane's state as numpy arrays."""
+
+    groups: list
+    where: dict
+    rates: np.ndarray
+    loads: dict
+    sessions: Sessions
+    n_sessions: int
+    instances: list
+
+    def state(self, c: int, r: int):
+        g, k = self.where[c]
+        return jax.tree_util.tree_map(lambda a: a[k, r], self.groups[g])
+
+
+def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, early_stop=True,
+                cap_sessions: bool = False) -> Lanes:
+    """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled call per static shape."""
+    rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
+    stop = np.broadcast_to(np.asarray(early_stop, bool), rates.shape)
+    count = (lambda r: min(w.sessions_at(r), COARSE_MAX_SESSIONS)) if cap_sessions else w.sessions_at
+    n_max = max([count(float(r)) for r in rates.ravel() if r > 0] or [w.min_sessions])
+    B = _bucket(n_max)
+    req, ses = requests_for(w, B)
+    loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
+             for c in range(len(configs)) for k, r in enumerate(rates[c])}
+    res = [resolve(cluster, cfg.lever) for cfg in configs]
+    prefix = [bool(r["prefix_caching"]) for r in res]
+    groups, where = [], {}
+    for flag in dict.fromkeys(prefix):
+        idx = [c for c in range(len(configs)) if prefix[c] == flag]
+        shape = shape_for(w, cluster, res, [cfg.lever for cfg in configs], B, flag)
+        pols = [policy(cluster, configs[c], res[c]) for c in idx]
+        pol = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *pols)
+        load = Load(**{f: jnp.asarray(np.array([[loads[c, k][f] for k in range(rates.shape[1])] for c in idx]),
+                                      jnp.float64) for f in loads[0, 0]})
+        t0 = time.perf_counter()
+        out = jax.tree_util.tree_map(np.asarray, _compiled(pol, req, load, shape)(pol, req, load))
+        LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,
+                  len(idx), rates.shape[1], shape.instances, shape.requests, int(out.iters.max()),
+                  time.perf_counter() - t0)
+        for k, c in enumerate(idx):
+            where[c] = (len(groups), k)
+        groups.append(out)
+    return Lanes(groups=groups, where=where, rates=rates, loads=loads, sessions=ses, n_sessions=B,
+                 instances=[r["instances"] for r in res])

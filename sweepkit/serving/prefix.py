@@ -1,0 +1,78 @@
+"""Prefix cache of one instance as arrays: whole prompt segments in a chain, pins, LRU eviction by threshold.
+
+Segments (the units of reuse): node ``j < systems`` is shared system prompt j; node ``systems + r`` is what
+request r (turn k of session s) adds to its session's history, its new input plus its output. The chain of
+turn k is (system prompt, turn 0, ..., turn k - 1) of its session; a lookup walks it from the root and stops at
+the first segment not cached, and the hit is dropped back segment by segment until it leaves the last
+prompt token to compute. A row pins the chain it uses; a segment is evictable when nothing pins it.
+
+Eviction (LRU): every use of a segment also uses its ancestors, so an ancestor is never older than its
+descendants, and the set {unpinned, last use <= tau} is closed under descendants. Evicting the smallest such
+set covering the shortfall is least-recently-used eviction of leaves, repeated; tau is found by bisection
+on the time axis (24 halvings: to 1/16,777,216 of the span of last uses).
+
+References:
+  Kwon et al., "Efficient Memory Management for LLM Serving with PagedAttention" (vLLM), SOSP 2023,
+  arXiv:2309.06180 (blocks, sec. 4); Zheng et al., "SGLang" (RadixAttention, LRU of leaves), NeurIPS 2024,
+  arXiv:2312.07104 (sec. 3).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+BISECTIONS = 24
+
+
+def chain_nodes(req, rid: jax.Array, shape):
+    """Node ids [T+1], tokens [T+1] and validity [T+1] of the chain of request ``rid`` (any shape of rid)."""
+    B, T = shape.sessions, shape.turns
+    k, s = rid // B, rid % B
+    sys_id = req.system_id[rid]
+    ids = [sys_id] + [shape.systems + j * B + s for j in range(T - 1)]
+    toks = [req.system_tokens[sys_id]] + [req.segment_tokens[jnp.minimum(j * B + s, req.segment_tokens.shape[0] - 1)]
+                                          for j in range(T - 1)]
+    valid = [req.system_tokens[sys_id] > 0] + [j < k for j in range(T - 1)]
+    return jnp.stack(ids, -1), jnp.stack(toks, -1).astype(jnp.float64), jnp.stack(valid, -1)
+
+
+def lookup(c_in: jax.Array, req, rid: jax.Array, target: jax.Array, shape):
+    """Cached prefix of each request: (hit tokens, chain nodes hit) with hit <= target - 1.
+
+    Args:
+      c_in: [M] cached flags of the instance.  rid: [A] request ids.  target: [A] prompt tokens to compute.
+    """
+    ids, toks, valid = chain_nodes(req, rid, shape)
+    present = valid & c_in[ids]
+    run = jnp.cumprod(present | ~valid, axis=-1).astype(bool) & valid
+    cum = jnp.cumsum(jnp.where(run, toks, 0.0), axis=-1)
+    use = run & (cum <= target[..., None] - 1.0)
+    return jnp.sum(jnp.where(use, toks, 0.0), axis=-1), jnp.sum(use, axis=-1)
+
+
+def node_units(req, shape, block_tokens: jax.Array) -> jax.Array:
+    """KV units of every node [M]: ceil(tokens / block)."""
+    toks = jnp.concatenate([req.system_tokens, req.segment_tokens]).astype(jnp.float64)
+    return jnp.ceil(toks / block_tokens)
+
+
+def evict(c_in, c_refs, c_last_s, units, shortfall):
+    """Evict least-recently-used unpinned segments covering ``shortfall`` units (none if <= 0).
+
+    Returns:
+      (new cached flags, units evicted).
+    """
+    free_able = c_in & (c_refs <= 0)
+    lo = jnp.min(jnp.where(free_able, c_last_s, jnp.inf)) - 1.0
+    hi = jnp.max(jnp.where(free_able, c_last_s, -jnp.inf))
+
+    def half(_, b):
+        lo, hi = b
+        mid = 0.5 * (lo + hi)
+        enough = jnp.sum(jnp.where(free_able & (c_last_s <= mid), units, 0.0)) >= shortfall
+        return jnp.where(enough, lo, mid), jnp.where(enough, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, BISECTIONS, half, (lo, hi))
+    gone = free_able & (c_last_s <= hi) & (shortfall > 0)
+    return c_in & ~gone, jnp.sum(jnp.where(gone, units, 0.0))
