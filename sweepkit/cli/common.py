@@ -54,10 +54,26 @@ def format_option(f: Callable) -> Callable:
                         help="Output format; json prints one JSON array of row objects and nothing else.")(f)
 
 
-def open_warehouse(path: str | None):
+def open_warehouse(path: str | None, *, reading: bool = False):
+    """The warehouse ``--warehouse`` names (None: the default).
+
+    Args:
+      path: the option's value.  reading: the command only reads: a folder that does not exist is bad input
+        (a mistyped path would otherwise answer empty results); writers create it.
+
+    Raises:
+      InputError: an empty path, or a warehouse to read that does not exist.
+    """
+    from sweepkit.errors import bad_value
     from sweepkit.store import Warehouse
 
-    return Warehouse(path)
+    if path is not None and not path.strip():
+        raise bad_value("--warehouse", path, "a folder path (omit it for $SWEEPKIT_WAREHOUSE or ./warehouse)")
+    wh = Warehouse(path)
+    if reading and not wh.root.is_dir():
+        label = "--warehouse" if path is not None else "warehouse (default)"
+        raise bad_value(label, str(wh.root), "an existing warehouse folder (`sweepkit run GRID` creates one)")
+    return wh
 
 
 def note(message: str) -> None:

@@ -20,7 +20,7 @@ def runs(warehouse: str | None, drop: tuple[str, ...], fmt: str) -> None:
     Example: sweepkit runs --warehouse /tmp/wh --format json
     Example: sweepkit runs --drop 20261129T184651204Z-c5644e
     """
-    wh = open_warehouse(warehouse)
+    wh = open_warehouse(warehouse, reading=True)
     if drop:
         from sweepkit.store.drop import drop_runs
 

@@ -99,4 +99,4 @@ def matrix(warehouse: str | None, run_id: str, device: str | None, fmt: str) -> 
     \b
     Example: sweepkit matrix --device H100 --format markdown
     """
-    _print_matrix(open_warehouse(warehouse), run_id, fmt, device)
+    _print_matrix(open_warehouse(warehouse, reading=True), run_id, fmt, device)

@@ -22,6 +22,7 @@ import itertools
 import os
 import secrets
 import shutil
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +33,7 @@ import pyarrow as pa
 
 import sweepkit
 from sweepkit.errors import bad_value
-from sweepkit.store import db
+from sweepkit.store import db, integrity, snapshot
 from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
 
 KINDS = ("decode", "serving", "trace")
@@ -117,37 +118,40 @@ class Warehouse:
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A read-only connection with every view (decode, serving, ... as they exist).
 
-        Close it promptly: while any process holds the file open, no run can commit (it waits and retries).
-        A warehouse with no run yet gives an in-memory connection with the schema and empty views.
+        The connection is an in-memory snapshot (``sweepkit.store.snapshot``): the DuckDB file is open only
+        while the run records are copied, so a long query never holds up a commit. A warehouse with no run
+        yet gives the schema and empty views. File access is limited to the committed Parquet files, no
+        extension loads and the configuration is locked; :meth:`query` also admits only one SELECT
+        statement, so use it (or ``sweepkit sql``) for SQL you did not write.
         """
-        con = self._open_committed()
-        if con is None:
-            con = duckdb.connect()
-            con.execute(db.schema_sql())
-            db.create_views(con, self.root, temp=False)
-            return con
-        try:
-            rows = con.execute("select value from warehouse_meta where key = 'root'").fetchall()
-            if not rows or rows[0][0] != str(self.root.resolve()):
-                db.create_views(con, self.root, temp=True)     # moved since its last commit
-        except BaseException:
-            con.close()
-            raise
-        return con
+        return snapshot.open_snapshot(self.root, snapshot.read_records(self.db_path, self.gate_path))
 
     def query(self, sql: str, params: Mapping[str, object] | None = None, *, limit: int | None = None) -> pa.Table:
-        """Run one SQL statement (named parameters ``$name`` bound from ``params``) and return an Arrow table.
+        """Run one SELECT statement (named parameters ``$name`` bound from ``params``); return an Arrow table.
 
         ``limit`` keeps the first rows only (applied on top of the statement, after its ORDER BY).
+
+        Raises:
+          InputError: not exactly one SELECT (or EXPLAIN) statement: the warehouse is read-only.
         """
         con = self.connect()
         try:
+            snapshot.check_read_only(con, sql)
             rel = con.sql(sql, params=dict(params) if params else None)
             if rel is None:
                 return pa.table({})
             return (rel.limit(limit) if limit is not None else rel).to_arrow_table()
         finally:
             con.close()
+
+    def damaged(self) -> dict[str, str]:
+        """Committed runs with a file that is not as committed: run id -> what is wrong (empty when none)."""
+        records = snapshot.read_records(self.db_path, self.gate_path)
+        if records is None:
+            return {}
+        rows = records["run_files"].to_pylist()
+        return integrity.damaged_runs(self.root, ((r["run_id"], r["table_name"], r["path"], r["size_bytes"],
+                                                   r.get("footer_sha256")) for r in rows))
 
     def _open_committed(self) -> duckdb.DuckDBPyConnection | None:
         """A read-only connection to the database file, or None while it holds no committed schema: no file
@@ -182,7 +186,8 @@ class Warehouse:
     # ----------------------------------------------------------------------------------------- writing
     def write_run(self, *, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
                   tables: Mapping[str, Iterable[pa.RecordBatch]],
-                  on_rows: Callable[[int], None] | None = None) -> str:
+                  on_rows: Callable[[int], None] | None = None,
+                  on_wait: Callable[[str], None] | None = None) -> str:
         """Stream a run's tables into Parquet and commit it atomically.
 
         Args:
@@ -191,6 +196,9 @@ class Warehouse:
           tables: view name -> record batches (columns of that view minus ``run_id``); consumed in order,
             one table after the other.
           on_rows: called with n as each batch of n rows is handed to a writer (progress).
+          on_wait: told once, in one line, when the commit has to wait for another process (a reader or
+            writer holding the DuckDB file); default: that line on stderr. The commit waits as long as it
+            takes, keeping the run's files, and Ctrl-C still throws the run away.
 
         Returns:
           The new run id.
@@ -232,12 +240,12 @@ class Warehouse:
                 published.append(dest)
                 fsync_path(dest_parent)
             files = {name: [(str((self.root / "parquet" / name / f"run_id={run_id}" / f.path.name)
-                                 .relative_to(self.root)), f.rows, f.size_bytes) for f in fs]
+                                 .relative_to(self.root)), f.rows, f.size_bytes, f.footer_sha256) for f in fs]
                      for name, fs in written.items()}
-            row_count = sum(rows for fs in files.values() for _, rows, _ in fs)
+            row_count = sum(f[1] for fs in files.values() for f in fs)
             self._commit(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,
                          grid_sha256=grid_sha256, started=started, row_count=row_count,
-                         wall_s=time.perf_counter() - t0, files=files)
+                         wall_s=time.perf_counter() - t0, files=files, on_wait=on_wait or _to_stderr)
             committed = True
         finally:
             if not committed:
@@ -249,18 +257,20 @@ class Warehouse:
 
     def _commit(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
                 started: dt.datetime, row_count: int, wall_s: float,
-                files: Mapping[str, list[tuple[str, int, int]]]) -> None:
+                files: Mapping[str, list[tuple[str, int, int, str | None]]],
+                on_wait: Callable[[str], None]) -> None:
         """One transaction: the runs row, its run_files rows, and the views recreated over them."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with db.gate(self.gate_path, exclusive=True):
-            self._commit_locked(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,
+        with db.gate(self.gate_path, exclusive=True, timeout_s=None, on_wait=on_wait):
+            self._commit_locked(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml, on_wait=on_wait,
                                 grid_sha256=grid_sha256, started=started, row_count=row_count, wall_s=wall_s,
                                 files=files)
 
     def _commit_locked(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
                        started: dt.datetime, row_count: int, wall_s: float,
-                       files: Mapping[str, list[tuple[str, int, int]]]) -> None:
-        con = db.open_db(self.db_path, read_only=False)
+                       files: Mapping[str, list[tuple[str, int, int, str | None]]],
+                       on_wait: Callable[[str], None]) -> None:
+        con = db.open_db(self.db_path, read_only=False, timeout_s=None, on_wait=on_wait)
         try:
             con.execute("begin transaction")
             # Views hold absolute paths and the feed/schema digests assume this version wrote them last: if
@@ -270,9 +280,9 @@ class Warehouse:
             con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)",
                         [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
                          dt.datetime.now(dt.timezone.utc), row_count, wall_s])
-            rows = [[run_id, name, path, n, size] for name, fs in files.items() for path, n, size in fs]
+            rows = [[run_id, name, *f] for name, fs in files.items() for f in fs]
             if rows:
-                con.executemany("insert into run_files values (?, ?, ?, ?, ?)", rows)
+                con.executemany("insert into run_files values (?, ?, ?, ?, ?, ?)", rows)
             con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(self.root.resolve())])
             db.create_views(con, self.root, temp=False,
                             tables=None if everything else [n for n, fs in files.items() if fs])
@@ -324,6 +334,10 @@ class Warehouse:
             return {r[0] for r in con.execute("select run_id from runs").fetchall()}
         finally:
             con.close()
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def _checked(table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
