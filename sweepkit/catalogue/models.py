@@ -19,6 +19,8 @@ from typing import Any, Mapping
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.errors import InputError, bad_value
 
+MAX_DIMENSION = 1 << 24
+"""Largest layer count, width, head count or vocabulary a config may give."""
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
@@ -118,8 +120,8 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
 
     def positive_int(key: str, default: Any = None) -> int:
         value = config.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise bad_value(key, value, "a positive integer", where=where)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIMENSION:
+            raise bad_value(key, value, f"an integer in [1, {MAX_DIMENSION:,}]", where=where)
         return value
 
     d = positive_int("hidden_size")
@@ -139,11 +141,11 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
 
 def load_hf_config(path: str | Path, name: str | None = None) -> Model:
     """Load any HF ``config.json`` from disk as a :class:`Model` (name defaults to the parent folder)."""
+    from sweepkit.inputs import read_text
+
     path = Path(path)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such config.json") from None
+        config = json.loads(read_text(path, "config.json"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(config, dict):
@@ -161,12 +163,35 @@ def model_names() -> list[str]:
     return list(load_models())
 
 
+_REGISTERED: dict[str, Model] = {}
+"""Models loaded from a ``config.json`` path in this process, by the path text that named them."""
+
+
+def is_config_path(name: str) -> bool:
+    """Whether a model name is a path to a HF ``config.json`` (it ends in ``.json``)."""
+    return name.endswith(".json")
+
+
+def register_model(model: Model) -> Model:
+    """Make ``model`` known to :func:`get_model` under ``model.name`` (a grid's ``config.json`` path)."""
+    _REGISTERED[model.name] = model
+    return model
+
+
 def get_model(name: str, field: str = "model") -> Model:
-    """Look a model up by catalogue name; unknown names raise :class:`InputError` listing the known ones."""
+    """A model by catalogue name, or by the path of a HF ``config.json`` (loaded once, then known by that path).
+
+    Raises:
+      InputError: an unknown name (the message lists the known ones), or a bad config.json.
+    """
     models = load_models()
-    if name not in models:
-        raise bad_value(field, name, models)
-    return models[name]
+    if isinstance(name, str) and name in models:
+        return models[name]
+    if isinstance(name, str) and name in _REGISTERED:
+        return _REGISTERED[name]
+    if isinstance(name, str) and is_config_path(name):
+        return register_model(load_hf_config(name, name=name))
+    raise bad_value(field, name, [*models, "a path to a HF config.json"])
 
 
 def draft_names() -> list[str]:
@@ -180,9 +205,9 @@ def get_draft(name: str, target: Model, field: str = "draft") -> Draft:
     if name == "mtp":
         mtp = target.with_layers(1, name=f"{target.name}-mtp")
         return Draft(kind="mtp", name="mtp", model=mtp, resident_params=target.params_per_layer)
-    if name not in load_models():
-        raise bad_value(field, name, draft_names())
-    model = load_models()[name]
+    if name not in load_models() and not (isinstance(name, str) and (name in _REGISTERED or is_config_path(name))):
+        raise bad_value(field, name, draft_names() + ["a path to a HF config.json"])
+    model = get_model(name, field)
     if model.vocab != target.vocab:
         raise InputError(f"{field} = {name!r} has vocab {model.vocab} but target {target.name!r} has "
                          f"{target.vocab}; a draft must share the target's vocabulary")

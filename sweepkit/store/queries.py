@@ -161,10 +161,9 @@ def load_query(name: str) -> Query:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: byte {exc.start} is not UTF-8; a query file must be UTF-8 text") from None
+    from sweepkit.inputs import read_text
+
+    return read_text(path, "query file")
 
 
 def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None, *,
