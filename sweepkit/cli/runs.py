@@ -17,8 +17,10 @@ def runs(warehouse: str | None, drop: tuple[str, ...], fmt: str) -> None:
     """List committed runs: id, kind, grid, rows, wall time, sweepkit version; --drop removes runs.
 
     \b
+    To drop a run, give one of the listed ids: sweepkit runs --drop RUN_ID.
+
+    \b
     Example: sweepkit runs --warehouse /tmp/wh --format json
-    Example: sweepkit runs --drop 20261129T184651204Z-c5644e
     """
     wh = open_warehouse(warehouse, reading=True)
     if drop:

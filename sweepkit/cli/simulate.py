@@ -30,13 +30,40 @@ def _batches(table):
 def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
     from sweepkit.store import run_query
 
-    params = {"run_id": run_id}
-    table = run_query(wh, "matrix", params)
+    devices = _check_matrix_args(wh, run_id, device)
+    table = run_query(wh, "matrix", {"run_id": run_id})
     if device:
         import pyarrow.compute as pc
         table = table.filter(pc.equal(table["device"], device))
+        if device not in devices:
+            note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")
     emit(table, fmt, title="Lever matrix: change from the baseline (capacity metrics at capacity, "
                            "latencies at the reference load)")
+
+
+def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
+    """A named run must be a committed serving run and a device a catalogue device; returns the run's devices.
+
+    Raises:
+      InputError: an unknown run id, a run of another kind, or an unknown device.
+    """
+    from sweepkit.catalogue import get_device
+    from sweepkit.errors import bad_value
+
+    if device is not None:
+        get_device(device, "--device")
+    runs = wh.query("select run_id, kind from runs where $r = 'latest' or run_id = $r order by ended_at desc",
+                    {"r": run_id}).to_pylist()
+    serving = [r["run_id"] for r in runs if r["kind"] == "serving"]
+    if run_id != "latest" and not runs:
+        raise bad_value("--run-id", run_id, "a committed serving run (sweepkit runs lists them) or latest")
+    if run_id != "latest" and not serving:
+        raise bad_value("--run-id", run_id, f"a serving run (this one is a {runs[0]['kind']} run)")
+    if not serving:
+        note("no serving run in this warehouse yet: sweepkit simulate GRID makes one")
+        return []
+    return wh.query("select distinct device from serving where run_id = $r order by device",
+                    {"r": serving[0]}).column(0).to_pylist()
 
 
 @click.command(context_settings={"max_content_width": 100})
