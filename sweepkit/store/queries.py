@@ -188,6 +188,8 @@ def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None
 
     try:
         return warehouse.query(query.sql, values or None, limit=limit)
+    except InputError as exc:                  # not one SELECT statement
+        raise InputError(f"query {query.name} ({query.path}): {exc}") from None
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         given = ", ".join(f"{k}={values[k]!r}" for k in (params or {}))
