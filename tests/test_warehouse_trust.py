@@ -199,3 +199,12 @@ def test_a_long_reader_never_blocks_a_commit_and_a_blocked_writer_waits_and_comm
     reader.wait(timeout=60)
     assert len(said) == 1 and said[0].startswith("waiting: ") and waited >= 2, (said, waited)
     assert wh.query("select count(*) from t where run_id = $r", {"r": run_id}).column(0)[0].as_py() == 6
+
+
+def test_a_run_that_computed_before_writing_counts_its_wall_time_from_the_start(tmp_path):
+    """A serving run computes its tables, then writes them: runs.wall_s and started_at count the compute."""
+    wh = Warehouse(tmp_path / "wh")
+    run_id = write(wh, 3, "f", since_s=time.perf_counter() - 5.0)
+    row = wh.query("select wall_s, epoch(ended_at) - epoch(started_at) as span_s from runs where run_id = $r",
+                   {"r": run_id}).to_pylist()[0]
+    assert 5.0 <= row["wall_s"] < 60 and abs(row["span_s"] - row["wall_s"]) < 1.0

@@ -127,7 +127,7 @@ def _sweep(spec, wh, chunk_points: int | None, t0: float) -> str:
             try:
                 run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
                                       grid_sha256=spec.sha256, tables={"decode": interrupts.checked(batches)},
-                                      on_rows=on_rows)
+                                      on_rows=on_rows, on_wait=note)
             except Exception:
                 batches.join()           # never exit while the first chunk is inside XLA (it aborts)
                 raise

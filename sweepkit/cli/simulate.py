@@ -23,6 +23,21 @@ def _progress(total: int):
                     TimeElapsedColumn(), console=console)
 
 
+class _Ticker:
+    """Progress without a terminal (a log, CI): one stderr line at most every ``every_s`` seconds."""
+
+    def __init__(self, name: str, every_s: float = 10.0):
+        self.name, self.every_s, self.done = name, every_s, 0
+        self.t0 = self.last = time.perf_counter()
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if now - self.last >= self.every_s:
+            self.last = now
+            note(f"simulating {self.name}: {self.done} sims, {now - self.t0:.0f} s")
+
+
 def _batches(table):
     return iter(table.to_batches())
 
@@ -101,7 +116,8 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
                         task = bar.add_task(f"simulating {spec.name}", total=None)
                         tables = run_grid(spec, progress=lambda n: (interrupts.check(), bar.advance(task, n)))
                 else:
-                    tables = run_grid(spec, progress=interrupts.check)
+                    ticker = _Ticker(spec.name)
+                    tables = run_grid(spec, progress=lambda n: (interrupts.check(), ticker(n)))
                 interrupts.check()
         except KeyboardInterrupt:
             note("interrupted: nothing was committed")
@@ -109,7 +125,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
             sys.stderr.flush()
             os._exit(130)     # as `sweepkit run`: skip interpreter teardown with XLA work possibly in flight
         run_id = wh.write_run(kind="serving", grid_name=spec.name, grid_toml=spec.text, grid_sha256=spec.sha256,
-                              tables={k: _batches(v) for k, v in tables.items()})
+                              tables={k: _batches(v) for k, v in tables.items()}, on_wait=note, since_s=t0)
         note(f"run {run_id}: {tables['serving'].num_rows} simulated loads, {tables['capacity'].num_rows} points "
              f"in {time.perf_counter() - t0:.1f} s")
     _print_matrix(wh, run_id, fmt, device)

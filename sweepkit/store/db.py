@@ -227,7 +227,6 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     for _run, table, path, _size, _footer in committed:
         files.setdefault(table, []).append(path)
     names = sorted(set(declared) | set(files))
-    kind = "temp view" if temp else "view"
     existing = {r[0] for r in con.execute(
         "select view_name from duckdb_views() where database_name = current_database() "
         "and schema_name = 'main' and not internal").fetchall()}
@@ -235,15 +234,8 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     damaged = integrity.damaged_runs(root, (f for f in committed if f[1] in set(todo)))
     for name in todo:
         check_ident(name, "table")
-        columns = [c for c, _ in declared[name]] if name in declared else None
         bad = next(((run, damaged[run]) for run, table, *_ in committed if table == name and run in damaged), None)
-        if bad is not None:
-            sql = _damaged_view_sql(name, kind, integrity.damage_message(name, *bad), columns)
-        else:
-            sql = view_sql(name, root, files.get(name, []), temp=temp, columns=columns)
-        if sql is None:
-            sql = f"create or replace {kind} {name} as select * from {CONTRACT_PREFIX}{name}"
-        con.execute(sql)
+        con.execute(_view_statement(name, root, files.get(name, []), declared.get(name), temp, bad))
         if not temp:
             _comment_view(con, name, declared.get(name, []))
     # >>> feed views (report issue; owner sweepkit/report/feed.py): v_decode, v_serving, v_capacity, v_matrix >>>
@@ -261,6 +253,17 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     names += list(FEED)
     # <<< feed views <<<
     return names
+
+
+def _view_statement(name: str, root: Path, paths: list[str], declared: list[tuple[str, str]] | None,
+                    temp: bool, bad: tuple[str, str] | None) -> str:
+    """The view of one table: over its files, its empty contract, or failing with the damaged run ``bad``."""
+    kind = "temp view" if temp else "view"
+    columns = [c for c, _ in declared] if declared else None
+    if bad is not None:
+        return _damaged_view_sql(name, kind, integrity.damage_message(name, *bad), columns)
+    sql = view_sql(name, root, paths, temp=temp, columns=columns)
+    return sql or f"create or replace {kind} {name} as select * from {CONTRACT_PREFIX}{name}"
 
 
 def _damaged_view_sql(name: str, kind: str, message: str, columns: list[str] | None) -> str:

@@ -17,16 +17,14 @@ folders and renamed-but-uncommitted partitions whose lock no live process holds)
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import itertools
 import os
 import secrets
 import shutil
 import sys
 import time
-from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Mapping
 
 import duckdb
 import pyarrow as pa
@@ -34,7 +32,10 @@ import pyarrow as pa
 import sweepkit
 from sweepkit.errors import bad_value
 from sweepkit.store import db, integrity, snapshot
+from sweepkit.store.staging import RunLock, checked, declared_columns, held_by_live_writer
 from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
+
+__all__ = ["DB_NAME", "KINDS", "Warehouse", "declared_columns", "default_root", "new_run_id"]
 
 KINDS = ("decode", "serving", "trace")
 DB_NAME = "sweepkit.duckdb"
@@ -49,51 +50,6 @@ def new_run_id() -> str:
     """UTC start time to the millisecond plus 6 random hex digits: sorts by start, unique across processes."""
     now = dt.datetime.now(dt.timezone.utc)
     return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
-
-
-@lru_cache(maxsize=1)
-def declared_columns() -> dict[str, list[str]]:
-    """Contract columns per view, from schema.sql (run in an in-memory database)."""
-    con = duckdb.connect()
-    try:
-        con.execute(db.schema_sql())
-        return {k: [c for c, _ in v] for k, v in db.contracts(con).items()}
-    finally:
-        con.close()
-
-
-class _RunLock:
-    """``staging/<id>.lock``, created already locked (flock), so a cleaner never sees it unlocked while live."""
-
-    def __init__(self, staging: Path, run_id: str):
-        self.path = staging / f"{run_id}.lock"
-        tmp = staging / f".{run_id}.lock.tmp"
-        self.fd = os.open(tmp, os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        os.write(self.fd, f"{os.getpid()}\n".encode())
-        os.rename(tmp, self.path)
-
-    def release(self) -> None:
-        try:
-            self.path.unlink(missing_ok=True)
-        finally:
-            os.close(self.fd)
-
-
-def _held_by_live_writer(lock_path: Path) -> bool:
-    """True while some process holds the lock; False (and the lock file is removed) when it is stale."""
-    try:
-        fd = os.open(lock_path, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return True
-    lock_path.unlink(missing_ok=True)
-    os.close(fd)
-    return False
 
 
 class Warehouse:
@@ -187,7 +143,7 @@ class Warehouse:
     def write_run(self, *, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
                   tables: Mapping[str, Iterable[pa.RecordBatch]],
                   on_rows: Callable[[int], None] | None = None,
-                  on_wait: Callable[[str], None] | None = None) -> str:
+                  on_wait: Callable[[str], None] | None = None, since_s: float | None = None) -> str:
         """Stream a run's tables into Parquet and commit it atomically.
 
         Args:
@@ -199,6 +155,8 @@ class Warehouse:
           on_wait: told once, in one line, when the commit has to wait for another process (a reader or
             writer holding the DuckDB file); default: that line on stderr. The commit waits as long as it
             takes, keeping the run's files, and Ctrl-C still throws the run away.
+          since_s: ``time.perf_counter()`` when the run's work began, for a caller that computes its tables
+            before writing them (a serving run): ``started_at`` and ``wall_s`` then count from there.
 
         Returns:
           The new run id.
@@ -216,12 +174,12 @@ class Warehouse:
                 raise bad_value("table", name, "a lower-case identifier [a-z_][a-z0-9_]*") from exc
             if name in ("runs", "run_files", "warehouse_meta") or name.startswith(db.CONTRACT_PREFIX):
                 raise bad_value("table", name, "a name other than runs, run_files, warehouse_meta, contract_*")
-        started = dt.datetime.now(dt.timezone.utc)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if since_s is None else since_s
+        started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=time.perf_counter() - t0)
         run_id = new_run_id()
         staging = self.root / "staging"
         staging.mkdir(parents=True, exist_ok=True)
-        lock = _RunLock(staging, run_id)
+        lock = RunLock(staging, run_id)
         run_dir = staging / run_id
         published: list[Path] = []
         committed = False
@@ -229,7 +187,7 @@ class Warehouse:
             self.clean_stale()
             written: dict[str, list[WrittenFile]] = {}
             for name, batches in tables.items():
-                written[name] = write_stream(_checked(name, batches), run_dir / name, on_rows=on_rows)
+                written[name] = write_stream(checked(name, batches), run_dir / name, on_rows=on_rows)
             for name in written:
                 if not written[name]:
                     continue
@@ -306,10 +264,10 @@ class Warehouse:
         removed: list[Path] = []
         if staging.is_dir():
             for entry in staging.iterdir():
-                if entry.is_dir() and not _held_by_live_writer(staging / f"{entry.name}.lock"):
+                if entry.is_dir() and not held_by_live_writer(staging / f"{entry.name}.lock"):
                     shutil.rmtree(entry, ignore_errors=True)
                     removed.append(entry)
-                elif entry.name.endswith(".lock.tmp") and not _held_by_live_writer(entry):
+                elif entry.name.endswith(".lock.tmp") and not held_by_live_writer(entry):
                     removed.append(entry)
         parquet = self.root / "parquet"
         if not parquet.is_dir():
@@ -317,7 +275,7 @@ class Warehouse:
         committed = self._committed_ids()
         parts = itertools.chain.from_iterable(t.glob("run_id=*") for t in parquet.iterdir() if t.is_dir())
         dead = [p for p in parts if p.name[len("run_id="):] not in committed
-                and not _held_by_live_writer(staging / f"{p.name[len('run_id='):]}.lock")]
+                and not held_by_live_writer(staging / f"{p.name[len('run_id='):]}.lock")]
         if dead:
             committed = self._committed_ids()          # a writer may have committed since the first read
             for part in dead:
@@ -338,20 +296,3 @@ class Warehouse:
 
 def _to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _checked(table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Pass batches through, refusing the first one whose columns differ from the table's contract."""
-    want = declared_columns().get(table)
-    first = True
-    for batch in batches:
-        if first and want is not None:
-            names = batch.schema.names
-            expected = [c for c in want if c != "run_id"]
-            missing = [c for c in expected if c not in names]
-            extra = [c for c in names if c not in expected]
-            if missing or extra:
-                raise ValueError(f"table {table!r} does not match contract_{table} in schema.sql: "
-                                 f"missing {missing or 'nothing'}, undeclared {extra or 'nothing'}")
-        first = False
-        yield batch
