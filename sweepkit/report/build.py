@@ -90,7 +90,7 @@ def _table(rows: list[dict]) -> str:
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape('' if v is None else str(v))}</td>" for v in r.values())
                    + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -98,7 +98,7 @@ max-width:1100px;color:#222;padding:0 16px}h1{margin-bottom:4px}section{margin:2
 .note{color:#666;font-size:14px}.panel{border:1px dashed #aaa;background:#fafafa;padding:18px;color:#555}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;
 text-align:right}th{background:#f3f3f3}code{background:#f1f1f1;padding:1px 4px;border-radius:3px}
-.chart{overflow-x:auto}"""
+.chart{overflow-x:auto}.scroll{overflow-x:auto;max-width:100%}"""
 
 EMBED = """
 const specs = JSON.parse(document.getElementById('sweepkit-specs').textContent);
