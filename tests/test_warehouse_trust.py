@@ -58,21 +58,13 @@ def one_file(wh: Warehouse, run_id: str) -> Path:
     return next((wh.root / "parquet" / "t" / f"run_id={run_id}").glob("*.parquet"))
 
 
-HOSTILE = [
+HOSTILE = [                 # the statements that wrote or downloaded; the corpus holds many more
     "COPY (select 42 as x) TO '{victim}' (FORMAT parquet)",
     "COPY (select 42 as x) TO '{victim}' (FORMAT parquet, USE_TMP_FILE false)",
     "COPY (select 1) TO '{outside}'",
     "EXPORT DATABASE '{folder}'",
     "select 1; COPY (select 1) TO '{outside}'",
     "INSTALL httpfs",
-    "LOAD httpfs",
-    "ATTACH '{db}' AS w",
-    "SET enable_external_access = true",
-    "CREATE TABLE t2 AS SELECT 1",
-    "select * from read_csv('/etc/passwd')",
-    "select * from read_text('{db}')",
-    "select * from read_parquet('https://example.invalid/x.parquet')",
-    "PRAGMA enable_profiling",
 ]
 
 
@@ -111,9 +103,8 @@ def test_python_api_query_is_read_only_too(wh, tmp_path):
     assert fingerprint(wh.root) == before
 
 
-def test_export_refuses_targets_inside_the_warehouse_and_writes_atomically(tmp_path):
-    root = tmp_path / "wh"
-    assert sweepkit("trace", "--warehouse", str(root), "--format", "csv", timeout=300).returncode == 0
+def test_export_refuses_targets_inside_the_warehouse_and_writes_atomically(wh, tmp_path):
+    root = wh.root
     before = fingerprint(root)
     victim = next((root / "parquet").rglob("*.parquet"))
     for target in (root / "sweepkit.duckdb", victim, root / "new.csv", root / "parquet" / "x.csv"):
@@ -145,6 +136,8 @@ def test_a_damaged_file_is_named_and_other_runs_still_commit(wh, tmp_path, damag
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert f"committed run {first} is damaged" in res.stderr and f"sweepkit runs --drop {first}" in res.stderr
     assert wh.damaged().keys() == {first}
+    res = sweepkit("runs", "--warehouse", str(wh.root), "--format", "json")
+    assert res.returncode == 0 and f"run {first} is damaged" in res.stderr and len(json.loads(res.stdout)) == 2
     third = write(wh, 3, "c")                       # a new run commits whatever another run's files say
     assert wh.query("select count(*) from runs").column(0)[0].as_py() == 3
     with pytest.raises(duckdb.Error, match=f"run {first} is damaged"):
