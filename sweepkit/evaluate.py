@@ -6,7 +6,7 @@ import math
 import numbers
 from typing import Any
 
-from sweepkit.catalogue import get_device, get_draft, get_format, get_model
+from sweepkit.catalogue import get_device, get_draft, get_format, get_model, load_models_file
 from sweepkit.errors import bad_value
 from sweepkit.sweep.grid import INT_MAX
 
@@ -45,7 +45,8 @@ def gamma_bucket(gamma: int) -> int:
 
 def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, context: int = 512,
              gamma: int = 3, alpha: float = 0.7, tp: int = 1, weight_format: str = "bf16",
-             kv_format: str = "bf16", compute_format: str = "bf16") -> dict[str, Any]:
+             kv_format: str = "bf16", compute_format: str = "bf16",
+             models_file: str | None = None) -> dict[str, Any]:
     """Evaluate one decode point: plain against speculative decoding.
 
     Args:
@@ -55,6 +56,8 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       batch: B rows >= 1.  context: S tokens per row >= 1.  gamma: draft length, integer >= 0.
       alpha: acceptance per drafted token in [0, 1].  tp: tensor-parallel degree >= 1.
       weight_format, kv_format, compute_format: ``bf16``, ``fp8``, ``int8``, ``int4``, ``fp4``.
+      models_file: a TOML file of ``[models.<name>]`` tables (HF config fields) whose names ``model`` and
+        ``draft`` may then use.
 
     Returns:
       dict with tokens_per_pass, t_plain_pass_s, t_draft_s, t_verify_pass_s, s_per_token_plain,
@@ -66,6 +69,8 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       >>> round(r["s_per_token_plain"] * 1e3, 3), round(r["s_per_token_spec"] * 1e3, 3), r["verify_bound"]
       (6.126, 3.076, 'memory')
     """
+    if models_file is not None:
+        load_models_file(models_file)
     dev = get_device(device)
     target = get_model(model)
     drf = get_draft(draft, target)

@@ -138,3 +138,25 @@ def test_evaluate_and_a_grid_take_a_config_json_path(tmp_path, monkeypatch):
     grid.write_text('name = "g"\n[axes]\nmodel = ["models/none/config.json"]\n')
     with pytest.raises(InputError, match=r"axes.model = 'models/none/config.json': no such config.json"):
         load_grid(grid)
+
+
+def test_a_grid_and_evaluate_take_a_models_file(tmp_path, monkeypatch):
+    import sweepkit
+    from sweepkit.sweep.grid import load_grid
+
+    def toml(config):
+        return "\n".join(f"{k} = {json.dumps(v)}" for k, v in config.items())
+
+    fields = toml(LLAMA_8B_CONFIG)
+    short = toml({**LLAMA_8B_CONFIG, "num_hidden_layers": 16})
+    (tmp_path / "mine.toml").write_text(f"[models.my-8b]\n{fields}\n[models.my-8b-short]\n{short}\n")
+    grid = tmp_path / "g.toml"
+    grid.write_text('name = "g"\nmodels_file = "mine.toml"\n[axes]\nmodel = ["my-8b", "my-8b-short"]\n')
+    spec = load_grid(grid)
+    assert spec.axes["model"] == ("my-8b", "my-8b-short")
+    monkeypatch.chdir(tmp_path)
+    mine = sweepkit.evaluate(device="H100", model="my-8b", draft="mtp", models_file="mine.toml")
+    assert mine == sweepkit.evaluate(device="H100", model="llama-3-8b", draft="mtp")
+    (tmp_path / "clash.toml").write_text(f"[models.llama-3-8b]\n{fields}\n")
+    with pytest.raises(InputError, match=r"clash.toml: models.llama-3-8b = 'llama-3-8b' is not allowed"):
+        sweepkit.evaluate(device="H100", model="llama-3-8b", models_file="clash.toml")

@@ -160,7 +160,41 @@ def load_models() -> dict[str, Model]:
 
 
 def model_names() -> list[str]:
-    return list(load_models())
+    """Catalogue models, then those a models file or config.json registered in this process."""
+    return list(dict.fromkeys([*load_models(), *_REGISTERED]))
+
+
+def load_models_file(path: str | Path, where: str | None = None) -> list[str]:
+    """Register the ``[models.<name>]`` tables of a TOML file (the packaged models.toml's format).
+
+    Args:
+      path: the file.  where: the label messages start with (default: the path).
+
+    Returns:
+      The names it defines, in file order; each is then known to :func:`get_model`.
+
+    Raises:
+      InputError: an unreadable file, no ``[models]`` table, a name the catalogue already has, or bad fields.
+    """
+    import tomllib
+
+    from sweepkit.inputs import read_text
+
+    where = str(path) if where is None else where
+    try:
+        raw = tomllib.loads(read_text(path, "models file (TOML)", where=where))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where}: not valid TOML ({exc}); expected [models.<name>] tables") from None
+    entries = raw.get("models")
+    if not isinstance(entries, dict) or not entries or set(raw) != {"models"}:
+        raise InputError(f"{where}: expected only [models.<name>] tables of HF config fields")
+    for name, fields in entries.items():
+        if name in load_models():
+            raise bad_value(f"models.{name}", name, "a name the catalogue does not have", where=where)
+        if not isinstance(fields, dict):
+            raise bad_value(f"models.{name}", fields, "a table of HF config fields", where=where)
+        register_model(model_from_hf_config(fields, name=name, where=f"{where} [models.{name}]"))
+    return list(entries)
 
 
 _REGISTERED: dict[str, Model] = {}

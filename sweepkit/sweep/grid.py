@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from sweepkit.catalogue import (device_names, draft_names, format_names, get_draft, get_model, is_config_path,
-                                load_hf_config, model_names, register_model)
+                                load_hf_config, load_models_file, model_names, register_model)
 from sweepkit.errors import InputError, bad_value
 from sweepkit.inputs import read_text
 
@@ -63,7 +63,7 @@ DEFAULTS: dict[str, tuple] = {
 }
 """Values of the axes a grid file leaves out."""
 
-TOP_LEVEL_KEYS = ("name", "description", "axes")
+TOP_LEVEL_KEYS = ("name", "description", "models_file", "axes")
 RANGE_KEYS = ("start", "stop", "num", "scale")
 MAX_AXIS_VALUES = 1_000_000
 """Most values one axis may have (a range's num)."""
@@ -153,7 +153,7 @@ def parse_grid(text: str, where: str = "<grid>", base: Path | None = None) -> Gr
     for key in table:
         if key not in AXES:
             raise bad_value(f"axes.{key}", _short(table[key]), "an axis among " + ", ".join(AXES), where=where)
-    configs = _load_configs(table, where, base)
+    configs = _load_models_file(raw, where, base) + _load_configs(table, where, base)
     axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
     _check_drafts(axes, where)
     _check_tp(axes, where)
@@ -275,6 +275,20 @@ def _load_configs(table: dict, where: str, base: Path | None) -> list[str]:
                 except InputError as exc:
                     raise InputError(one_line_of(exc, f"{where}: axes.{axis} = {v!r}")) from None
     return texts
+
+
+def _load_models_file(raw: dict, where: str, base: Path | None) -> list[str]:
+    """Register the models of ``models_file`` (relative to ``base``) for the axes; returns its text."""
+    if "models_file" not in raw:
+        return []
+    value = raw["models_file"]
+    if not isinstance(value, str) or not value.strip():
+        raise bad_value("models_file", value, "the path of a TOML file of [models.<name>] tables", where=where)
+    path = Path(value) if Path(value).is_absolute() or base is None else base / value
+    label = f"{where}: models_file = {value!r}"
+    text = read_text(path, "models file (TOML)", where=label)
+    load_models_file(path, where=label)
+    return [text]
 
 
 def one_line_of(exc: InputError, prefix: str) -> str:
