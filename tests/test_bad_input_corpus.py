@@ -318,6 +318,8 @@ CLI: list[Cli] = [
     Cli("sql-copy-anywhere", ("sql", "COPY (select 1) TO 'out.csv'"), "sql", "COPY"),
     Cli("sql-export", ("sql", "EXPORT DATABASE 'dump'"), "sql", "EXPORT"),
     Cli("sql-two", ("sql", "select 1; select 2"), "sql", "2 statements"),
+    Cli("sql-explain-analyze-copy", ("sql", "EXPLAIN ANALYZE COPY (select 1) TO '{wh}/sweepkit.duckdb'"), "sql",
+        "EXPLAIN of a COPY"),
     Cli("sql-install", ("sql", "INSTALL httpfs"), "sql", "LOAD"),
     Cli("sql-load", ("sql", "LOAD httpfs"), "sql", "LOAD"),
     Cli("sql-attach", ("sql", "ATTACH 'other.db'"), "sql", "ATTACH"),

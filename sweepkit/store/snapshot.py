@@ -13,6 +13,7 @@ says can write a file, read one outside the warehouse, or reach the network.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -27,6 +28,7 @@ RECORD_TABLES = ("runs", "run_files", "warehouse_meta")
 READ_STATEMENTS = ("SELECT", "EXPLAIN")
 """Statement types a read may run (SELECT covers WITH, DESCRIBE, SHOW, SUMMARIZE, FROM-first queries)."""
 
+_EXPLAIN = re.compile(r"^\s*explain(?:\s+analy[sz]e)?\s+(.*)$", re.IGNORECASE | re.DOTALL)
 _SETTINGS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 
@@ -99,7 +101,7 @@ def _feed_views(con: duckdb.DuckDBPyConnection, records: dict[str, pa.Table] | N
 
 
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Admit exactly one SELECT or EXPLAIN statement.
+    """Admit exactly one SELECT statement, or an EXPLAIN [ANALYZE] of one.
 
     Raises:
       InputError: no statement, several, or one of another type (COPY, EXPORT, INSTALL, ATTACH, SET, ...).
@@ -110,6 +112,9 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         raise InputError(f"sql: {len(statements)} statements given; expected exactly one SELECT statement "
                          f"(the warehouse is read-only)")
     kind = statements[0].type.name
+    if kind == "EXPLAIN":                  # EXPLAIN ANALYZE runs what it explains: that must be a SELECT too
+        inner = _EXPLAIN.match(sql)
+        kinds = [x.type.name for x in con.extract_statements(inner.group(1))] if inner else []
+        kind = "EXPLAIN" if kinds == ["SELECT"] else f"EXPLAIN of a {'/'.join(kinds) or 'non-SELECT'}"
     if kind not in READ_STATEMENTS:
-        raise InputError(f"sql: a {kind} statement is not allowed; expected one SELECT statement "
-                         f"(the warehouse is read-only)")
+        raise InputError(f"sql: {kind} is not allowed; expected one SELECT statement (the warehouse is read-only)")
