@@ -6,23 +6,28 @@ import math
 import numbers
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-
-from sweepkit.catalogue import get_device, get_draft, get_format, get_model
-from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.decode import DecodeInputs, decode_point_jit
-from sweepkit.costmodel.roofline import BOUNDS
+from sweepkit.catalogue import get_device, get_draft, get_format, get_model, load_models_file
 from sweepkit.errors import bad_value
+from sweepkit.sweep.grid import INT_MAX
 
 
-def check_int(name: str, value: Any, minimum: int) -> int:
-    """An integer (or integer-valued number) >= minimum, else a clear InputError."""
+def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """An integer (or integer-valued number) in [minimum, maximum], else a clear InputError."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-        and float(value).is_integer() and value >= minimum
+        and float(value).is_integer() and value >= minimum and (maximum is None or value <= maximum)
     if not ok:
-        raise bad_value(name, value, f"an integer >= {minimum}")
+        allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum:,}]"
+        raise bad_value(name, value, allowed)
     return int(value)
+
+
+def check_tp(tp: int, model) -> int:
+    """A TP degree must divide the model's attention heads (each device holds whole heads)."""
+    if model.n_heads % tp:
+        divisors = [d for d in range(1, model.n_heads + 1) if model.n_heads % d == 0]
+        raise bad_value("tp", tp, f"a divisor of {model.name}'s {model.n_heads} attention heads "
+                        f"({', '.join(map(str, divisors))})")
+    return tp
 
 
 def check_alpha(value: Any, name: str = "alpha") -> float:
@@ -40,15 +45,19 @@ def gamma_bucket(gamma: int) -> int:
 
 def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, context: int = 512,
              gamma: int = 3, alpha: float = 0.7, tp: int = 1, weight_format: str = "bf16",
-             kv_format: str = "bf16", compute_format: str = "bf16") -> dict[str, Any]:
+             kv_format: str = "bf16", compute_format: str = "bf16",
+             models_file: str | None = None) -> dict[str, Any]:
     """Evaluate one decode point: plain against speculative decoding.
 
     Args:
-      device: catalogue device (``sweepkit devices``).  model: catalogue model (``sweepkit models``).
+      device: catalogue device (``sweepkit devices``).
+      model: catalogue model (``sweepkit models``) or the path of a HF ``config.json``.
       draft: ``none``, ``mtp`` or a catalogue model sharing the target's vocabulary.
       batch: B rows >= 1.  context: S tokens per row >= 1.  gamma: draft length, integer >= 0.
       alpha: acceptance per drafted token in [0, 1].  tp: tensor-parallel degree >= 1.
       weight_format, kv_format, compute_format: ``bf16``, ``fp8``, ``int8``, ``int4``, ``fp4``.
+      models_file: a TOML file of ``[models.<name>]`` tables (HF config fields) whose names ``model`` and
+        ``draft`` may then use.
 
     Returns:
       dict with tokens_per_pass, t_plain_pass_s, t_draft_s, t_verify_pass_s, s_per_token_plain,
@@ -60,17 +69,32 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       >>> round(r["s_per_token_plain"] * 1e3, 3), round(r["s_per_token_spec"] * 1e3, 3), r["verify_bound"]
       (6.126, 3.076, 'memory')
     """
+    if models_file is not None:
+        load_models_file(models_file)
     dev = get_device(device)
     target = get_model(model)
     drf = get_draft(draft, target)
     wfmt = get_format(weight_format, "weight_format")
     kfmt = get_format(kv_format, "kv_format")
     get_format(compute_format, "compute_format")
-    batch = check_int("batch", batch, 1)
-    context = check_int("context", context, 1)
-    gamma = check_int("gamma", gamma, 0)
-    tp = check_int("tp", tp, 1)
+    batch = check_int("batch", batch, 1, INT_MAX["batch"])
+    context = check_int("context", context, 1, INT_MAX["context"])
+    gamma = check_int("gamma", gamma, 0, INT_MAX["gamma"])
+    tp = check_tp(check_int("tp", tp, 1, INT_MAX["tp"]), target)
     alpha = check_alpha(alpha)
+    return _point(dev, target, drf, wfmt, kfmt, compute_format, batch, context, gamma, alpha, tp)
+
+
+def _point(dev, target, drf, wfmt, kfmt, compute_format: str, batch: int, context: int, gamma: int,
+           alpha: float, tp: int) -> dict[str, Any]:
+    """The validated point through the float64 cost model (JAX is imported here, on first use: ~2 s)."""
+    import jax
+    import jax.numpy as jnp
+
+    from sweepkit.costmodel.arrays import device_arrays, model_arrays
+    from sweepkit.costmodel.decode import DecodeInputs, decode_point_jit
+    from sweepkit.costmodel.roofline import BOUNDS
+
     with jax.enable_x64(True):
         f64 = jnp.float64
         p = DecodeInputs(

@@ -108,3 +108,55 @@ def test_bad_config_json_is_a_clear_error(tmp_path, text, message):
 def test_missing_config_file(tmp_path):
     with pytest.raises(InputError, match="no such config.json"):
         load_hf_config(tmp_path / "nope" / "config.json")
+
+
+LLAMA_8B_CONFIG = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False}
+
+
+def test_evaluate_and_a_grid_take_a_config_json_path(tmp_path, monkeypatch):
+    """A HF config.json path works wherever a catalogue model name does: evaluate (relative to the current
+    folder), a grid's model and draft axes (relative to the grid file), and the grid's digest covers the
+    config's text (an edited config is another grid, never a reused run)."""
+    import sweepkit
+    from sweepkit.sweep.grid import load_grid
+
+    folder = tmp_path / "models" / "my-llama"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(LLAMA_8B_CONFIG))
+    monkeypatch.chdir(tmp_path)
+    mine = sweepkit.evaluate(device="H100", model="models/my-llama/config.json", draft="mtp")
+    ref = sweepkit.evaluate(device="H100", model="llama-3-8b", draft="mtp")
+    assert mine == ref
+    grid = tmp_path / "g.toml"
+    grid.write_text('name = "g"\n[axes]\nmodel = ["models/my-llama/config.json", "llama-3-8b"]\n'
+                    'draft = ["mtp", "llama-3.2-1b"]\n')
+    spec = load_grid(grid)
+    assert spec.axes["model"] == ("models/my-llama/config.json", "llama-3-8b") and spec.n_points == 4
+    (folder / "config.json").write_text(json.dumps({**LLAMA_8B_CONFIG, "num_hidden_layers": 16}))
+    assert load_grid(grid).sha256 != spec.sha256
+    grid.write_text('name = "g"\n[axes]\nmodel = ["models/none/config.json"]\n')
+    with pytest.raises(InputError, match=r"axes.model = 'models/none/config.json': no such config.json"):
+        load_grid(grid)
+
+
+def test_a_grid_and_evaluate_take_a_models_file(tmp_path, monkeypatch):
+    import sweepkit
+    from sweepkit.sweep.grid import load_grid
+
+    def toml(config):
+        return "\n".join(f"{k} = {json.dumps(v)}" for k, v in config.items())
+
+    fields = toml(LLAMA_8B_CONFIG)
+    short = toml({**LLAMA_8B_CONFIG, "num_hidden_layers": 16})
+    (tmp_path / "mine.toml").write_text(f"[models.my-8b]\n{fields}\n[models.my-8b-short]\n{short}\n")
+    grid = tmp_path / "g.toml"
+    grid.write_text('name = "g"\nmodels_file = "mine.toml"\n[axes]\nmodel = ["my-8b", "my-8b-short"]\n')
+    spec = load_grid(grid)
+    assert spec.axes["model"] == ("my-8b", "my-8b-short")
+    monkeypatch.chdir(tmp_path)
+    mine = sweepkit.evaluate(device="H100", model="my-8b", draft="mtp", models_file="mine.toml")
+    assert mine == sweepkit.evaluate(device="H100", model="llama-3-8b", draft="mtp")
+    (tmp_path / "clash.toml").write_text(f"[models.llama-3-8b]\n{fields}\n")
+    with pytest.raises(InputError, match=r"clash.toml: models.llama-3-8b = 'llama-3-8b' is not allowed"):
+        sweepkit.evaluate(device="H100", model="llama-3-8b", models_file="clash.toml")

@@ -278,3 +278,44 @@ def test_a_grid_file_with_a_byte_order_mark_reads_as_without(tmp_path):
     from sweepkit.sweep.grid import parse_grid
 
     assert load_grid(path).axes == parse_grid(TINY).axes
+
+
+@pytest.mark.parametrize("width", [40, 80, 120])
+def test_a_narrow_terminal_never_cuts_a_number(wh, width):
+    """Headers break and text wraps to fit; every number of the table appears whole in the printed text."""
+    import io
+
+    from rich.console import Console
+
+    from sweepkit.cli.common import _cell, rich_table
+    from sweepkit.store import Warehouse
+
+    table = Warehouse(wh / "wh").query("select * from decode order by batch, device")
+    t = rich_table(table, "decode", width)
+    buf = io.StringIO()
+    Console(file=buf, width=max(width, t.needed_width)).print(t)
+    text = buf.getvalue()
+    lines = [line for line in text.splitlines() if line.strip()]
+    for row in table.to_pylist():
+        for name, value in row.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert _cell(value) in text, (name, value)
+    assert max(len(line) for line in lines) <= max(width, t.needed_width)
+
+
+def test_matrix_says_why_it_has_no_rows_and_help_examples_name_no_made_up_run(wh):
+    res = cli("matrix", "--run-id", "bogus", "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 2 and "--run-id = 'bogus' is not allowed" in res.stderr
+    res = cli("matrix", "--device", "Z9", "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 2 and "--device = 'Z9' is not allowed" in res.stderr
+    res = cli("matrix", "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 0 and "no serving run in this warehouse yet" in res.stderr
+    assert "--drop 2026" not in cli("runs", "--help").output
+
+
+def test_a_reader_that_stops_reading_is_no_error(wh):
+    """`sweepkit sql ... | head -1`: the first line, then a quiet exit (no 'Broken pipe' message)."""
+    p = subprocess.run(f"{sys.executable} -m sweepkit.cli sql 'select * from range(200000)' --format csv "
+                       f"--warehouse {wh / 'wh'} | head -1", shell=True, env=ENV, capture_output=True, text=True,
+                       timeout=120)
+    assert p.stdout == "range\n" and p.stderr == "", p.stderr

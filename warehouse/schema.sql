@@ -44,14 +44,17 @@ create table if not exists run_files (
     table_name  varchar not null,
     path        varchar not null,
     row_count   bigint not null,
-    size_bytes  bigint not null
+    size_bytes  bigint not null,
+    footer_sha256 varchar
 );
+alter table run_files add column if not exists footer_sha256 varchar;
 comment on table run_files is 'One row per Parquet file of a committed run; the views read exactly these files';
 comment on column run_files.run_id is 'The run (runs.run_id)';
 comment on column run_files.table_name is 'The view the file belongs to (decode, serving, ...)';
 comment on column run_files.path is 'Path relative to the warehouse root: parquet/<table>/run_id=<id>/part-<writer>-<n>.parquet';
 comment on column run_files.row_count is 'Rows in the file';
 comment on column run_files.size_bytes is 'bytes, file size';
+comment on column run_files.footer_sha256 is 'Hex SHA-256 of the file''s Parquet footer at commit (schema, row groups, statistics); readers compare it and size_bytes with the file (null: not recorded)';
 
 create table if not exists warehouse_meta (
     key    varchar primary key,

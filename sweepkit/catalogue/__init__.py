@@ -11,15 +11,19 @@ from sweepkit.catalogue.models import (
     draft_names,
     get_draft,
     get_model,
+    is_config_path,
     load_hf_config,
+    load_models_file,
     load_models,
     model_from_hf_config,
     model_names,
+    register_model,
 )
 
 __all__ = [
     "Device", "Draft", "Format", "Model",
     "device_names", "draft_names", "format_names", "model_names",
     "get_device", "get_draft", "get_format", "get_model",
-    "load_devices", "load_formats", "load_hf_config", "load_models", "model_from_hf_config",
+    "is_config_path", "load_devices", "load_formats", "load_hf_config", "load_models", "load_models_file", "model_from_hf_config",
+    "register_model",
 ]

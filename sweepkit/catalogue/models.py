@@ -19,6 +19,8 @@ from typing import Any, Mapping
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.errors import InputError, bad_value
 
+MAX_DIMENSION = 1 << 24
+"""Largest layer count, width, head count or vocabulary a config may give."""
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
@@ -118,8 +120,8 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
 
     def positive_int(key: str, default: Any = None) -> int:
         value = config.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise bad_value(key, value, "a positive integer", where=where)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIMENSION:
+            raise bad_value(key, value, f"an integer in [1, {MAX_DIMENSION:,}]", where=where)
         return value
 
     d = positive_int("hidden_size")
@@ -139,11 +141,11 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
 
 def load_hf_config(path: str | Path, name: str | None = None) -> Model:
     """Load any HF ``config.json`` from disk as a :class:`Model` (name defaults to the parent folder)."""
+    from sweepkit.inputs import read_text
+
     path = Path(path)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such config.json") from None
+        config = json.loads(read_text(path, "config.json"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(config, dict):
@@ -158,15 +160,72 @@ def load_models() -> dict[str, Model]:
 
 
 def model_names() -> list[str]:
-    return list(load_models())
+    """Catalogue models, then those a models file or config.json registered in this process."""
+    return list(dict.fromkeys([*load_models(), *_REGISTERED]))
+
+
+def load_models_file(path: str | Path, where: str | None = None) -> list[str]:
+    """Register the ``[models.<name>]`` tables of a TOML file (the packaged models.toml's format).
+
+    Args:
+      path: the file.  where: the label messages start with (default: the path).
+
+    Returns:
+      The names it defines, in file order; each is then known to :func:`get_model`.
+
+    Raises:
+      InputError: an unreadable file, no ``[models]`` table, a name the catalogue already has, or bad fields.
+    """
+    import tomllib
+
+    from sweepkit.inputs import read_text
+
+    where = str(path) if where is None else where
+    try:
+        raw = tomllib.loads(read_text(path, "models file (TOML)", where=where))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where}: not valid TOML ({exc}); expected [models.<name>] tables") from None
+    entries = raw.get("models")
+    if not isinstance(entries, dict) or not entries or set(raw) != {"models"}:
+        raise InputError(f"{where}: expected only [models.<name>] tables of HF config fields")
+    for name, fields in entries.items():
+        if name in load_models():
+            raise bad_value(f"models.{name}", name, "a name the catalogue does not have", where=where)
+        if not isinstance(fields, dict):
+            raise bad_value(f"models.{name}", fields, "a table of HF config fields", where=where)
+        register_model(model_from_hf_config(fields, name=name, where=f"{where} [models.{name}]"))
+    return list(entries)
+
+
+_REGISTERED: dict[str, Model] = {}
+"""Models loaded from a ``config.json`` path in this process, by the path text that named them."""
+
+
+def is_config_path(name: str) -> bool:
+    """Whether a model name is a path to a HF ``config.json`` (it ends in ``.json``)."""
+    return name.endswith(".json")
+
+
+def register_model(model: Model) -> Model:
+    """Make ``model`` known to :func:`get_model` under ``model.name`` (a grid's ``config.json`` path)."""
+    _REGISTERED[model.name] = model
+    return model
 
 
 def get_model(name: str, field: str = "model") -> Model:
-    """Look a model up by catalogue name; unknown names raise :class:`InputError` listing the known ones."""
+    """A model by catalogue name, or by the path of a HF ``config.json`` (loaded once, then known by that path).
+
+    Raises:
+      InputError: an unknown name (the message lists the known ones), or a bad config.json.
+    """
     models = load_models()
-    if name not in models:
-        raise bad_value(field, name, models)
-    return models[name]
+    if isinstance(name, str) and name in models:
+        return models[name]
+    if isinstance(name, str) and name in _REGISTERED:
+        return _REGISTERED[name]
+    if isinstance(name, str) and is_config_path(name):
+        return register_model(load_hf_config(name, name=name))
+    raise bad_value(field, name, [*models, "a path to a HF config.json"])
 
 
 def draft_names() -> list[str]:
@@ -180,9 +239,9 @@ def get_draft(name: str, target: Model, field: str = "draft") -> Draft:
     if name == "mtp":
         mtp = target.with_layers(1, name=f"{target.name}-mtp")
         return Draft(kind="mtp", name="mtp", model=mtp, resident_params=target.params_per_layer)
-    if name not in load_models():
-        raise bad_value(field, name, draft_names())
-    model = load_models()[name]
+    if name not in load_models() and not (isinstance(name, str) and (name in _REGISTERED or is_config_path(name))):
+        raise bad_value(field, name, draft_names() + ["a path to a HF config.json"])
+    model = get_model(name, field)
     if model.vocab != target.vocab:
         raise InputError(f"{field} = {name!r} has vocab {model.vocab} but target {target.name!r} has "
                          f"{target.vocab}; a draft must share the target's vocabulary")

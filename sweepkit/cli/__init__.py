@@ -17,6 +17,8 @@ Conventions every command follows (tests/test_cli.py checks them):
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
@@ -38,6 +40,10 @@ COMMANDS: dict[str, str] = {
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 
+COMPUTING = ("run", "simulate", "trace", "report")
+"""Commands that run JAX programs: they get the persistent compilation cache (``sweepkit.jaxcache``); the
+others never import JAX (~2 s saved on every ``sql``, ``query``, ``runs``, ...)."""
+
 
 class SweepkitGroup(click.Group):
     """Lazily imported commands; InputError turned into one line + exit status 2; OSError and DuckDB errors
@@ -50,12 +56,23 @@ class SweepkitGroup(click.Group):
         target = COMMANDS.get(name)
         if target is None:
             return None
+        if name in COMPUTING:
+            from sweepkit.jaxcache import enable_persistent_cache
+
+            enable_persistent_cache()
         module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:     # a bad option or argument: one line, like any other bad input
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            raise BadInput(one_line(f"{where}{exc.format_message()}")) from None
+        except BrokenPipeError:             # the reader stopped reading (`| head`): stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())      # so that the flush at exit does not fail again
+            raise click.exceptions.Exit(0) from None
         except InputError as exc:
             raise BadInput(with_hint(one_line(str(exc)))) from None
         except OSError as exc:       # the file system refused (a warehouse folder in the way, no space, ...)
@@ -80,9 +97,6 @@ def main() -> None:
     \b
     Example: sweepkit run grids/seed.toml && sweepkit query break_even --format markdown
     """
-    from sweepkit.jaxcache import enable_persistent_cache
-
-    enable_persistent_cache()
 
 
 __all__ = ["COMMANDS", "main"]

@@ -54,10 +54,26 @@ def format_option(f: Callable) -> Callable:
                         help="Output format; json prints one JSON array of row objects and nothing else.")(f)
 
 
-def open_warehouse(path: str | None):
+def open_warehouse(path: str | None, *, reading: bool = False):
+    """The warehouse ``--warehouse`` names (None: the default).
+
+    Args:
+      path: the option's value.  reading: the command only reads: a folder that does not exist is bad input
+        (a mistyped path would otherwise answer empty results); writers create it.
+
+    Raises:
+      InputError: an empty path, or a warehouse to read that does not exist.
+    """
+    from sweepkit.errors import bad_value
     from sweepkit.store import Warehouse
 
-    return Warehouse(path)
+    if path is not None and not path.strip():
+        raise bad_value("--warehouse", path, "a folder path (omit it for $SWEEPKIT_WAREHOUSE or ./warehouse)")
+    wh = Warehouse(path)
+    if reading and not wh.root.is_dir():
+        label = "--warehouse" if path is not None else "warehouse (default)"
+        raise bad_value(label, str(wh.root), "an existing warehouse folder (`sweepkit run GRID` creates one)")
+    return wh
 
 
 def note(message: str) -> None:
@@ -154,21 +170,48 @@ def emit(table: pa.Table, fmt: str, title: str | None = None) -> None:
             out.write("| " + " | ".join(_cell(r[n]).replace("|", "\\|") for n in names) + " |\n")
     else:
         from rich.console import Console
-        from rich.table import Table
 
-        t = Table(title=title, show_lines=False, header_style="bold")
-        for n in names:
-            numeric = pa.types.is_integer(table.schema.field(n).type) or pa.types.is_floating(
-                table.schema.field(n).type)
-            t.add_column(n, justify="right" if numeric else "left")
-        for r in _rows(table.slice(0, TABLE_MAX_ROWS)):
-            t.add_row(*(_cell(r[n]) for n in names))
-        Console(file=out, width=None if out.isatty() else 200).print(t)
+        width = Console(file=out).width if out.isatty() else 200
+        t = rich_table(table, title, width)
+        Console(file=out, width=max(width, t.needed_width)).print(t)
         if not table.num_rows:
             note("(no rows)")
         elif table.num_rows > TABLE_MAX_ROWS:
             note(f"showing the first {TABLE_MAX_ROWS:,} of {table.num_rows:,} rows; --format csv or json prints "
                  "them all")
+
+
+def rich_table(table: pa.Table, title: str | None = None, width: int = 200):
+    """The rich table ``--format table`` prints (at most TABLE_MAX_ROWS rows), for a terminal ``width`` wide.
+
+    A number is never cut. When the table is wider than ``width``, headers break into lines as wide as
+    their column's values (8 characters at least) and text values wrap likewise; numbers never wrap.
+    ``needed_width`` (an attribute of the returned table) is the narrowest width that keeps that promise:
+    print at least that wide (the terminal wraps the lines of a wider table rather than cutting them).
+    """
+    from rich.table import Table
+
+    names = table.column_names
+    cells = [[_cell(r[n]) for n in names] for r in _rows(table.slice(0, TABLE_MAX_ROWS))]
+    longest = [max((len(row[i]) for row in cells), default=1) for i in range(len(names))]
+    numeric = [_is_number(table.schema.field(n).type) for n in names]
+    natural = 1 + sum(max(len(n), w) + 3 for n, w in zip(names, longest))
+    t = Table(title=title, show_lines=False, header_style="bold")
+    needed = 1
+    for n, w, is_number in zip(names, longest, numeric):
+        column_w = max(len(n), w) if natural <= width else max(w if is_number else min(w, 8), min(len(n), 8))
+        header = "\n".join(n[i:i + column_w] for i in range(0, len(n), column_w))
+        t.add_column(header, justify="right" if is_number else "left", no_wrap=is_number,
+                     min_width=column_w, max_width=None if natural <= width else column_w, overflow="fold")
+        needed += column_w + 3
+    for row in cells:
+        t.add_row(*row)
+    t.needed_width = needed
+    return t
+
+
+def _is_number(kind: pa.DataType) -> bool:
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -34,7 +34,7 @@ def query(name: str | None, params: tuple[str, ...], warehouse: str | None, fmt:
             "parameters": [", ".join(f"{p.name}={_show(p.default)}" for p in q.params) for q in qs],
         }), fmt, title="queries")
         return
-    emit(run_query(open_warehouse(warehouse), name, parse_params(params)), fmt, title=name)
+    emit(run_query(open_warehouse(warehouse, reading=True), name, parse_params(params)), fmt, title=name)
 
 
 def _show(value) -> str:

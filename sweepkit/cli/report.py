@@ -27,10 +27,12 @@ def report(out_dir: str, no_png: bool, warehouse: str | None, fmt: str) -> None:
     """
     from sweepkit.report.build import build_report
 
-    wh = open_warehouse(warehouse)
+    wh = open_warehouse(warehouse, reading=True)
     result = build_report(wh, out_dir, png=not no_png)
     for section in result["empty"]:
         note(f"{section}: no data yet (the report shows a panel instead)")
+    for section, message in result["damaged"].items():
+        note(f"{section}: skipped: {message}")
     note(f"report built in {result['seconds']:.1f} s: {result['html']}")
     files = [("html", "", result["html"])] + [("png", p.rsplit("/", 1)[-1][:-4], p) for p in result["pngs"]]
     emit(pa.table({"kind": [f[0] for f in files], "chart": [f[1] for f in files], "path": [f[2] for f in files]}),

@@ -9,7 +9,7 @@ import time
 import click
 
 from sweepkit.cli.common import Interrupts, emit, format_option, note, open_warehouse, warehouse_option
-from sweepkit.errors import bad_value
+from sweepkit.errors import InputError, bad_value
 
 HEADLINE = "speedup_table"
 
@@ -100,7 +100,13 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     else:
         run_id = _sweep(spec, wh, chunk_points, t0)
     params = {"run_id": run_id, **headline_filters(spec.axes, limit + 1 if limit else 0)}
-    table = run_query(wh, HEADLINE, params, limit=limit + 1 if limit else None, parse_text=False)
+    try:
+        table = run_query(wh, HEADLINE, params, limit=limit + 1 if limit else None, parse_text=False)
+    except InputError as exc:
+        if "is damaged" not in str(exc):
+            raise
+        raise click.ClickException(f"run {run_id} is committed, but its table cannot be shown: "
+                                   f"{str(exc).split('warehouse: ', 1)[-1]}") from None
     if limit and table.num_rows > limit:
         note(f"showing the first {limit} rows; all of them: sweepkit query {HEADLINE} --param run_id={run_id}")
         table = table.slice(0, limit)
@@ -127,7 +133,7 @@ def _sweep(spec, wh, chunk_points: int | None, t0: float) -> str:
             try:
                 run_id = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
                                       grid_sha256=spec.sha256, tables={"decode": interrupts.checked(batches)},
-                                      on_rows=on_rows)
+                                      on_rows=on_rows, on_wait=note)
             except Exception:
                 batches.join()           # never exit while the first chunk is inside XLA (it aborts)
                 raise

@@ -23,6 +23,21 @@ def _progress(total: int):
                     TimeElapsedColumn(), console=console)
 
 
+class _Ticker:
+    """Progress without a terminal (a log, CI): one stderr line at most every ``every_s`` seconds."""
+
+    def __init__(self, name: str, every_s: float = 10.0):
+        self.name, self.every_s, self.done = name, every_s, 0
+        self.t0 = self.last = time.perf_counter()
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if now - self.last >= self.every_s:
+            self.last = now
+            note(f"simulating {self.name}: {self.done} sims, {now - self.t0:.0f} s")
+
+
 def _batches(table):
     return iter(table.to_batches())
 
@@ -30,13 +45,40 @@ def _batches(table):
 def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
     from sweepkit.store import run_query
 
-    params = {"run_id": run_id}
-    table = run_query(wh, "matrix", params)
+    devices = _check_matrix_args(wh, run_id, device)
+    table = run_query(wh, "matrix", {"run_id": run_id})
     if device:
         import pyarrow.compute as pc
         table = table.filter(pc.equal(table["device"], device))
+        if device not in devices:
+            note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")
     emit(table, fmt, title="Lever matrix: change from the baseline (capacity metrics at capacity, "
                            "latencies at the reference load)")
+
+
+def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
+    """A named run must be a committed serving run and a device a catalogue device; returns the run's devices.
+
+    Raises:
+      InputError: an unknown run id, a run of another kind, or an unknown device.
+    """
+    from sweepkit.catalogue import get_device
+    from sweepkit.errors import bad_value
+
+    if device is not None:
+        get_device(device, "--device")
+    runs = wh.query("select run_id, kind from runs where $r = 'latest' or run_id = $r order by ended_at desc",
+                    {"r": run_id}).to_pylist()
+    serving = [r["run_id"] for r in runs if r["kind"] == "serving"]
+    if run_id != "latest" and not runs:
+        raise bad_value("--run-id", run_id, "a committed serving run (sweepkit runs lists them) or latest")
+    if run_id != "latest" and not serving:
+        raise bad_value("--run-id", run_id, f"a serving run (this one is a {runs[0]['kind']} run)")
+    if not serving:
+        note("no serving run in this warehouse yet: sweepkit simulate GRID makes one")
+        return []
+    return wh.query("select distinct device from serving where run_id = $r order by device",
+                    {"r": serving[0]}).column(0).to_pylist()
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -74,7 +116,8 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
                         task = bar.add_task(f"simulating {spec.name}", total=None)
                         tables = run_grid(spec, progress=lambda n: (interrupts.check(), bar.advance(task, n)))
                 else:
-                    tables = run_grid(spec, progress=interrupts.check)
+                    ticker = _Ticker(spec.name)
+                    tables = run_grid(spec, progress=lambda n: (interrupts.check(), ticker(n)))
                 interrupts.check()
         except KeyboardInterrupt:
             note("interrupted: nothing was committed")
@@ -82,7 +125,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
             sys.stderr.flush()
             os._exit(130)     # as `sweepkit run`: skip interpreter teardown with XLA work possibly in flight
         run_id = wh.write_run(kind="serving", grid_name=spec.name, grid_toml=spec.text, grid_sha256=spec.sha256,
-                              tables={k: _batches(v) for k, v in tables.items()})
+                              tables={k: _batches(v) for k, v in tables.items()}, on_wait=note, since_s=t0)
         note(f"run {run_id}: {tables['serving'].num_rows} simulated loads, {tables['capacity'].num_rows} points "
              f"in {time.perf_counter() - t0:.1f} s")
     _print_matrix(wh, run_id, fmt, device)
@@ -99,4 +142,4 @@ def matrix(warehouse: str | None, run_id: str, device: str | None, fmt: str) -> 
     \b
     Example: sweepkit matrix --device H100 --format markdown
     """
-    _print_matrix(open_warehouse(warehouse), run_id, fmt, device)
+    _print_matrix(open_warehouse(warehouse, reading=True), run_id, fmt, device)

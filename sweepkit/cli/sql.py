@@ -20,7 +20,7 @@ def sql(statement: str, warehouse: str | None, fmt: str) -> None:
     import duckdb
 
     try:
-        table = open_warehouse(warehouse).query(statement)
+        table = open_warehouse(warehouse, reading=True).query(statement)
     except duckdb.Error as exc:
         raise BadInput(with_hint(f"sql: {one_line(str(exc))}")) from None
     emit(table, fmt, title=None)

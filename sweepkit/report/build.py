@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from sweepkit.errors import InputError
 from sweepkit.report import charts
 
 SERVING_HINT = "no serving run yet — run <code>sweepkit simulate grids/serving-seed.toml</code>"
@@ -89,7 +90,7 @@ def _table(rows: list[dict]) -> str:
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape('' if v is None else str(v))}</td>" for v in r.values())
                    + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -97,7 +98,7 @@ max-width:1100px;color:#222;padding:0 16px}h1{margin-bottom:4px}section{margin:2
 .note{color:#666;font-size:14px}.panel{border:1px dashed #aaa;background:#fafafa;padding:18px;color:#555}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;
 text-align:right}th{background:#f3f3f3}code{background:#f1f1f1;padding:1px 4px;border-radius:3px}
-.chart{overflow-x:auto}"""
+.chart{overflow-x:auto}.scroll{overflow-x:auto;max-width:100%}"""
 
 EMBED = """
 const specs = JSON.parse(document.getElementById('sweepkit-specs').textContent);
@@ -120,6 +121,7 @@ def build_report(warehouse, out_dir: str | Path, *, png: bool = True) -> dict[st
 
     Returns:
       dict: ``html`` (path), ``pngs`` (paths), ``charts`` (ids drawn), ``empty`` (ids shown as panels),
+      ``damaged`` (id -> the one-line reason a section was skipped: a damaged committed file),
       ``seconds`` (build time).
     """
     import vl_convert as vlc
@@ -131,11 +133,19 @@ def build_report(warehouse, out_dir: str | Path, *, png: bool = True) -> dict[st
     parts: list[str] = []
     empty: list[str] = []
     pngs: list[str] = []
+    damaged: dict[str, str] = {}
     for sec in SECTIONS:
-        rows = _rows(warehouse, sec.query)
+        try:
+            rows = _rows(warehouse, sec.query)
+        except InputError as exc:            # a damaged committed file: skip this section, say so, go on
+            if "is damaged" not in str(exc):
+                raise
+            rows, damaged[sec.id] = [], str(exc)
         parts.append(f'<section id="section-{sec.id}"><h2>{html.escape(sec.heading)}</h2>'
                      f'<p class="note">{sec.text}</p>')
-        if not rows:
+        if sec.id in damaged:
+            parts.append(f'<div class="panel" data-damaged="{sec.id}">Skipped: {html.escape(damaged[sec.id])}</div>')
+        elif not rows:
             empty.append(sec.id)
             parts.append(f'<div class="panel" data-empty="{sec.id}">{sec.empty}</div>')
         else:
@@ -167,7 +177,7 @@ def build_report(warehouse, out_dir: str | Path, *, png: bool = True) -> dict[st
     html_path = out / "report.html"
     html_path.write_text(page, encoding="utf-8")
     return {"html": str(html_path), "pngs": pngs, "charts": list(specs), "empty": empty,
-            "seconds": time.perf_counter() - t0}
+            "damaged": damaged, "seconds": time.perf_counter() - t0}
 
 
 def _rows_runs(warehouse) -> list[dict]:

@@ -26,12 +26,15 @@ def _data(rows: list[dict]) -> alt.Data:
 def speedup_vs_batch(rows: list[dict]) -> alt.LayerChart:
     """Speed-up against batch, one line per device x context; points shaped by the verify pass's bound.
 
+    Devices take the dark2 scheme, so no device shares a colour with a bound elsewhere in the report; the
+    markers carry the device's colour and their shape (own legend) the bound.
+
     The dashed rule at 1 is break-even: below it speculation loses.
     """
     base = alt.Chart(_data(rows)).encode(
         x=alt.X("batch:Q", scale=alt.Scale(type="log", base=2), title="batch (rows decoded together)"),
         y=alt.Y("speedup:Q", title="speed-up (x, plain / speculative time per token)"),
-        color=alt.Color("device:N", title="device"),
+        color=alt.Color("device:N", title="device", scale=alt.Scale(scheme="dark2")),
         detail="context:N",
     )
     lines = base.mark_line(strokeWidth=1.5).encode(
@@ -40,11 +43,11 @@ def speedup_vs_batch(rows: list[dict]) -> alt.LayerChart:
                alt.Tooltip("ms_per_token_plain:Q", format=".3f", title="ms/token plain"),
                alt.Tooltip("ms_per_token_spec:Q", format=".3f", title="ms/token speculative"),
                alt.Tooltip("speedup:Q", format=".2f"), "verify_bound:N", "fits_in_memory:N"]
-    points = base.mark_point(size=60, filled=True).encode(
-        shape=alt.Shape("verify_bound:N", title="verify pass bound",
+    points = base.mark_point(size=60, filled=True).encode(      # marker colour: the device's line
+        shape=alt.Shape("verify_bound:N", title="verify pass bound (marker)",
                         scale=alt.Scale(domain=["memory", "power", "compute"],
-                                        range=["circle", "diamond", "triangle-up"])),
-        fill=alt.Fill("verify_bound:N", scale=BOUND_COLOURS, legend=None),
+                                        range=["circle", "diamond", "triangle-up"]),
+                        legend=alt.Legend(symbolFillColor="black", symbolStrokeColor="black")),
         tooltip=tooltip)
     rule = alt.Chart(alt.Data(values=[{"y": 1.0, "label": "break-even"}])).encode(y="y:Q")
     even = rule.mark_rule(strokeDash=[6, 4], color="black") + rule.mark_text(

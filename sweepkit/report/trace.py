@@ -34,9 +34,14 @@ from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.passes import Work, decode_work, pass_cost, verify_work
 from sweepkit.costmodel.roofline import BOUNDS
-from sweepkit.evaluate import check_alpha, check_int
+from sweepkit.evaluate import check_alpha, check_int, check_tp
 from sweepkit.errors import bad_value
 
+MAX_REQUESTS, MAX_PROMPT_TOKENS, MAX_OUTPUT_TOKENS, MAX_TOTAL_OUTPUT_TOKENS = 1024, 131_072, 4_096, 1 << 18
+"""A trace is a few requests, pass by pass: at most 1,024 requests, 131,072 prompt and 4,096 output tokens
+each, 262,144 output tokens in all (at most that many passes per mode in trace_steps)."""
+MAX_SEED = 2**32 - 1
+"""Largest PRNG seed (JAX's keys are 32-bit words)."""
 MODES = ("plain", "speculative")
 """A trace runs the same requests twice: without a draft, then with it."""
 
@@ -78,21 +83,25 @@ class Scenario:
         get_device(self.device)
         for f in ("weight_format", "kv_format", "compute_format"):
             get_format(getattr(self, f), f)
-        check_int("gamma", self.gamma, 1)
+        check_int("gamma", self.gamma, 1, 64)
         check_alpha(self.alpha)
-        check_int("seed", self.seed, 0)
-        check_int("tp", self.tp, 1)
-        check_int("prefill_token_budget", self.prefill_token_budget, 1)
-        check_int("batch_cap", self.batch_cap, 1)
-        if not self.prompt_tokens:
-            raise bad_value("prompts", "", "at least one prompt length")
+        check_int("seed", self.seed, 0, MAX_SEED)
+        check_tp(check_int("tp", self.tp, 1, 1024), target)
+        check_int("prefill_token_budget", self.prefill_token_budget, 1, 1 << 20)
+        check_int("batch_cap", self.batch_cap, 1, 4096)
+        if not self.prompt_tokens or len(self.prompt_tokens) > MAX_REQUESTS:
+            raise bad_value("prompts", ",".join(map(str, self.prompt_tokens))[:60],
+                            f"1 to {MAX_REQUESTS} prompt lengths (a trace shows a few requests pass by pass)")
         for p in self.prompt_tokens:
-            check_int("prompts", p, 1)
+            check_int("prompts", p, 1, MAX_PROMPT_TOKENS)
         if len(self.output_tokens) != len(self.prompt_tokens):
             raise bad_value("outputs", ",".join(map(str, self.output_tokens)),
                             f"one length, or {len(self.prompt_tokens)} (one per prompt)")
         for o in self.output_tokens:
-            check_int("outputs", o, 1)
+            check_int("outputs", o, 1, MAX_OUTPUT_TOKENS)
+        if sum(self.output_tokens) > MAX_TOTAL_OUTPUT_TOKENS:
+            raise bad_value("outputs", f"{sum(self.output_tokens):,} tokens in all",
+                            f"at most {MAX_TOTAL_OUTPUT_TOKENS:,} output tokens over all requests")
         if self.arrival_s is not None and (len(self.arrival_s) != len(self.prompt_tokens)
                                            or any(not (a >= 0.0) for a in self.arrival_s)):
             raise bad_value("arrival_s", self.arrival_s, "one time >= 0 s per prompt")

@@ -6,10 +6,10 @@ import math
 import numbers
 import tomllib
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from sweepkit.errors import InputError, bad_value
+from sweepkit.inputs import read_text
 
 
 def read_toml(path: str | Path | None, packaged: str) -> tuple[dict[str, Any], str]:
@@ -19,12 +19,7 @@ def read_toml(path: str | Path | None, packaged: str) -> tuple[dict[str, Any], s
         where = f"sweepkit/serving/data/{packaged}"
     else:
         where = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"{where}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{where}: is a directory, expected a TOML file") from None
+        text = read_text(path, "file (TOML)")                  # bounded in size, UTF-8 or one-line error
     try:
         return tomllib.loads(text), where
     except tomllib.TOMLDecodeError as exc:

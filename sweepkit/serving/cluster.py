@@ -68,6 +68,7 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
     gpus = number(raw, "gpus", where, lo=1, hi=65536, integer=True, default=instances * tp)
     if gpus != instances * tp:
         raise InputError(f"{where}: gpus = {gpus} is not allowed; expected instances x tp = {instances * tp}")
+    _check_fit(raw, model, tp, devices, where)
     return Cluster(
         description=str(raw.get("description", "")), source=str(raw.get("source", "")), model=model,
         gpus=gpus, instances=instances, tp=tp,
@@ -77,6 +78,25 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
         step_overhead_s=number(raw, "step_overhead_s", where, lo=0, hi=1.0, default=0.0005),
         weight_format=raw.get("weight_format", "bf16"), kv_format=raw.get("kv_format", "bf16"),
         compute_format=raw.get("compute_format", "bf16"), devices=tuple(devices))
+
+
+def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str) -> None:
+    """TP must divide the model's heads, and each GPU's share of the weights must fit in every device's HBM."""
+    target = get_model(model)
+    if target.n_heads % tp:
+        divisors = [d for d in range(1, target.n_heads + 1) if target.n_heads % d == 0 and d <= 64]
+        raise InputError(f"{where}: tp = {tp} is not allowed; expected a divisor of {model}'s {target.n_heads} "
+                         f"attention heads ({', '.join(map(str, divisors))})")
+    fmt = raw.get("weight_format", "bf16")
+    per_gpu_bytes = target.resident_params * get_format(fmt, "weight_format").bytes_per_value / tp
+    from sweepkit.costmodel.memory import MEM_UTIL
+
+    for name in devices:
+        usable_bytes = get_device(name, "devices").hbm_capacity_bytes * MEM_UTIL
+        if per_gpu_bytes >= usable_bytes:
+            raise InputError(f"{where}: tp = {tp} is not allowed; {model}'s {fmt} weights take "
+                             f"{per_gpu_bytes / 1e9:,.1f} GB per GPU, {name} may use {usable_bytes / 1e9:,.0f} GB "
+                             f"({MEM_UTIL:.0%} of its HBM): expected a larger tp or a smaller weight_format")
 
 
 def load_cluster(path: str | Path | None = None) -> Cluster:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 from pathlib import Path
 
 import numpy as np
 
-from sweepkit.errors import InputError
+from sweepkit.errors import InputError, bad_value
+from sweepkit.inputs import MAX_TRACE_BYTES, read_text
 from sweepkit.serving._toml import check_keys, number, read_toml, string, table
 
 _FIELDS = {
@@ -81,19 +83,45 @@ class Workload:
 
 
 def _read_trace(path: Path, where: str) -> tuple[tuple, tuple]:
+    """A trace CSV's lengths; every length must be an integer in [1, the field's maximum]."""
+    text = read_text(path, "trace CSV", MAX_TRACE_BYTES, where=f"{where}: trace {str(path)!r}")
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except FileNotFoundError:
-        raise InputError(f"{where}: trace = {str(path)!r} does not exist") from None
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InputError(f"{where}: trace {str(path)!r} is not valid CSV ({exc}); expected columns "
+                         f"input_tokens, output_tokens") from None
     if not rows or "input_tokens" not in rows[0] or "output_tokens" not in rows[0]:
         raise InputError(f"{where}: trace {str(path)!r} needs columns input_tokens, output_tokens")
+    columns = {"input_tokens": 1_000_000, "output_tokens": 65_536}
+    out = []
+    for column, most in columns.items():
+        values = []
+        for line, row in enumerate(rows, start=2):
+            value = _length(row.get(column))
+            if value is None or not 1 <= value <= most:
+                raise InputError(f"{where}: trace {str(path)!r} line {line}: {column} = {row.get(column)!r} "
+                                 f"is not allowed; expected an integer in [1, {most:,}]")
+            values.append(value)
+        out.append(tuple(values))
+    return out[0], out[1]
+
+
+def _length(text) -> int | None:
+    """A token count from CSV text (``512`` or ``512.0``), or None when it is not an integer."""
     try:
-        ins = tuple(max(1, int(float(r["input_tokens"]))) for r in rows)
-        outs = tuple(max(1, int(float(r["output_tokens"]))) for r in rows)
-    except ValueError:
-        raise InputError(f"{where}: trace {str(path)!r} has a non-numeric length") from None
-    return ins, outs
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if value.is_integer() else None
+
+
+def _check_means(w: Workload, where: str) -> Workload:
+    """A mean length must not exceed its maximum (the clipped lognormal could not reach the mean)."""
+    for kind in ("prompt", "output"):
+        mean, most = getattr(w, f"{kind}_mean_tokens"), getattr(w, f"{kind}_max_tokens")
+        if mean > most:
+            raise bad_value(f"{kind}_mean_tokens", mean, f"a number <= {kind}_max_tokens = {most:,}", where=where)
+    return w
 
 
 def _workload(name: str, raw: dict, where: str, base: Path | None) -> Workload:
@@ -113,7 +141,7 @@ def _workload(name: str, raw: dict, where: str, base: Path | None) -> Workload:
     if not isinstance(offline, bool):
         raise InputError(f"{where}: offline = {offline!r} is not allowed; expected true or false")
     turns = num("turns", lo=1, hi=64, integer=True, default=1)
-    return Workload(
+    return _check_means(Workload(
         name=name, description=str(raw.get("description", name)), source=string(raw, "source", where),
         prompt_mean_tokens=num("prompt_mean_tokens", lo=0, lo_open=True, **dflt),
         prompt_cv=num("prompt_cv", lo=0, hi=10, default=0.0),
@@ -127,7 +155,7 @@ def _workload(name: str, raw: dict, where: str, base: Path | None) -> Workload:
         ttft_slo_s=num("ttft_slo_s", lo=0, lo_open=True), tpot_slo_s=num("tpot_slo_s", lo=0, lo_open=True),
         offline=offline, min_sessions=num("min_sessions", lo=2, hi=1_000_000, integer=True, default=200),
         trace=str(trace), trace_inputs=ins, trace_outputs=outs,
-    )
+    ), where)
 
 
 def load_workloads(path: str | Path | None = None) -> dict[str, Workload]:

@@ -20,9 +20,11 @@ import time
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import duckdb
+
+from sweepkit.store import integrity
 
 OPEN_TIMEOUT_S = 120.0
 """How long an open keeps retrying while another process holds the database file."""
@@ -42,7 +44,7 @@ def schema_sql() -> str:
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(con.execute(
         "select count(*) from duckdb_tables() where database_name = current_database() and schema_name = 'main' "
-        "and table_name = ?", [name]).fetchone()[0])
+        "and table_name = ?", [name]).fetchall()[0][0])
 
 
 def has_schema(con: duckdb.DuckDBPyConnection) -> bool:
@@ -84,9 +86,33 @@ def _is_lock_error(exc: Exception) -> bool:
     return "lock" in text and ("conflicting" in text or "could not set" in text)
 
 
+WAIT_NOTE_S = 1.0
+"""A writer still waiting for the database file after this long says so (once)."""
+
+
+class _Waiter:
+    """Deadline and the one "waiting" note of a blocked open (timeout None: wait as long as it takes)."""
+
+    def __init__(self, timeout_s: float | None, on_wait: Callable[[str], None] | None, what: str):
+        self.start = time.monotonic()
+        self.deadline = None if timeout_s is None else self.start + timeout_s
+        self.on_wait, self.what, self.noted = on_wait, what, False
+
+    def expired(self) -> bool:
+        now = time.monotonic()
+        if self.on_wait is not None and not self.noted and now - self.start >= WAIT_NOTE_S:
+            self.noted = True
+            self.on_wait(f"waiting: {self.what} (the run's files are kept; it commits as soon as it can)")
+        return self.deadline is not None and now >= self.deadline
+
+
 @contextmanager
-def gate(path: Path | None, *, exclusive: bool, timeout_s: float = OPEN_TIMEOUT_S) -> Iterator[None]:
-    """Hold the commit gate: exclusive for a writer's commit, shared for a reader's open (see module doc)."""
+def gate(path: Path | None, *, exclusive: bool, timeout_s: float | None = OPEN_TIMEOUT_S,
+         on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the commit gate: exclusive for a writer's commit, shared for a reader's open (see module doc).
+
+    ``timeout_s`` None waits as long as it takes; ``on_wait`` hears once that it is waiting.
+    """
     if path is None or (not exclusive and not path.exists()):
         yield
         return
@@ -94,13 +120,13 @@ def gate(path: Path | None, *, exclusive: bool, timeout_s: float = OPEN_TIMEOUT_
         path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, (os.O_RDWR | os.O_CREAT) if exclusive else os.O_RDONLY, 0o644)
     try:
-        deadline = time.monotonic() + timeout_s
+        waiter = _Waiter(timeout_s, on_wait, "another process is committing to this warehouse")
         while True:
             try:
                 fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                if waiter.expired():
                     raise TimeoutError(f"{path}: another process kept the warehouse locked for {timeout_s:.0f} s")
                 time.sleep(0.002 + 0.01 * random.random())
         yield
@@ -108,16 +134,18 @@ def gate(path: Path | None, *, exclusive: bool, timeout_s: float = OPEN_TIMEOUT_
         os.close(fd)                                           # closing releases the flock
 
 
-def open_db(path: Path, *, read_only: bool, timeout_s: float = OPEN_TIMEOUT_S,
-            gate_path: Path | None = None) -> duckdb.DuckDBPyConnection:
+def open_db(path: Path, *, read_only: bool, timeout_s: float | None = OPEN_TIMEOUT_S,
+            gate_path: Path | None = None, on_wait: Callable[[str], None] | None = None
+            ) -> duckdb.DuckDBPyConnection:
     """Open the database file, retrying with capped exponential backoff (plus jitter) while it is locked.
 
     A read-only open passes ``gate_path`` shared; a writer holds it exclusive around its whole commit.
+    ``timeout_s`` None retries as long as it takes; ``on_wait`` hears once that it is waiting.
 
     Raises:
       duckdb.IOException: still locked after ``timeout_s``, or any other open error.
     """
-    deadline = time.monotonic() + timeout_s
+    waiter = _Waiter(timeout_s, on_wait, f"another process holds {path} open")
     delay = 0.005
     while True:
         try:
@@ -126,7 +154,7 @@ def open_db(path: Path, *, read_only: bool, timeout_s: float = OPEN_TIMEOUT_S,
                     return duckdb.connect(str(path), read_only=True)
             return duckdb.connect(str(path), read_only=False)
         except duckdb.Error as exc:
-            if not _is_lock_error(exc) or time.monotonic() >= deadline:
+            if not _is_lock_error(exc) or waiter.expired():
                 raise
         time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2.0, 0.2)
@@ -149,13 +177,17 @@ def contracts(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]
     return out
 
 
+def committed_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, int, str | None]]:
+    """Committed files in commit order: (run_id, table, relative path, size_bytes, footer_sha256)."""
+    return con.execute(
+        "select f.run_id, f.table_name, f.path, f.size_bytes, f.footer_sha256 from run_files f join runs r "
+        "using (run_id) where r.status = 'committed' order by r.started_at, f.path").fetchall()
+
+
 def files_by_table(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     """Committed files: table -> relative paths, in commit order."""
-    rows = con.execute(
-        "select f.table_name, f.path from run_files f join runs r using (run_id) "
-        "where r.status = 'committed' order by r.started_at, f.path").fetchall()
     out: dict[str, list[str]] = {}
-    for table, path in rows:
+    for _run, table, path, _size, _footer in committed_files(con):
         out.setdefault(table, []).append(path)
     return out
 
@@ -177,7 +209,7 @@ def view_sql(name: str, root: Path, paths: Iterable[str], *, temp: bool,
 
 
 def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
-                 tables: Iterable[str] | None = None) -> list[str]:
+                 tables: Iterable[str] | None = None, feed: bool = True) -> list[str]:
     """(Re)create the views: over committed files, else over their empty contract tables; returns the names.
 
     Args:
@@ -187,33 +219,30 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
       tables: a commit's tables: only their views (and any view not there yet) are recreated, and the feed
         views only when missing or defined differently (``sweepkit.report.feed.feed_digest``). A view reads
         its own files only and the feed views name the others, so nothing else changes. None: all of them.
+      feed: also (re)create the feed views (v_*); False leaves them to the caller.
     """
     declared = contracts(con)
-    files = files_by_table(con)
+    committed = committed_files(con)
+    files: dict[str, list[str]] = {}
+    for _run, table, path, _size, _footer in committed:
+        files.setdefault(table, []).append(path)
     names = sorted(set(declared) | set(files))
-    kind = "temp view" if temp else "view"
     existing = {r[0] for r in con.execute(
         "select view_name from duckdb_views() where database_name = current_database() "
         "and schema_name = 'main' and not internal").fetchall()}
     todo = names if tables is None else [n for n in names if n in set(tables) or n not in existing]
+    damaged = integrity.damaged_runs(root, (f for f in committed if f[1] in set(todo)))
     for name in todo:
         check_ident(name, "table")
-        columns = [c for c, _ in declared[name]] if name in declared else None
-        sql = view_sql(name, root, files.get(name, []), temp=temp, columns=columns)
-        if sql is None:
-            sql = f"create or replace {kind} {name} as select * from {CONTRACT_PREFIX}{name}"
-        con.execute(sql)
+        bad = next(((run, damaged[run]) for run, table, *_ in committed if table == name and run in damaged), None)
+        con.execute(_view_statement(name, root, files.get(name, []), declared.get(name), temp, bad))
         if not temp:
-            present = {r[0] for r in con.execute(
-                "select column_name from duckdb_columns() where table_name = ? and schema_name = 'main' "
-                "and database_name = current_database()", [name]).fetchall()}
-            comments = [f"comment on column {name}.{column} is {sql_str(comment)}"
-                        for column, comment in declared.get(name, []) if comment and column in present]
-            if comments:
-                con.execute(";\n".join(comments))
+            _comment_view(con, name, declared.get(name, []))
     # >>> feed views (report issue; owner sweepkit/report/feed.py): v_decode, v_serving, v_capacity, v_matrix >>>
     from sweepkit.report.feed import FEED, create_feed_views, feed_digest
 
+    if not feed:
+        return names
     if temp:
         return names + create_feed_views(con, temp=True)
     digest = feed_digest(schema_sql())
@@ -224,3 +253,32 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     names += list(FEED)
     # <<< feed views <<<
     return names
+
+
+def _view_statement(name: str, root: Path, paths: list[str], declared: list[tuple[str, str]] | None,
+                    temp: bool, bad: tuple[str, str] | None) -> str:
+    """The view of one table: over its files, its empty contract, or failing with the damaged run ``bad``."""
+    kind = "temp view" if temp else "view"
+    columns = [c for c, _ in declared] if declared else None
+    if bad is not None:
+        return _damaged_view_sql(name, kind, integrity.damage_message(name, *bad), columns)
+    sql = view_sql(name, root, paths, temp=temp, columns=columns)
+    return sql or f"create or replace {kind} {name} as select * from {CONTRACT_PREFIX}{name}"
+
+
+def _damaged_view_sql(name: str, kind: str, message: str, columns: list[str] | None) -> str:
+    """A view that fails every query with ``message`` (a committed file of one of its runs is damaged)."""
+    source = f"select * from {CONTRACT_PREFIX}{name}" if columns else "select null::varchar as run_id"
+    return (f"create or replace {kind} {name} as select * from ({source}) "
+            f"where (select error({sql_str(message)})::boolean)")
+
+
+def _comment_view(con: duckdb.DuckDBPyConnection, name: str, declared: list[tuple[str, str]]) -> None:
+    """Copy a contract's column comments onto its view."""
+    present = {r[0] for r in con.execute(
+        "select column_name from duckdb_columns() where table_name = ? and schema_name = 'main' "
+        "and database_name = current_database()", [name]).fetchall()}
+    comments = [f"comment on column {name}.{column} is {sql_str(comment)}"
+                for column, comment in declared if comment and column in present]
+    if comments:
+        con.execute(";\n".join(comments))

@@ -161,10 +161,9 @@ def load_query(name: str) -> Query:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: byte {exc.start} is not UTF-8; a query file must be UTF-8 text") from None
+    from sweepkit.inputs import read_text
+
+    return read_text(path, "query file")
 
 
 def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None, *,
@@ -189,6 +188,8 @@ def run_query(warehouse: Any, name: str, params: Mapping[str, Any] | None = None
 
     try:
         return warehouse.query(query.sql, values or None, limit=limit)
+    except InputError as exc:                  # not one SELECT statement
+        raise InputError(f"query {query.name} ({query.path}): {exc}") from None
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         given = ", ".join(f"{k}={values[k]!r}" for k in (params or {}))

@@ -17,23 +17,25 @@ folders and renamed-but-uncommitted partitions whose lock no live process holds)
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import itertools
 import os
 import secrets
 import shutil
+import sys
 import time
-from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Mapping
 
 import duckdb
 import pyarrow as pa
 
 import sweepkit
 from sweepkit.errors import bad_value
-from sweepkit.store import db
+from sweepkit.store import db, integrity, snapshot
+from sweepkit.store.staging import RunLock, checked, declared_columns, held_by_live_writer
 from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
+
+__all__ = ["DB_NAME", "KINDS", "Warehouse", "declared_columns", "default_root", "new_run_id"]
 
 KINDS = ("decode", "serving", "trace")
 DB_NAME = "sweepkit.duckdb"
@@ -48,51 +50,6 @@ def new_run_id() -> str:
     """UTC start time to the millisecond plus 6 random hex digits: sorts by start, unique across processes."""
     now = dt.datetime.now(dt.timezone.utc)
     return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
-
-
-@lru_cache(maxsize=1)
-def declared_columns() -> dict[str, list[str]]:
-    """Contract columns per view, from schema.sql (run in an in-memory database)."""
-    con = duckdb.connect()
-    try:
-        con.execute(db.schema_sql())
-        return {k: [c for c, _ in v] for k, v in db.contracts(con).items()}
-    finally:
-        con.close()
-
-
-class _RunLock:
-    """``staging/<id>.lock``, created already locked (flock), so a cleaner never sees it unlocked while live."""
-
-    def __init__(self, staging: Path, run_id: str):
-        self.path = staging / f"{run_id}.lock"
-        tmp = staging / f".{run_id}.lock.tmp"
-        self.fd = os.open(tmp, os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        os.write(self.fd, f"{os.getpid()}\n".encode())
-        os.rename(tmp, self.path)
-
-    def release(self) -> None:
-        try:
-            self.path.unlink(missing_ok=True)
-        finally:
-            os.close(self.fd)
-
-
-def _held_by_live_writer(lock_path: Path) -> bool:
-    """True while some process holds the lock; False (and the lock file is removed) when it is stale."""
-    try:
-        fd = os.open(lock_path, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return True
-    lock_path.unlink(missing_ok=True)
-    os.close(fd)
-    return False
 
 
 class Warehouse:
@@ -117,37 +74,40 @@ class Warehouse:
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A read-only connection with every view (decode, serving, ... as they exist).
 
-        Close it promptly: while any process holds the file open, no run can commit (it waits and retries).
-        A warehouse with no run yet gives an in-memory connection with the schema and empty views.
+        The connection is an in-memory snapshot (``sweepkit.store.snapshot``): the DuckDB file is open only
+        while the run records are copied, so a long query never holds up a commit. A warehouse with no run
+        yet gives the schema and empty views. File access is limited to the committed Parquet files, no
+        extension loads and the configuration is locked; :meth:`query` also admits only one SELECT
+        statement, so use it (or ``sweepkit sql``) for SQL you did not write.
         """
-        con = self._open_committed()
-        if con is None:
-            con = duckdb.connect()
-            con.execute(db.schema_sql())
-            db.create_views(con, self.root, temp=False)
-            return con
-        try:
-            rows = con.execute("select value from warehouse_meta where key = 'root'").fetchall()
-            if not rows or rows[0][0] != str(self.root.resolve()):
-                db.create_views(con, self.root, temp=True)     # moved since its last commit
-        except BaseException:
-            con.close()
-            raise
-        return con
+        return snapshot.open_snapshot(self.root, snapshot.read_records(self.db_path, self.gate_path))
 
     def query(self, sql: str, params: Mapping[str, object] | None = None, *, limit: int | None = None) -> pa.Table:
-        """Run one SQL statement (named parameters ``$name`` bound from ``params``) and return an Arrow table.
+        """Run one SELECT statement (named parameters ``$name`` bound from ``params``); return an Arrow table.
 
         ``limit`` keeps the first rows only (applied on top of the statement, after its ORDER BY).
+
+        Raises:
+          InputError: not exactly one SELECT (or EXPLAIN) statement: the warehouse is read-only.
         """
         con = self.connect()
         try:
+            snapshot.check_read_only(con, sql)
             rel = con.sql(sql, params=dict(params) if params else None)
             if rel is None:
                 return pa.table({})
             return (rel.limit(limit) if limit is not None else rel).to_arrow_table()
         finally:
             con.close()
+
+    def damaged(self) -> dict[str, str]:
+        """Committed runs with a file that is not as committed: run id -> what is wrong (empty when none)."""
+        records = snapshot.read_records(self.db_path, self.gate_path)
+        if records is None:
+            return {}
+        rows = records["run_files"].to_pylist()
+        return integrity.damaged_runs(self.root, ((r["run_id"], r["table_name"], r["path"], r["size_bytes"],
+                                                   r.get("footer_sha256")) for r in rows))
 
     def _open_committed(self) -> duckdb.DuckDBPyConnection | None:
         """A read-only connection to the database file, or None while it holds no committed schema: no file
@@ -182,7 +142,8 @@ class Warehouse:
     # ----------------------------------------------------------------------------------------- writing
     def write_run(self, *, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
                   tables: Mapping[str, Iterable[pa.RecordBatch]],
-                  on_rows: Callable[[int], None] | None = None) -> str:
+                  on_rows: Callable[[int], None] | None = None,
+                  on_wait: Callable[[str], None] | None = None, since_s: float | None = None) -> str:
         """Stream a run's tables into Parquet and commit it atomically.
 
         Args:
@@ -191,6 +152,11 @@ class Warehouse:
           tables: view name -> record batches (columns of that view minus ``run_id``); consumed in order,
             one table after the other.
           on_rows: called with n as each batch of n rows is handed to a writer (progress).
+          on_wait: told once, in one line, when the commit has to wait for another process (a reader or
+            writer holding the DuckDB file); default: that line on stderr. The commit waits as long as it
+            takes, keeping the run's files, and Ctrl-C still throws the run away.
+          since_s: ``time.perf_counter()`` when the run's work began, for a caller that computes its tables
+            before writing them (a serving run): ``started_at`` and ``wall_s`` then count from there.
 
         Returns:
           The new run id.
@@ -208,12 +174,12 @@ class Warehouse:
                 raise bad_value("table", name, "a lower-case identifier [a-z_][a-z0-9_]*") from exc
             if name in ("runs", "run_files", "warehouse_meta") or name.startswith(db.CONTRACT_PREFIX):
                 raise bad_value("table", name, "a name other than runs, run_files, warehouse_meta, contract_*")
-        started = dt.datetime.now(dt.timezone.utc)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if since_s is None else since_s
+        started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=time.perf_counter() - t0)
         run_id = new_run_id()
         staging = self.root / "staging"
         staging.mkdir(parents=True, exist_ok=True)
-        lock = _RunLock(staging, run_id)
+        lock = RunLock(staging, run_id)
         run_dir = staging / run_id
         published: list[Path] = []
         committed = False
@@ -221,7 +187,7 @@ class Warehouse:
             self.clean_stale()
             written: dict[str, list[WrittenFile]] = {}
             for name, batches in tables.items():
-                written[name] = write_stream(_checked(name, batches), run_dir / name, on_rows=on_rows)
+                written[name] = write_stream(checked(name, batches), run_dir / name, on_rows=on_rows)
             for name in written:
                 if not written[name]:
                     continue
@@ -232,12 +198,12 @@ class Warehouse:
                 published.append(dest)
                 fsync_path(dest_parent)
             files = {name: [(str((self.root / "parquet" / name / f"run_id={run_id}" / f.path.name)
-                                 .relative_to(self.root)), f.rows, f.size_bytes) for f in fs]
+                                 .relative_to(self.root)), f.rows, f.size_bytes, f.footer_sha256) for f in fs]
                      for name, fs in written.items()}
-            row_count = sum(rows for fs in files.values() for _, rows, _ in fs)
+            row_count = sum(f[1] for fs in files.values() for f in fs)
             self._commit(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,
                          grid_sha256=grid_sha256, started=started, row_count=row_count,
-                         wall_s=time.perf_counter() - t0, files=files)
+                         wall_s=time.perf_counter() - t0, files=files, on_wait=on_wait or _to_stderr)
             committed = True
         finally:
             if not committed:
@@ -249,18 +215,20 @@ class Warehouse:
 
     def _commit(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
                 started: dt.datetime, row_count: int, wall_s: float,
-                files: Mapping[str, list[tuple[str, int, int]]]) -> None:
+                files: Mapping[str, list[tuple[str, int, int, str | None]]],
+                on_wait: Callable[[str], None]) -> None:
         """One transaction: the runs row, its run_files rows, and the views recreated over them."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with db.gate(self.gate_path, exclusive=True):
-            self._commit_locked(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,
+        with db.gate(self.gate_path, exclusive=True, timeout_s=None, on_wait=on_wait):
+            self._commit_locked(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml, on_wait=on_wait,
                                 grid_sha256=grid_sha256, started=started, row_count=row_count, wall_s=wall_s,
                                 files=files)
 
     def _commit_locked(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
                        started: dt.datetime, row_count: int, wall_s: float,
-                       files: Mapping[str, list[tuple[str, int, int]]]) -> None:
-        con = db.open_db(self.db_path, read_only=False)
+                       files: Mapping[str, list[tuple[str, int, int, str | None]]],
+                       on_wait: Callable[[str], None]) -> None:
+        con = db.open_db(self.db_path, read_only=False, timeout_s=None, on_wait=on_wait)
         try:
             con.execute("begin transaction")
             # Views hold absolute paths and the feed/schema digests assume this version wrote them last: if
@@ -270,9 +238,9 @@ class Warehouse:
             con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)",
                         [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
                          dt.datetime.now(dt.timezone.utc), row_count, wall_s])
-            rows = [[run_id, name, path, n, size] for name, fs in files.items() for path, n, size in fs]
+            rows = [[run_id, name, *f] for name, fs in files.items() for f in fs]
             if rows:
-                con.executemany("insert into run_files values (?, ?, ?, ?, ?)", rows)
+                con.executemany("insert into run_files values (?, ?, ?, ?, ?, ?)", rows)
             con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(self.root.resolve())])
             db.create_views(con, self.root, temp=False,
                             tables=None if everything else [n for n, fs in files.items() if fs])
@@ -296,10 +264,10 @@ class Warehouse:
         removed: list[Path] = []
         if staging.is_dir():
             for entry in staging.iterdir():
-                if entry.is_dir() and not _held_by_live_writer(staging / f"{entry.name}.lock"):
+                if entry.is_dir() and not held_by_live_writer(staging / f"{entry.name}.lock"):
                     shutil.rmtree(entry, ignore_errors=True)
                     removed.append(entry)
-                elif entry.name.endswith(".lock.tmp") and not _held_by_live_writer(entry):
+                elif entry.name.endswith(".lock.tmp") and not held_by_live_writer(entry):
                     removed.append(entry)
         parquet = self.root / "parquet"
         if not parquet.is_dir():
@@ -307,7 +275,7 @@ class Warehouse:
         committed = self._committed_ids()
         parts = itertools.chain.from_iterable(t.glob("run_id=*") for t in parquet.iterdir() if t.is_dir())
         dead = [p for p in parts if p.name[len("run_id="):] not in committed
-                and not _held_by_live_writer(staging / f"{p.name[len('run_id='):]}.lock")]
+                and not held_by_live_writer(staging / f"{p.name[len('run_id='):]}.lock")]
         if dead:
             committed = self._committed_ids()          # a writer may have committed since the first read
             for part in dead:
@@ -326,18 +294,5 @@ class Warehouse:
             con.close()
 
 
-def _checked(table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Pass batches through, refusing the first one whose columns differ from the table's contract."""
-    want = declared_columns().get(table)
-    first = True
-    for batch in batches:
-        if first and want is not None:
-            names = batch.schema.names
-            expected = [c for c in want if c != "run_id"]
-            missing = [c for c in expected if c not in names]
-            extra = [c for c in names if c not in expected]
-            if missing or extra:
-                raise ValueError(f"table {table!r} does not match contract_{table} in schema.sql: "
-                                 f"missing {missing or 'nothing'}, undeclared {extra or 'nothing'}")
-        first = False
-        yield batch
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -21,6 +21,8 @@ from typing import Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweepkit.store.integrity import footer_sha256
+
 ROW_GROUP_ROWS = 1 << 20
 """Rows per Parquet row group (the last group of a file may be smaller)."""
 
@@ -37,11 +39,12 @@ _STOP = object()
 
 @dataclass(frozen=True)
 class WrittenFile:
-    """One finished Parquet file: its path, rows and size in bytes."""
+    """One finished Parquet file: its path, rows, size in bytes and footer digest (``integrity``)."""
 
     path: Path
     rows: int
     size_bytes: int
+    footer_sha256: str | None = None
 
 
 def is_string(t: pa.DataType) -> bool:
@@ -102,7 +105,8 @@ class _FileWriter:
             return
         self._writer.close()
         fsync_path(self._path)
-        self.files.append(WrittenFile(self._path, self._file_rows, self._path.stat().st_size))
+        self.files.append(WrittenFile(self._path, self._file_rows, self._path.stat().st_size,
+                                      footer_sha256(self._path)))
         self._writer, self._path, self._file_rows = None, None, 0
 
     def finish(self) -> None:

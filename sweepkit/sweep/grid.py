@@ -47,8 +47,10 @@ from typing import Any
 
 import numpy as np
 
-from sweepkit.catalogue import device_names, draft_names, format_names, get_draft, get_model, model_names
+from sweepkit.catalogue import (device_names, draft_names, format_names, get_draft, get_model, is_config_path,
+                                load_hf_config, load_models_file, model_names, register_model)
 from sweepkit.errors import InputError, bad_value
+from sweepkit.inputs import read_text
 
 AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
         "batch", "context", "gamma", "alpha")
@@ -61,7 +63,7 @@ DEFAULTS: dict[str, tuple] = {
 }
 """Values of the axes a grid file leaves out."""
 
-TOP_LEVEL_KEYS = ("name", "description", "axes")
+TOP_LEVEL_KEYS = ("name", "description", "models_file", "axes")
 RANGE_KEYS = ("start", "stop", "num", "scale")
 MAX_AXIS_VALUES = 1_000_000
 """Most values one axis may have (a range's num)."""
@@ -72,6 +74,9 @@ SCALES = ("linear", "log")
 _NAME_AXES = {"device": device_names, "model": model_names, "draft": draft_names,
               "weight_format": format_names, "kv_format": format_names, "compute_format": format_names}
 _INT_MIN = {"tp": 1, "batch": 1, "context": 1, "gamma": 0}
+INT_MAX = {"tp": 1024, "batch": 1 << 20, "context": 1 << 24, "gamma": 64}
+"""Largest value of each integer axis (also for ``sweepkit.evaluate``): beyond them the float32 engine
+loses integer precision or the draft loop grows without use (gamma)."""
 
 
 @dataclass(frozen=True)
@@ -107,22 +112,18 @@ def load_grid(path: str | Path) -> GridSpec:
     Raises:
       InputError: missing or unreadable file, or any invalid content (one line).
     """
-    where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")          # a byte-order mark (Windows editors) is dropped
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such grid file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{where}: cannot read the grid file ({exc.__class__.__name__}: {exc})") from None
-    return parse_grid(text, where)
+    text = read_text(path, "grid file")                    # bounded; a byte-order mark (Windows editors) is dropped
+    return parse_grid(text, str(path), base=Path(path).parent)
 
 
-def parse_grid(text: str, where: str = "<grid>") -> GridSpec:
+def parse_grid(text: str, where: str = "<grid>", base: Path | None = None) -> GridSpec:
     """Validate the text of a grid file.
 
     Args:
       text: TOML text.
       where: label for error messages and ``GridSpec.path`` (usually the file name).
+      base: folder that relative ``config.json`` paths on the model and draft axes hang from (default: the
+        current folder).
 
     Returns:
       A :class:`GridSpec`.
@@ -152,14 +153,19 @@ def parse_grid(text: str, where: str = "<grid>") -> GridSpec:
     for key in table:
         if key not in AXES:
             raise bad_value(f"axes.{key}", _short(table[key]), "an axis among " + ", ".join(AXES), where=where)
+    configs = _load_models_file(raw, where, base) + _load_configs(table, where, base)
     axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
     _check_drafts(axes, where)
+    _check_tp(axes, where)
     n_points = math.prod(len(v) for v in axes.values())
     if n_points > MAX_POINTS:
         raise InputError(f"{where}: axes: the grid has {n_points:,} points (the product of the axis lengths); "
                          f"at most {MAX_POINTS:,} are allowed: split it into several grids")
+    digest = hashlib.sha256(text.encode("utf-8"))
+    for config_text in configs:                     # a changed config.json is another grid: never reused
+        digest.update(b"\0" + config_text.encode("utf-8"))
     return GridSpec(name=name, description=description, path=where, toml_text=text,
-                    sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), axes=axes, n_points=n_points)
+                    sha256=digest.hexdigest(), axes=axes, n_points=n_points)
 
 
 def _short(value: Any) -> Any:
@@ -236,17 +242,70 @@ def _check_value(axis: str, v: Any, where: str) -> Any:
     field_name = f"axes.{axis}"
     if axis in _NAME_AXES:
         allowed = _NAME_AXES[axis]()
+        if isinstance(v, str) and axis in ("model", "draft") and is_config_path(v):
+            return v                                        # loaded (and checked) by _load_configs
         if not isinstance(v, str) or v not in allowed:
-            raise bad_value(field_name, _short(v), allowed, where=where)
+            extra = ["a path to a HF config.json"] if axis in ("model", "draft") else []
+            raise bad_value(field_name, _short(v), list(allowed) + extra, where=where)
         return v
     if axis in _INT_MIN:
-        low = _INT_MIN[axis]
-        if not (_is_real(v) and float(v).is_integer() and v >= low):
-            raise bad_value(field_name, _short(v), f"an integer >= {low}", where=where)
+        low, high = _INT_MIN[axis], INT_MAX[axis]
+        if not (_is_real(v) and float(v).is_integer() and low <= v <= high):
+            raise bad_value(field_name, _short(v), f"an integer in [{low}, {high:,}]", where=where)
         return int(v)
     if not (_is_real(v) and 0.0 <= v <= 1.0):           # alpha
         raise bad_value(field_name, _short(v), "a number in [0, 1]", where=where)
     return float(v)
+
+
+def _load_configs(table: dict, where: str, base: Path | None) -> list[str]:
+    """Load every ``config.json`` the model and draft axes name (relative to ``base``); returns their texts.
+
+    Each is registered in the catalogue under the text the grid gives (``sweepkit.catalogue.register_model``).
+    """
+    texts = []
+    for axis in ("model", "draft"):
+        values = table.get(axis, [])
+        for v in values if isinstance(values, list) else [values]:
+            if isinstance(v, str) and is_config_path(v):
+                path = Path(v) if Path(v).is_absolute() or base is None else base / v
+                try:
+                    texts.append(read_text(path, "config.json", where=f"{where}: axes.{axis} = {v!r}"))
+                    register_model(load_hf_config(path, name=v))
+                except InputError as exc:
+                    raise InputError(one_line_of(exc, f"{where}: axes.{axis} = {v!r}")) from None
+    return texts
+
+
+def _load_models_file(raw: dict, where: str, base: Path | None) -> list[str]:
+    """Register the models of ``models_file`` (relative to ``base``) for the axes; returns its text."""
+    if "models_file" not in raw:
+        return []
+    value = raw["models_file"]
+    if not isinstance(value, str) or not value.strip():
+        raise bad_value("models_file", value, "the path of a TOML file of [models.<name>] tables", where=where)
+    path = Path(value) if Path(value).is_absolute() or base is None else base / value
+    label = f"{where}: models_file = {value!r}"
+    text = read_text(path, "models file (TOML)", where=label)
+    load_models_file(path, where=label)
+    return [text]
+
+
+def one_line_of(exc: InputError, prefix: str) -> str:
+    """``exc``'s message under ``prefix`` (once)."""
+    text = str(exc)
+    return text if text.startswith(prefix) else f"{prefix}: {text}"
+
+
+def _check_tp(axes: dict[str, tuple], where: str) -> None:
+    """Every TP degree must divide every model's attention heads (each device holds whole heads)."""
+    for model in axes["model"]:
+        heads = get_model(model).n_heads
+        for tp in axes["tp"]:
+            if heads % tp:
+                divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= INT_MAX["tp"]]
+                raise bad_value("axes.tp", tp, f"a divisor of {model}'s {heads} attention heads "
+                                f"({', '.join(map(str, divisors))})", where=where)
 
 
 def _check_drafts(axes: dict[str, tuple], where: str) -> None:

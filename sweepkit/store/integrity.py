@@ -1,0 +1,91 @@
+"""Committed files as they were committed: size and a digest of the Parquet footer, checked cheaply on read.
+
+A commit records, per Parquet file, its size in bytes and the SHA-256 of its footer (the file's last
+``8 + footer length`` bytes: the schema, every row group's offsets, row counts and statistics). A reader
+compares both with the file on disk: one ``stat`` and one small read per file, no data pages. A file that
+is missing, truncated, replaced or rewritten with another schema fails the check, and every view over its
+table then fails with one line naming the run and ``sweepkit runs --drop RUN_ID``, the way out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Iterable
+
+MAGIC = b"PAR1"
+MAX_FOOTER_BYTES = 64 << 20
+"""A footer longer than this is not a footer sweepkit wrote (the file is damaged)."""
+
+
+def footer_sha256(path: Path) -> str | None:
+    """Hex SHA-256 of a Parquet file's footer (length word and magic included); None if it has none.
+
+    Raises:
+      OSError: the file cannot be opened or read.
+    """
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < 12:
+            return None
+        fh.seek(size - 8)
+        tail = fh.read(8)
+        footer_bytes = int.from_bytes(tail[:4], "little")
+        if tail[4:] != MAGIC or footer_bytes + 12 > size or footer_bytes > MAX_FOOTER_BYTES:
+            return None
+        fh.seek(size - 8 - footer_bytes)
+        return hashlib.sha256(fh.read(footer_bytes + 8)).hexdigest()
+
+
+def file_problem(root: Path, path: str, size_bytes: int, footer: str | None) -> str | None:
+    """What is wrong with one committed file, or None when it is as committed.
+
+    Args:
+      root: the warehouse root.  path: the file, relative to root.  size_bytes: its committed size.
+      footer: its committed footer digest (None for files committed before digests were recorded).
+
+    Returns:
+      A short description (``missing``, ``N bytes, committed M``, ...) or None.
+    """
+    full = root / path
+    try:
+        actual = full.stat().st_size
+    except FileNotFoundError:
+        return f"{path} is missing"
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    if actual != size_bytes:
+        return f"{path} has {actual:,} bytes, committed {size_bytes:,}"
+    if footer is None:
+        return None
+    try:
+        now = footer_sha256(full)
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    if now != footer:
+        return f"{path} differs from the committed file (its Parquet footer: schema, row groups)"
+    return None
+
+
+def damaged_runs(root: Path, files: Iterable[tuple[str, str, str, int, str | None]]) -> dict[str, str]:
+    """Committed runs with a damaged file: run id -> the first problem found.
+
+    Args:
+      root: the warehouse root.
+      files: ``(run_id, table, path, size_bytes, footer_sha256)`` per committed file.
+    """
+    out: dict[str, str] = {}
+    for run_id, _table, path, size_bytes, footer in files:
+        if run_id in out:
+            continue
+        problem = file_problem(root, path, size_bytes, footer)
+        if problem is not None:
+            out[run_id] = problem
+    return out
+
+
+def damage_message(table: str, run_id: str, problem: str) -> str:
+    """The one line a query of a damaged table fails with."""
+    return (f"warehouse: table {table}: a file of committed run {run_id} is damaged ({problem}); "
+            f"`sweepkit runs --drop {run_id}` removes that run")
