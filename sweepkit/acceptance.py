@@ -157,7 +157,7 @@ def load_acceptance(path: str | Path | None = None) -> AcceptanceCatalogue:
 
 def get_table(name: str, catalogue: AcceptanceCatalogue | None = None) -> AcceptanceModel:
     """A named acceptance table (``sweepkit/catalogue/acceptance.toml``'s [tables]); InputError if unknown."""
-    catalogue = catalogue or _packaged()
+    catalogue = catalogue or load_packaged()
     if name not in catalogue.tables:
         raise bad_value("acceptance", name, sorted(catalogue.tables), where=catalogue.path)
     return catalogue.tables[name]
@@ -181,7 +181,7 @@ def workload_alphas(workload: str, draft: str, gamma: int,
       >>> alphas.tolist(), model.name
       ([0.75, 0.69, 0.65], 'chat/mtp')
     """
-    catalogue = catalogue or _packaged()
+    catalogue = catalogue or load_packaged()
     kind = draft_kind(draft)
     if (workload, kind) not in catalogue.workloads:
         known = sorted({w for w, k in catalogue.workloads if k == kind})
@@ -190,10 +190,17 @@ def workload_alphas(workload: str, draft: str, gamma: int,
     return model.alphas_for(gamma), model
 
 
+def parametric(alpha_1: float, decay: float = 1.0) -> AcceptanceModel:
+    """The model of a grid's (alpha, decay): ``iid`` when decay is 1, else ``decaying``."""
+    return AcceptanceModel(name="iid" if decay == 1.0 else "decaying", alphas=(float(alpha_1),),
+                           decay=float(decay), source="the grid", convention="alpha_i = alpha r^(i-1)")
+
+
 _PACKAGED: list[AcceptanceCatalogue] = []
 
 
-def _packaged() -> AcceptanceCatalogue:
+def load_packaged() -> AcceptanceCatalogue:
+    """The packaged acceptance file, read once per process."""
     if not _PACKAGED:
         _PACKAGED.append(load_acceptance())
     return _PACKAGED[0]

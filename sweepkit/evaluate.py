@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from sweepkit.acceptance import get_table, parametric
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.decode import DecodeInputs, decode_point_jit
@@ -40,15 +41,18 @@ def gamma_bucket(gamma: int) -> int:
 
 def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, context: int = 512,
              gamma: int = 3, alpha: float = 0.7, tp: int = 1, weight_format: str = "bf16",
-             kv_format: str = "bf16", compute_format: str = "bf16") -> dict[str, Any]:
+             kv_format: str = "bf16", compute_format: str = "bf16", decay: float = 1.0,
+             acceptance: str | None = None) -> dict[str, Any]:
     """Evaluate one decode point: plain against speculative decoding.
 
     Args:
       device: catalogue device (``sweepkit devices``).  model: catalogue model (``sweepkit models``).
       draft: ``none``, ``mtp`` or a catalogue model sharing the target's vocabulary.
       batch: B rows >= 1.  context: S tokens per row >= 1.  gamma: draft length, integer >= 0.
-      alpha: acceptance per drafted token in [0, 1].  tp: tensor-parallel degree >= 1.
+      alpha: acceptance per drafted token in [0, 1] (alpha_1 with a decay).  tp: tensor-parallel degree >= 1.
       weight_format, kv_format, compute_format: ``bf16``, ``fp8``, ``int8``, ``int4``, ``fp4``.
+      decay: r >= 0, per-position acceptance alpha_i = alpha r^(i-1) (1: i.i.d.).
+      acceptance: a named per-position table (``sweepkit/catalogue/acceptance.toml``) instead of alpha, decay.
 
     Returns:
       dict with tokens_per_pass, t_plain_pass_s, t_draft_s, t_verify_pass_s, s_per_token_plain,
@@ -71,12 +75,16 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
     gamma = check_int("gamma", gamma, 0)
     tp = check_int("tp", tp, 1)
     alpha = check_alpha(alpha)
+    if not (isinstance(decay, numbers.Real) and not isinstance(decay, bool) and math.isfinite(decay) and decay >= 0):
+        raise bad_value("decay", decay, "a number >= 0 (alpha_i = alpha r^(i-1))")
+    model = parametric(alpha, float(decay)) if acceptance is None else get_table(acceptance)
+    alphas = model.alphas_for(gamma_bucket(gamma))
     with jax.enable_x64(True):
         f64 = jnp.float64
         p = DecodeInputs(
             device=device_arrays(dev, f64), target=model_arrays(target, f64), draft=model_arrays(drf, f64),
             tp=jnp.asarray(tp, f64), batch=jnp.asarray(batch, f64), context=jnp.asarray(context, f64),
-            gamma=jnp.asarray(gamma, f64), alpha=jnp.asarray(alpha, f64),
+            gamma=jnp.asarray(gamma, f64), alphas=jnp.asarray(alphas, f64),
             weight_bytes=jnp.asarray(wfmt.bytes_per_value, f64), kv_bytes=jnp.asarray(kfmt.bytes_per_value, f64),
             compute_speedup=jnp.asarray(dev.speedup(compute_format), f64))
         out = jax.device_get(decode_point_jit(p, gamma_bucket(gamma)))
