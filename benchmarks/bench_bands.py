@@ -1,6 +1,9 @@
 """Bands benchmark: a decode grid with N draws per point against the same grid without bands.
 
-Usage:  python benchmarks/bench_bands.py [--grid grids/seed.toml] [--draws 256] [--repeats 3]
+Usage:  python benchmarks/bench_bands.py [--grid GRID.toml] [--draws 256] [--repeats 3]
+
+Without --grid: MID_GRID below (16,200 points: 3 devices x 2 models x 3 drafts x 2 TP x 10 batches x
+3 contexts x 5 gammas x 3 alphas).
 
 Prints, for the grid as it is and with a ``[bands]`` table of --draws draws (alpha offset +-0.05, HBM
 bandwidth and compute efficiency factors 0.9..1.1) appended: the time to evaluate the grid into Arrow
@@ -24,6 +27,19 @@ sys.path.insert(0, str(ROOT))
 from sweepkit.store import Warehouse  # noqa: E402
 from sweepkit.sweep.engine import iter_decode_chunks  # noqa: E402
 from sweepkit.sweep.grid import parse_grid  # noqa: E402
+
+MID_GRID = """name = "mid"
+description = "a mid-size decode grid for the bands benchmark"
+[axes]
+device = ["H100", "A100", "B200"]
+model = ["llama-3-8b", "llama-3-70b"]
+draft = ["none", "mtp", "llama-3.2-1b"]
+tp = [1, 2]
+batch = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+context = [512, 2048, 8192]
+gamma = [1, 2, 3, 4, 5]
+alpha = [0.6, 0.7, 0.8]
+"""
 
 BANDS = """
 [bands]
@@ -53,16 +69,17 @@ def timed(spec, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", default=str(ROOT / "grids/seed.toml"))
+    ap.add_argument("--grid", default=None, help="a decode grid file (default: MID_GRID)")
     ap.add_argument("--draws", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    text = Path(args.grid).read_text(encoding="utf-8")
-    plain = parse_grid(text, args.grid)
-    banded = parse_grid(text + BANDS.format(draws=args.draws), args.grid)
+    text = MID_GRID if args.grid is None else Path(args.grid).read_text(encoding="utf-8")
+    where = args.grid or "MID_GRID"
+    plain = parse_grid(text, where)
+    banded = parse_grid(text + BANDS.format(draws=args.draws), where)
     e0, r0 = timed(plain, args.repeats)
     e1, r1 = timed(banded, args.repeats)
-    print(f"grid {args.grid}: {plain.n_points:,} points; bands: {args.draws} draws per point")
+    print(f"grid {where}: {plain.n_points:,} points; bands: {args.draws} draws per point")
     print(f"evaluate into batches   plain {e0:8.3f} s   banded {e1:8.3f} s   ratio {e1 / e0:6.1f}x")
     print(f"full run (commit)       plain {r0:8.3f} s   banded {r1:8.3f} s   ratio {r1 / r0:6.1f}x")
     print(f"against {args.draws}x: the banded grid costs {r1 / r0 / args.draws:.3f} of {args.draws} plain grids")

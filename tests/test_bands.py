@@ -106,3 +106,13 @@ def test_shipped_decode_grids_parse():
     grids = Path(__file__).resolve().parents[1] / "grids"
     specs = {p.stem: load_grid(p) for p in grids.glob("*.toml") if not p.stem.startswith("serving")}
     assert specs["bands"].bands.draws == 256 and specs["acceptance"].n_points == 7 * 7 * 9
+
+
+def test_alpha_only_bands_move_only_the_acceptance_outputs():
+    t = _rows(GRID + "[bands]\ndraws = 32\nalpha = { low = -0.1, high = 0.1 }\n")
+    mtp = np.asarray(t["draft"].cast(pa.string()).to_pylist()) == "mtp"
+    e, lo, hi = (t[c].to_numpy()[mtp] for c in ("tokens_per_pass", "tokens_per_pass_p10", "tokens_per_pass_p90"))
+    assert np.all(lo < e) and np.all(e < hi)
+    spec = t["s_per_token_spec"].to_numpy()[mtp] * t["tokens_per_pass"].to_numpy()[mtp]   # time per pass: fixed
+    np.testing.assert_allclose(t["s_per_token_spec_p50"].to_numpy()[mtp] * t["tokens_per_pass_p50"].to_numpy()[mtp],
+                               spec, rtol=1e-4)    # medians of E and 1/E: interpolated

@@ -70,7 +70,7 @@ class GridTables:
     gamma: jax.Array
     alphas: jax.Array              # [n_acceptance_models, P]: conditional acceptance per draft position
     band_alpha: jax.Array | None = None            # [N] offsets on every alpha_i (grids with [bands])
-    band_device: DeviceArrays | None = None        # [N] factors on the device's fields
+    band_device: DeviceArrays | None = None        # [N] factors on the device's fields (None: none banded)
 
 
 def build_tables(axes: Mapping[str, Sequence[Any]], dtype=jnp.float32, bands: Any = None) -> GridTables:
@@ -106,8 +106,11 @@ def _band_tables(bands, vec) -> dict:
     """The [N] draws of a grid's bands: alpha offsets and device factors (0 and 1 where not banded)."""
     draws = bands.samples()
     ones = vec(np.ones(bands.draws))
-    device = {f: (vec(np.maximum(draws[f], 0.0)) if f in draws else ones) for f in DeviceArrays.__dataclass_fields__}
-    return {"band_alpha": vec(draws.get("alpha", np.zeros(bands.draws))), "band_device": DeviceArrays(**device)}
+    fields = DeviceArrays.__dataclass_fields__
+    device = {f: (vec(np.maximum(draws[f], 0.0)) if f in draws else ones) for f in fields}
+    # Without device factors the draws leave the hardware stage alone: vmap then computes it once per point.
+    return {"band_alpha": vec(draws.get("alpha", np.zeros(bands.draws))),
+            "band_device": DeviceArrays(**device) if set(draws) & set(fields) else None}
 
 
 def mixed_radix_digits(index: int, radices: Sequence[int]) -> list[int]:
@@ -171,7 +174,7 @@ def evaluate_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple
         out = _outer_point(p, tables.gamma, tokens, gamma_max)
         if banded:
             def draw(factors, tokens_d):
-                device = jax.tree_util.tree_map(jnp.multiply, p.device, factors)
+                device = p.device if factors is None else jax.tree_util.tree_map(jnp.multiply, p.device, factors)
                 return {m: v for m, v in _outer_point(replace(p, device=device), tables.gamma, tokens_d,
                                                       gamma_max).items() if m in BANDED}
             out.update(_band_summary(jax.vmap(draw)(tables.band_device, drawn_tokens)))
@@ -204,7 +207,7 @@ def _band_summary(drawn: dict[str, jax.Array]) -> dict[str, jax.Array]:
     q = jnp.asarray([v for _, v in QUANTILES], drawn["speedup"].dtype)
     out = {}
     for m in BANDED:
-        values = jnp.quantile(drawn[m], q, axis=0)
+        values = jnp.quantile(jnp.moveaxis(drawn[m], 0, -1), q, axis=-1)      # [3, ...]: sorted on the minor axis
         out.update({f"{m}_{name}": values[i] for i, (name, _) in enumerate(QUANTILES)})
     out["share_spec_faster"] = jnp.mean((drawn["speedup"] > 1.0).astype(q.dtype), axis=0)
     return out
