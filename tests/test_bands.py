@@ -53,7 +53,8 @@ def test_tables_only_and_bad_axes():
 
 
 def test_zero_width_bands_collapse_to_the_point():
-    text = GRID + "[bands]\ndraws = 8\nalpha = { low = 0.0, high = 0.0 }\nflops_efficiency = { low = 1.0, high = 1.0 }\n"
+    text = GRID + ("[bands]\ndraws = 8\nalpha = { low = 0.0, high = 0.0 }\n"
+                   "flops_efficiency = { low = 1.0, high = 1.0 }\n")
     t = _rows(text)
     for m in ("tokens_per_pass", "s_per_token_spec", "speedup", "energy_per_token_spec_j"):
         for q in ("p10", "p50", "p90"):
@@ -70,7 +71,8 @@ def test_bands_bracket_the_point_and_the_share_is_stable_between_seeds():
         t = _rows(text, 4096)
         sp = t["speedup"].to_numpy()
         lo, mid, hi = (t[f"speedup_{q}"].to_numpy() for q in ("p10", "p50", "p90"))
-        assert np.all(lo <= mid) and np.all(mid <= hi) and np.all(lo <= sp * (1 + 1e-6)) and np.all(sp <= hi * (1 + 1e-6))
+        assert np.all(lo <= mid) and np.all(mid <= hi)
+        assert np.all(lo <= sp * (1 + 1e-6)) and np.all(sp <= hi * (1 + 1e-6))
         assert np.allclose(mid, sp, rtol=0.01)                     # symmetric draws: the median is near the point
         shares.append(t["share_spec_faster"].to_numpy())
     diff = np.abs(shares[0] - shares[1])                              # 90 cells; most differ by 0
