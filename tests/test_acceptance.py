@@ -142,3 +142,12 @@ def test_bad_acceptance_files_give_one_line(tmp_path, text, message):
     assert message in str(err.value) and "\n" not in str(err.value) and str(path) in str(err.value)
     with pytest.raises(InputError, match="chat"):
         workload_alphas("nosuch", "mtp", 3)
+
+
+@given(st.lists(alpha, min_size=4, max_size=4), st.integers(0, 3), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+def test_sampler_is_monotone_in_every_alpha_with_common_random_numbers(alphas, i, bump, seed):
+    u = np.random.default_rng(seed).random((8, 16))
+    raised = np.array(alphas)
+    raised[i] += (1.0 - raised[i]) * bump
+    low, high = sample_accepted(u, np.array(alphas)), sample_accepted(u, raised)
+    assert np.all(low <= high) and low.min() >= 0 and high.max() <= 4
