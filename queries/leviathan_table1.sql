@@ -50,7 +50,7 @@ points as (
     select d.*
     from decode as d
     semi join run using (run_id)
-    where d.draft <> 'none'
+    where d.draft <> 'none' and coalesce(d.acceptance, 'iid') = 'iid'        -- Table 1 is i.i.d. alpha
 ),
 
 final as (

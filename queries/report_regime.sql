@@ -1,7 +1,7 @@
 -- report_regime: which roofline regime bounds each pass over batch x context (report chart 2, left)
 --
 -- Grain: one row per device x context x batch of one decode run (first model and draft of the run,
--- smallest gamma, alpha closest to 0.7).
+-- smallest gamma, the i.i.d. alpha closest to 0.7, else the first other model).
 --
 -- Parameters:
 --   $run_id = latest    decode run; latest = the newest committed decode run with the most batch x context cells
@@ -40,7 +40,9 @@ pick as (
         min(model) as model,
         min(draft) filter (where draft <> 'none') as draft,
         min(gamma) filter (where draft <> 'none') as gamma,
-        arg_min(alpha, abs(alpha - 0.7)) as alpha
+        arg_min(alpha, (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7))) as alpha,
+        arg_min(coalesce(acceptance, 'iid'), (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7))) as acceptance,
+        arg_min(decay, (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7))) as decay
     from points
 ),
 
@@ -58,6 +60,7 @@ final as (
     from points as p
     join pick as k
         on p.model = k.model and p.draft = k.draft and p.gamma = k.gamma and abs(p.alpha - k.alpha) < 1e-9
+        and coalesce(p.acceptance, 'iid') = k.acceptance and p.decay is not distinct from k.decay
     group by p.device, p.model, p.draft, p.context, p.batch
 )
 

@@ -5,7 +5,7 @@
 -- Parameters:
 --   $run_id = latest    decode run; latest = the newest committed decode run with at least two batch sizes
 --   $gamma = null       drafted tokens per verify pass; null = the run's smallest gamma
---   $alpha = null       acceptance per drafted token; null = the run's alpha closest to 0.7
+--   $alpha = null       acceptance per drafted token; null = the run's i.i.d. alpha closest to 0.7 (else its first model)
 --
 -- Columns:
 --   device              accelerator, catalogue name
@@ -14,12 +14,15 @@
 --   context             tokens cached per row
 --   batch               rows decoded together
 --   gamma               drafted tokens per verify pass
---   alpha               acceptance per drafted token (assumed)
+--   alpha               acceptance per drafted token (assumed; alpha_1 of a per-position model)
+--   acceptance          acceptance model: iid, decaying or a named table
 --   ms_per_token_plain  ms per output token, plain = s_per_token_plain x 1e3
 --   ms_per_token_spec   ms per output token, speculative = s_per_token_spec x 1e3
 --   speedup             x, plain / speculative time per token (break-even at 1)
 --   verify_bound        memory | compute | power: what limits the verify pass
 --   fits_in_memory      the point's weights and KV fit in HBM
+--   speedup_p10         x, p10 of the speed-up over the grid's [bands] draws; null without bands
+--   speedup_p90         x, p90 of the same; null without bands
 
 with candidates as (
     select r.run_id, r.ended_at, count(distinct d.batch) as n_batch
@@ -46,7 +49,9 @@ points as (
 pick as (
     select
         coalesce($gamma, min(gamma)) as gamma,
-        coalesce($alpha, arg_min(alpha, abs(alpha - 0.7))) as alpha
+        coalesce($alpha, arg_min(alpha, (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7)))) as alpha,
+        arg_min(coalesce(acceptance, 'iid'), (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7))) as acceptance,
+        arg_min(decay, (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7))) as decay
     from points
 ),
 
@@ -59,13 +64,17 @@ final as (
         p.batch,
         p.gamma,
         p.alpha,
+        coalesce(p.acceptance, 'iid') as acceptance,
         p.s_per_token_plain * 1e3 as ms_per_token_plain,
         p.s_per_token_spec * 1e3 as ms_per_token_spec,
         p.speedup::double as speedup,
         p.verify_bound,
-        p.fits_in_memory
+        p.fits_in_memory,
+        p.speedup_p10::double as speedup_p10,
+        p.speedup_p90::double as speedup_p90
     from points as p
     join pick as k on p.gamma = k.gamma and abs(p.alpha - k.alpha) < 1e-9
+        and ($alpha is not null or (coalesce(p.acceptance, 'iid') = k.acceptance and p.decay is not distinct from k.decay))
 )
 
 select * from final

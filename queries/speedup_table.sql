@@ -23,7 +23,9 @@
 --   context             tokens cached per row
 --   batch               rows decoded together
 --   gamma               draft tokens per verify pass
---   alpha               acceptance per drafted token
+--   alpha               acceptance per drafted token (alpha_1 of a per-position model)
+--   acceptance          acceptance model: iid, decaying (alpha_i = alpha decay^(i-1)) or a named table
+--   decay               r of a decaying model (1 = iid); null for a named table
 --   ms_per_token_plain  ms per output token, plain = s_per_token_plain x 1e3, 3 decimals
 --   ms_per_token_spec   ms per output token, speculative = s_per_token_spec x 1e3, 3 decimals
 --   verify_bound        memory | compute | power: what limits the verify pass
@@ -63,6 +65,8 @@ final as (
         batch,
         gamma,
         alpha,
+        coalesce(acceptance, 'iid') as acceptance,
+        case when acceptance is null then 1.0 else decay end as decay,
         round(s_per_token_plain * 1e3, 3) as ms_per_token_plain,
         round(s_per_token_spec * 1e3, 3) as ms_per_token_spec,
         verify_bound,
@@ -72,4 +76,4 @@ final as (
 )
 
 select * from final
-order by model, draft, device, tp, formats, context, batch, gamma, alpha
+order by model, draft, device, tp, formats, context, batch, gamma, alpha, acceptance, decay

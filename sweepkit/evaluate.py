@@ -6,6 +6,7 @@ import math
 import numbers
 from typing import Any
 
+from sweepkit.acceptance import get_table, parametric
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model, load_models_file
 from sweepkit.errors import bad_value
 from sweepkit.sweep.grid import INT_MAX
@@ -45,8 +46,8 @@ def gamma_bucket(gamma: int) -> int:
 
 def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, context: int = 512,
              gamma: int = 3, alpha: float = 0.7, tp: int = 1, weight_format: str = "bf16",
-             kv_format: str = "bf16", compute_format: str = "bf16",
-             models_file: str | None = None) -> dict[str, Any]:
+             kv_format: str = "bf16", compute_format: str = "bf16", decay: float = 1.0,
+             acceptance: str | None = None, models_file: str | None = None) -> dict[str, Any]:
     """Evaluate one decode point: plain against speculative decoding.
 
     Args:
@@ -54,8 +55,10 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       model: catalogue model (``sweepkit models``) or the path of a HF ``config.json``.
       draft: ``none``, ``mtp`` or a catalogue model sharing the target's vocabulary.
       batch: B rows >= 1.  context: S tokens per row >= 1.  gamma: draft length, integer >= 0.
-      alpha: acceptance per drafted token in [0, 1].  tp: tensor-parallel degree >= 1.
+      alpha: acceptance per drafted token in [0, 1] (alpha_1 with a decay).  tp: tensor-parallel degree >= 1.
       weight_format, kv_format, compute_format: ``bf16``, ``fp8``, ``int8``, ``int4``, ``fp4``.
+      decay: r >= 0, per-position acceptance alpha_i = alpha r^(i-1) (1: i.i.d.).
+      acceptance: a named per-position table (``sweepkit/catalogue/acceptance.toml``) instead of alpha, decay.
       models_file: a TOML file of ``[models.<name>]`` tables (HF config fields) whose names ``model`` and
         ``draft`` may then use.
 
@@ -82,11 +85,15 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
     gamma = check_int("gamma", gamma, 0, INT_MAX["gamma"])
     tp = check_tp(check_int("tp", tp, 1, INT_MAX["tp"]), target)
     alpha = check_alpha(alpha)
-    return _point(dev, target, drf, wfmt, kfmt, compute_format, batch, context, gamma, alpha, tp)
+    if not (isinstance(decay, numbers.Real) and not isinstance(decay, bool) and math.isfinite(decay) and decay >= 0):
+        raise bad_value("decay", decay, "a number >= 0 (alpha_i = alpha r^(i-1))")
+    model = parametric(alpha, float(decay)) if acceptance is None else get_table(acceptance)
+    alphas = model.alphas_for(gamma_bucket(gamma))
+    return _point(dev, target, drf, wfmt, kfmt, compute_format, batch, context, gamma, alphas, tp)
 
 
 def _point(dev, target, drf, wfmt, kfmt, compute_format: str, batch: int, context: int, gamma: int,
-           alpha: float, tp: int) -> dict[str, Any]:
+           alphas, tp: int) -> dict[str, Any]:
     """The validated point through the float64 cost model (JAX is imported here, on first use: ~2 s)."""
     import jax
     import jax.numpy as jnp
@@ -100,7 +107,7 @@ def _point(dev, target, drf, wfmt, kfmt, compute_format: str, batch: int, contex
         p = DecodeInputs(
             device=device_arrays(dev, f64), target=model_arrays(target, f64), draft=model_arrays(drf, f64),
             tp=jnp.asarray(tp, f64), batch=jnp.asarray(batch, f64), context=jnp.asarray(context, f64),
-            gamma=jnp.asarray(gamma, f64), alpha=jnp.asarray(alpha, f64),
+            gamma=jnp.asarray(gamma, f64), alphas=jnp.asarray(alphas, f64),
             weight_bytes=jnp.asarray(wfmt.bytes_per_value, f64), kv_bytes=jnp.asarray(kfmt.bytes_per_value, f64),
             compute_speedup=jnp.asarray(dev.speedup(compute_format), f64))
         out = jax.device_get(decode_point_jit(p, gamma_bucket(gamma)))

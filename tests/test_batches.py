@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from sweepkit.acceptance import parametric
 from sweepkit.sweep import batches as B
 
 
@@ -76,7 +77,8 @@ def test_dictionary_indices_take_the_narrowest_signed_type(n, dtype):
 def test_a_wide_string_axis_round_trips_through_int16_indices():
     names = [f"dev-{i}" for i in range(300)]
     axes = {"device": names, "tp": [1], "gamma": [1, 2], "alpha": [0.5]}
-    builder = B.BatchBuilder(axes, outer_axes=("device", "tp"), string_axes=("device",), float_outputs=("x",),
+    builder = B.BatchBuilder(axes, [parametric(0.5)], outer_axes=("device", "tp"), string_axes=("device",),
+                             float_outputs=("x",),
                              columns=("device", "tp", "gamma", "alpha", "x", "plain_bound", "verify_bound",
                                       "fits_in_memory"), k=300)
     idx = np.stack([np.arange(300), np.zeros(300, int)])

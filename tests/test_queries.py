@@ -11,7 +11,7 @@ from sweepkit import evaluate
 from sweepkit.errors import InputError
 from sweepkit.store import Warehouse, list_queries, load_query, run_query
 from sweepkit.sweep.engine import iter_decode_chunks
-from sweepkit.sweep.grid import load_grid
+from sweepkit.sweep.grid import load_grid, parse_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 MINE = ("speedup_table", "break_even", "optimal_gamma", "bounds", "leviathan_table1")
@@ -27,11 +27,28 @@ TABLE1 = {(0.6, 2): (1.53, 1.96), (0.7, 3): (1.58, 2.53), (0.8, 2): (1.23, 2.44)
           (0.9, 2): (1.11, 2.71), (0.9, 10): (1.60, 6.86)}
 
 
+BANDS_GRID = """name = "bands"
+[axes]
+device = ["H100"]
+draft = ["mtp"]
+batch = [1, 64, 128, 256, 384, 512]
+gamma = [1, 3, 5]
+alpha = [0.7]
+acceptance = ["eagle-llama2-chat-70b"]
+[bands]
+draws = 64
+alpha = { low = -0.1, high = 0.1 }
+bandwidth_efficiency = { dist = "normal", sd = 0.05 }
+"""
+
+
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory):
     wh = Warehouse(tmp_path_factory.mktemp("wh"))
-    ids = {}
-    for name in ("leviathan", "seed"):                      # seed last: it is "latest"
+    spec = parse_grid(BANDS_GRID, "bands.toml")
+    ids = {"bands": wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
+                                 grid_sha256=spec.sha256, tables={"decode": iter_decode_chunks(spec, 1 << 14)})}
+    for name in ("acceptance", "leviathan", "seed"):        # seed last: it is "latest"
         spec = load_grid(ROOT / f"grids/{name}.toml")
         ids[name] = wh.write_run(kind="decode", grid_name=spec.name, grid_toml=spec.toml_text,
                                  grid_sha256=spec.sha256, tables={"decode": iter_decode_chunks(spec, 64)})
@@ -131,3 +148,38 @@ def test_typed_parameters_are_not_parsed_again(wh):
     assert run_query(wh, "speedup_table", {"device": "5090"}, parse_text=False).num_rows == 0
     assert run_query(wh, "speedup_table", {"device": "H100"}, parse_text=False).num_rows > 0
     assert run_query(wh, "speedup_table", {"context": "512"}).num_rows > 0          # parsed: 512, an integer
+
+
+def test_optimal_gamma_and_break_even_for_every_acceptance_model(wh):
+    # grids/acceptance.toml: 2 alphas x 3 decays + 3 named tables, gamma 1..7, batch 1..512.
+    run = {"run_id": wh.ids["acceptance"]}
+    decode = wh.query("select acceptance, alpha, decay, gamma, batch, speedup, tokens_per_pass from decode "
+                      "where run_id = $r", {"r": wh.ids["acceptance"]}).to_pylist()
+    key = lambda p: (p["acceptance"], p["alpha"], p["decay"])                  # noqa: E731
+    best = run_query(wh, "optimal_gamma", run).to_pylist()
+    assert {key(r) for r in best} == {key(p) for p in decode} and len({key(r) for r in best}) == 9
+    for r in best:
+        cell = [p for p in decode if key(p) == key(r) and p["batch"] == r["batch"]]
+        assert r["best_gamma"] == max(cell, key=lambda p: (p["speedup"], -p["gamma"]))["gamma"]
+    for r in run_query(wh, "break_even", {"run_id": wh.ids["acceptance"]} | {"fits_only": "false"}).to_pylist():
+        losing = [p["batch"] for p in decode if key(p) == key(r) and p["gamma"] == r["gamma"] and p["speedup"] < 1]
+        assert r["break_even_batch"] == (min(losing) if losing else None) and r["batches_swept"] == 7
+    # Decay 1 is the i.i.d. model; a decaying model accepts less, and so gives fewer tokens per pass.
+    e = {(key(p), p["gamma"]): p["tokens_per_pass"] for p in decode if p["batch"] == 1}
+    assert e[(("iid", 0.8, 1.0), 3)] == pytest.approx((1 - 0.8 ** 4) / 0.2, rel=1e-6)
+    assert e[(("decaying", 0.8, 0.9), 3)] == pytest.approx(1 + 0.8 + 0.8 * 0.72 + 0.8 * 0.72 * 0.648, rel=1e-6)
+    assert e[(("eagle-llama2-chat-70b", 0.75, None), 5)] == pytest.approx(2.957, abs=1e-3)
+
+
+def test_bands_through_the_warehouse(wh):
+    run = {"run_id": wh.ids["bands"]}
+    for r in run_query(wh, "optimal_gamma", run).to_pylist():
+        assert r["best_speedup_p10"] <= r["best_speedup"] <= r["best_speedup_p90"] and 0 <= r["share_spec_faster"] <= 1
+    rows = run_query(wh, "break_even", {**run, "fits_only": "false"}).to_pylist()
+    assert any(r["break_even_batch"] is not None for r in rows)
+    for r in rows:
+        be, lo, hi = r["break_even_batch"], r["break_even_batch_p10"], r["break_even_batch_p90"]
+        assert lo is not None or be is None
+        assert be is None or (lo <= be and (hi is None or be <= hi))
+    plain = run_query(wh, "optimal_gamma", {"run_id": wh.ids["leviathan"]}).to_pylist()
+    assert all(r["best_speedup_p10"] is None and r["share_spec_faster"] is None for r in plain)

@@ -125,3 +125,16 @@ def test_cli_report(full, tmp_path):
                   "--format", "json")
     rows = json.loads(out)
     assert rows[0]["kind"] == "html" and Path(rows[0]["path"]).is_file()
+
+
+def test_speedup_chart_shades_the_bands_when_the_rows_have_them():
+    from sweepkit.report import charts
+    row = dict(device="H100", model="llama-3-8b", draft="mtp", context=512, batch=1, gamma=3, alpha=0.75,
+               acceptance="eagle-llama2-chat-70b", ms_per_token_plain=6.1, ms_per_token_spec=3.0, speedup=2.0,
+               verify_bound="memory", fits_in_memory=True, speedup_p10=None, speedup_p90=None)
+    plain = charts.speedup_vs_batch([row]).to_dict()
+    banded = charts.speedup_vs_batch([{**row, "speedup_p10": 1.8, "speedup_p90": 2.2}]).to_dict()
+    marks = lambda spec: [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]  # noqa: E731
+                          for layer in spec["layer"] if "mark" in layer]
+    assert "area" in marks(banded) and "area" not in marks(plain)
+    assert "eagle-llama2-chat-70b" in plain["title"] and "band p10-p90" in banded["title"]

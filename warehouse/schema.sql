@@ -76,6 +76,8 @@ create table if not exists contract_decode (
     context                   bigint,
     gamma                     integer,
     alpha                     double,
+    decay                     double,
+    acceptance                varchar,
     tokens_per_pass           float,
     t_plain_pass_s            float,
     t_draft_s                 float,
@@ -90,8 +92,37 @@ create table if not exists contract_decode (
     draft_cost_ratio          float,
     kv_capacity_tokens        float,
     weight_bytes_per_device   float,
-    fits_in_memory            boolean
+    fits_in_memory            boolean,
+    tokens_per_pass_p10       float,
+    tokens_per_pass_p50       float,
+    tokens_per_pass_p90       float,
+    s_per_token_spec_p10      float,
+    s_per_token_spec_p50      float,
+    s_per_token_spec_p90      float,
+    speedup_p10               float,
+    speedup_p50               float,
+    speedup_p90               float,
+    energy_per_token_spec_j_p10 float,
+    energy_per_token_spec_j_p50 float,
+    energy_per_token_spec_j_p90 float,
+    share_spec_faster         float
 );
+-- A warehouse made before the acceptance columns gains them here (a no-op on a new one).
+alter table contract_decode add column if not exists decay double;
+alter table contract_decode add column if not exists acceptance varchar;
+alter table contract_decode add column if not exists tokens_per_pass_p10 float;
+alter table contract_decode add column if not exists tokens_per_pass_p50 float;
+alter table contract_decode add column if not exists tokens_per_pass_p90 float;
+alter table contract_decode add column if not exists s_per_token_spec_p10 float;
+alter table contract_decode add column if not exists s_per_token_spec_p50 float;
+alter table contract_decode add column if not exists s_per_token_spec_p90 float;
+alter table contract_decode add column if not exists speedup_p10 float;
+alter table contract_decode add column if not exists speedup_p50 float;
+alter table contract_decode add column if not exists speedup_p90 float;
+alter table contract_decode add column if not exists energy_per_token_spec_j_p10 float;
+alter table contract_decode add column if not exists energy_per_token_spec_j_p50 float;
+alter table contract_decode add column if not exists energy_per_token_spec_j_p90 float;
+alter table contract_decode add column if not exists share_spec_faster float;
 comment on column contract_decode.run_id is 'The run (runs.run_id), from the Hive partition folder run_id=<id>';
 comment on column contract_decode.device is 'Accelerator, catalogue name (sweepkit devices)';
 comment on column contract_decode.model is 'Target model, catalogue name (sweepkit models)';
@@ -103,8 +134,10 @@ comment on column contract_decode.compute_format is 'Compute format (sets the na
 comment on column contract_decode.batch is 'B, rows decoded together';
 comment on column contract_decode.context is 'S, tokens cached per row (total context C = B S)';
 comment on column contract_decode.gamma is 'gamma, draft tokens proposed per verify pass';
-comment on column contract_decode.alpha is 'alpha, acceptance probability per drafted token, in [0, 1]';
-comment on column contract_decode.tokens_per_pass is 'E, tokens per verify pass = (1 - alpha^(gamma+1)) / (1 - alpha); 1 without a draft';
+comment on column contract_decode.alpha is 'alpha_1, acceptance of the first drafted token, in [0, 1] (of every drafted token when acceptance = iid)';
+comment on column contract_decode.decay is 'r, per-position acceptance alpha_i = alpha r^(i-1) (1 = iid); null for a named table';
+comment on column contract_decode.acceptance is 'Acceptance model: iid, decaying, or a named per-position table (sweepkit/catalogue/acceptance.toml, with its source)';
+comment on column contract_decode.tokens_per_pass is 'E, tokens per verify pass = 1 + sum_{k<=gamma} prod_{i<=k} alpha_i (iid: (1 - alpha^(gamma+1)) / (1 - alpha)); 1 without a draft';
 comment on column contract_decode.t_plain_pass_s is 's, one plain decode pass of B rows (with the 0.5 ms pass overhead)';
 comment on column contract_decode.t_draft_s is 's, the gamma sequential draft passes of one speculative step';
 comment on column contract_decode.t_verify_pass_s is 's, one verify pass over gamma + 1 positions per row';
@@ -119,6 +152,19 @@ comment on column contract_decode.draft_cost_ratio is 'c, one draft pass over on
 comment on column contract_decode.kv_capacity_tokens is 'tokens, KV positions the instance holds = floor((HBM x tp x 0.9 - resident weight bytes) / KV bytes per token (target + draft)), >= 0';
 comment on column contract_decode.weight_bytes_per_device is 'bytes, resident weights per device = (target + draft params) x weight bytes / tp';
 comment on column contract_decode.fits_in_memory is 'B (S + positions) <= kv_capacity_tokens and capacity > 0, positions = gamma + 1 with a draft, else 1';
+comment on column contract_decode.tokens_per_pass_p10 is 'E, tokens per verify pass: p10 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.tokens_per_pass_p50 is 'E, tokens per verify pass: p50 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.tokens_per_pass_p90 is 'E, tokens per verify pass: p90 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.s_per_token_spec_p10 is 's per output token, speculative: p10 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.s_per_token_spec_p50 is 's per output token, speculative: p50 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.s_per_token_spec_p90 is 's per output token, speculative: p90 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.speedup_p10 is 'x, speed-up: p10 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.speedup_p50 is 'x, speed-up: p50 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.speedup_p90 is 'x, speed-up: p90 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.energy_per_token_spec_j_p10 is 'J per output token, speculative: p10 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.energy_per_token_spec_j_p50 is 'J per output token, speculative: p50 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.energy_per_token_spec_j_p90 is 'J per output token, speculative: p90 over the [bands] draws of the point (null without bands)';
+comment on column contract_decode.share_spec_faster is 'Share of the [bands] draws in which speculative decoding is faster than plain (speed-up > 1), 0..1; null without bands';
 
 -- >>> trace_steps (added by the report/trace issue; owner: sweepkit/report/trace_store.py) >>>
 -- trace_steps: one row per pass x request of a mechanism trace (sweepkit trace), plain and speculative.

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "runs": "sweepkit.cli.runs:runs",
     "devices": "sweepkit.cli.catalog:devices",
     "models": "sweepkit.cli.catalog:models",
+    "acceptance": "sweepkit.cli.catalog:acceptance",
     "trace": "sweepkit.cli.trace:trace",
     "report": "sweepkit.cli.report:report",
     "export": "sweepkit.cli.export:export",

@@ -56,3 +56,28 @@ def models(fmt: str) -> None:
         "vocab": [m.vocab for m in ms],
         "kv_bytes_per_token_bf16": [int(m.kv_bytes_per_token()) for m in ms],
     }), fmt, title="models")
+
+
+@click.command(context_settings={"max_content_width": 100})
+@format_option
+def acceptance(fmt: str) -> None:
+    """List the acceptance tables a grid's acceptance axis may name, and the per-workload models.
+
+    E is the expected tokens per verify pass of a 3-token chain draft (bonus token counted).
+
+    \b
+    Example: sweepkit acceptance --format markdown
+    """
+    import pyarrow as pa
+
+    from sweepkit.acceptance import expected_tokens_np, load_packaged
+
+    cat = load_packaged()
+    models = [("table", m) for m in cat.tables.values()] + [("workload", m) for m in cat.workloads.values()]
+    emit(pa.table({
+        "kind": [k for k, _ in models],
+        "name": [m.name for _, m in models],
+        "alpha_1_to_3": [" ".join(f"{a:.3f}" for a in m.alphas_for(3)) for _, m in models],
+        "e_gamma_3": [round(expected_tokens_np(m.alphas_for(3)), 3) for _, m in models],
+        "source": [m.source for _, m in models],
+    }), fmt, title="acceptance")

@@ -34,7 +34,9 @@ def headline_filters(axes, rows: int) -> dict[str, object]:
             ({"device": min(str(v) for v in axes["device"])}, len(axes["device"])),
             ({"tp": min(int(v) for v in axes["tp"])}, len(axes["tp"])),
             (dict(zip(("weight_format", "kv_format", "compute_format"), map(str, first_formats))), len(formats))]
-    shared = len(axes["context"]) * len(axes["batch"]) * len(axes["gamma"]) * len(axes["alpha"])
+    from sweepkit.sweep.grid import n_acceptance_models
+
+    shared = len(axes["context"]) * len(axes["batch"]) * len(axes["gamma"]) * n_acceptance_models(axes)
     for _, count in keys:
         shared *= count                             # every row of the run (a full Cartesian product)
     filters: dict[str, object] = {}

@@ -6,7 +6,9 @@ For B rows of S tokens each (total cached context C = B S), a draft of length ga
     s/token plain = t_decode(C, B) / B
     s/token spec  = (t_verify(C, B, gamma + 1) + sum_{j<gamma} t_draft(C + j B, B)) / (B E[tokens])
 
-E[tokens] = (1 - alpha^(gamma+1)) / (1 - alpha) (Leviathan et al. 2023, Eq. 1). Target passes pay the
+E[tokens] = 1 + sum_{k<=gamma} prod_{i<=k} alpha_i for per-position acceptance alpha_1..alpha_P, which is
+(1 - alpha^(gamma+1)) / (1 - alpha) when every alpha_i is alpha (Leviathan et al. 2023, Eq. 1; computed by
+that closed form then, :func:`tokens_per_pass`). Target passes pay the
 per-pass overhead and tensor-parallel all-reduces; draft passes pay neither and run on the instance's
 n devices. Leviathan's c is measured on this hardware: one draft pass over one plain target pass.
 
@@ -28,13 +30,14 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import kv_capacity_tokens, resident_bytes
 from sweepkit.costmodel.passes import decode_work, pass_cost, verify_work
 from sweepkit.costmodel.roofline import PassCost
-from sweepkit.speculative import expected_tokens
+from sweepkit.speculative import expected_tokens, expected_tokens_positional
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class DecodeInputs:
-    """One grid point, all scalar arrays (B batch, S context per row, gamma, alpha; formats as numbers)."""
+    """One grid point: scalar arrays (B batch, S context per row, gamma; formats as numbers) and ``alphas``,
+    the [P] conditional acceptance of draft positions 1..P (P >= gamma; all equal for i.i.d. alpha)."""
 
     device: DeviceArrays
     target: ModelArrays
@@ -43,7 +46,7 @@ class DecodeInputs:
     batch: jax.Array
     context: jax.Array
     gamma: jax.Array
-    alpha: jax.Array
+    alphas: jax.Array
     weight_bytes: jax.Array
     kv_bytes: jax.Array
     compute_speedup: jax.Array
@@ -134,7 +137,7 @@ def finish_gamma(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: ja
 def finish_point(p: DecodeInputs, outer: dict, per_gamma: dict, tokens: jax.Array) -> dict[str, jax.Array]:
     """Outputs of one (gamma, alpha): per-token time and energy with speculation, and the speed-up.
 
-    ``tokens`` is E[tokens per pass] = expected_tokens(alpha, gamma); it is forced to 1 without a draft.
+    ``tokens`` is E[tokens per pass] (:func:`tokens_per_pass`); it is forced to 1 without a draft.
     """
     tokens = jnp.where(p.draft.present > 0, tokens, 1.0)
     s_spec = (per_gamma["t_verify_pass_s"] + per_gamma["t_draft_s"]) / (p.batch * tokens)
@@ -146,12 +149,19 @@ def finish_point(p: DecodeInputs, outer: dict, per_gamma: dict, tokens: jax.Arra
     }
 
 
+def tokens_per_pass(alphas: jax.Array, gamma: jax.Array) -> jax.Array:
+    """E[tokens per verify pass] for per-position alphas [P] and gamma <= P: Leviathan's closed form (Eq. 1)
+    when every alpha_i is equal, so i.i.d. points give exactly the i.i.d. result, else 1 + sum prod alpha_i."""
+    equal = jnp.all(alphas == alphas[0])
+    return jnp.where(equal, expected_tokens(alphas[0], gamma), expected_tokens_positional(alphas, gamma))
+
+
 def finish(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: jax.Array,
-           alpha: jax.Array) -> dict[str, jax.Array]:
-    """All outputs of one (gamma, alpha) point: :func:`finish_outer`, :func:`finish_gamma`, :func:`finish_point`."""
+           alphas: jax.Array) -> dict[str, jax.Array]:
+    """All outputs of one (gamma, alphas) point: :func:`finish_outer`, :func:`finish_gamma`, :func:`finish_point`."""
     outer = finish_outer(p, hw)
     per_gamma = finish_gamma(p, hw, verify, gamma)
-    point = finish_point(p, outer, per_gamma, expected_tokens(alpha, gamma))
+    point = finish_point(p, outer, per_gamma, tokens_per_pass(alphas, gamma))
     per_gamma = {k: v for k, v in per_gamma.items() if not k.startswith("_")}
     return {**outer, **per_gamma, **point}
 
@@ -166,7 +176,7 @@ def decode_point(p: DecodeInputs, gamma_max: int) -> dict[str, jax.Array]:
       weight_bytes_per_device, fits_in_memory (bool).
     """
     hw = hardware_stage(p, gamma_max)
-    return finish(p, hw, verify_stage(p, p.gamma), p.gamma, p.alpha)
+    return finish(p, hw, verify_stage(p, p.gamma), p.gamma, p.alphas)
 
 
 @partial(jax.jit, static_argnames="gamma_max")

@@ -29,7 +29,8 @@ def speedup_vs_batch(rows: list[dict]) -> alt.LayerChart:
     Devices take the dark2 scheme, so no device shares a colour with a bound elsewhere in the report; the
     markers carry the device's colour and their shape (own legend) the bound.
 
-    The dashed rule at 1 is break-even: below it speculation loses.
+    The dashed rule at 1 is break-even: below it speculation loses. Where the grid has ``[bands]`` the
+    rows carry speedup_p10 / speedup_p90, drawn as a shaded band around each line.
     """
     base = alt.Chart(_data(rows)).encode(
         x=alt.X("batch:Q", scale=alt.Scale(type="log", base=2), title="batch (rows decoded together)"),
@@ -49,13 +50,24 @@ def speedup_vs_batch(rows: list[dict]) -> alt.LayerChart:
                                         range=["circle", "diamond", "triangle-up"]),
                         legend=alt.Legend(symbolFillColor="black", symbolStrokeColor="black")),
         tooltip=tooltip)
+    layers = [lines, points]
+    if any(r.get("speedup_p10") is not None for r in rows):
+        band = base.mark_area(opacity=0.18).encode(y="speedup_p10:Q", y2="speedup_p90:Q")
+        layers.insert(0, band)
     rule = alt.Chart(alt.Data(values=[{"y": 1.0, "label": "break-even"}])).encode(y="y:Q")
     even = rule.mark_rule(strokeDash=[6, 4], color="black") + rule.mark_text(
         align="left", dx=4, dy=-6, color="black").encode(x=alt.value(0), text="label:N")
     g = rows[0] if rows else {}
     title = (f"Speed-up against batch: {g.get('model', '')} + {g.get('draft', '')} draft, "
-             f"gamma {g.get('gamma', '')}, alpha {g.get('alpha', '')}")
-    return alt.layer(lines, points, even).properties(width=WIDTH, height=300, title=title)
+             f"gamma {g.get('gamma', '')}, " + _acceptance_label(g))
+    return alt.layer(*layers, even).properties(width=WIDTH, height=300, title=title)
+
+
+def _acceptance_label(row: dict) -> str:
+    """'alpha 0.7' for i.i.d. acceptance, else the model's name (and alpha_1); bands say p10-p90."""
+    name = row.get("acceptance") or "iid"
+    label = f"alpha {row.get('alpha', '')}" if name == "iid" else f"acceptance {name} (alpha_1 {row.get('alpha', '')})"
+    return label + (", band p10-p90" if row.get("speedup_p10") is not None else "")
 
 
 def regime_map(rows: list[dict]) -> alt.FacetChart:

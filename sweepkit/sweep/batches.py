@@ -153,30 +153,43 @@ class BatchBuilder:
     """Turns chunk outputs into record batches for one grid (``axes``) and chunk size (``k`` outer points).
 
     Args:
-      axes: axis name -> values, for every name of ``columns`` that is an axis.
+      axes: axis name -> values, for the outer axes and gamma.
+      models: the grid's acceptance models (the innermost axis; ``sweepkit.sweep.grid.acceptance_models``):
+        each gives a row's ``alpha`` (its first position), ``decay`` (null without one) and ``acceptance``.
       outer_axes: the axes indexed per outer point, in ``outer_idx`` row order.
       string_axes: axes written as dictionary-encoded strings.
       float_outputs: float32 outputs; ``plain_bound``/``verify_bound`` become dictionary strings,
         ``fits_in_memory`` a boolean.
+      null_outputs: float32 columns that are null in every row (a grid without bands).
       columns: the batch's columns, in order.
       k: outer points per full chunk.
     """
 
-    def __init__(self, axes: Mapping[str, Sequence[Any]], *, outer_axes: Sequence[str],
-                 string_axes: Sequence[str], float_outputs: Sequence[str], columns: Sequence[str], k: int):
+    def __init__(self, axes: Mapping[str, Sequence[Any]], models: Sequence[Any], *, outer_axes: Sequence[str],
+                 string_axes: Sequence[str], float_outputs: Sequence[str], columns: Sequence[str], k: int,
+                 null_outputs: Sequence[str] = ()):
         self.axes, self.outer_axes, self.string_axes = axes, tuple(outer_axes), set(string_axes)
         self.float_outputs, self.columns, self.k = tuple(float_outputs), tuple(columns), k
-        self.n_g, self.n_a = len(axes["gamma"]), len(axes["alpha"])
+        self.null_outputs = tuple(null_outputs)
+        self.n_g, self.n_a = len(axes["gamma"]), len(models)
         self._dictionaries = {a: pa.array([str(v) for v in axes[a]]) for a in self.string_axes}
         self._values = {a: np.asarray(axes[a], dtype=np.int32 if a == "tp" else np.int64)
                         for a in self.outer_axes if a not in self.string_axes}
         shape = (k, self.n_g, self.n_a)
         n = k * self.n_g * self.n_a
-        once = _Cursor(_populated(n * 12 + 128))
+        names = list(dict.fromkeys(m.name for m in models))
+        code = _index_dtype(len(names))
+        once = _Cursor(_populated(n * (20 + code.itemsize) + 256))
         gamma = np.asarray(axes["gamma"], dtype=np.int32)[None, :, None]
-        alpha = np.asarray(axes["alpha"], dtype=np.float64)[None, None, :]
+        alpha = np.asarray([m.alphas[0] for m in models], dtype=np.float64)[None, None, :]
+        decay = np.asarray([np.nan if m.decay is None else m.decay for m in models], dtype=np.float64)
+        decay = _broadcast(decay[None, None, :], shape, np.float64, once)
+        which = np.asarray([names.index(m.name) for m in models])[None, None, :]
         self._inner = {"gamma": pa.array(_broadcast(gamma, shape, np.int32, once)),
-                       "alpha": pa.array(_broadcast(alpha, shape, np.float64, once))}
+                       "alpha": pa.array(_broadcast(alpha, shape, np.float64, once)),
+                       "decay": pa.array(decay, mask=np.isnan(decay)),
+                       "acceptance": pa.DictionaryArray.from_arrays(pa.array(_broadcast(which, shape, code, once)),
+                                                                    pa.array(names))}
         self._codes = {a: _index_dtype(len(axes[a])) for a in self.string_axes}
         self._codes.update(plain_bound=_index_dtype(len(_BOUNDS)), verify_bound=_index_dtype(len(_BOUNDS)))
         self._slabs = _Slabs()
@@ -200,6 +213,7 @@ class BatchBuilder:
         cursor = self._slabs.take(sum(copied))         # only the columns that need a copy take room
         cols: dict[str, pa.Array] = {name: col if n == len(col) else col.slice(0, n)
                                      for name, col in self._inner.items()}
+        cols.update({name: pa.nulls(n, pa.float32()) for name in self.null_outputs})
         for name, x, dtype in sources:
             flat = pa.array(_broadcast(x, shape, dtype, cursor))
             if name in self.string_axes:

@@ -15,8 +15,7 @@ Precision: float32 (|error| < 1e-5 relative to the float64 ``sweepkit.evaluate``
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -27,21 +26,30 @@ import pyarrow as pa
 
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
-from sweepkit.costmodel.decode import DecodeInputs, finish_gamma, finish_outer, finish_point, hardware_stage, verify_stage
-from sweepkit.speculative import expected_tokens
+from sweepkit.costmodel.decode import (DecodeInputs, finish_gamma, finish_outer, finish_point, hardware_stage,
+                                       tokens_per_pass, verify_stage)
 from sweepkit.evaluate import gamma_bucket
 from sweepkit.jaxcache import compile_cached
+from sweepkit.sweep.background import started  # noqa: F401  (re-exported: engine.started)
+from sweepkit.sweep.bands import BAND_COLUMNS, BANDED, QUANTILES
 from sweepkit.sweep.batches import BatchBuilder
+from sweepkit.sweep.grid import acceptance_models, n_acceptance_models
 
 AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
         "batch", "context", "gamma", "alpha")
-"""Grid axes in nesting order (the last varies fastest)."""
+"""Grid axes in nesting order (the last varies fastest). The last is the axis of acceptance models: every
+alpha x decay, then every named table (``sweepkit.sweep.grid.acceptance_models``); each row carries its
+``alpha`` (alpha_1), ``decay`` (null for a table) and ``acceptance`` (iid, decaying or the table's name)."""
+
+ACCEPTANCE_COLUMNS = ("alpha", "decay", "acceptance")
 
 STRING_AXES = ("device", "model", "draft", "weight_format", "kv_format", "compute_format")
 FLOAT_OUTPUTS = ("tokens_per_pass", "t_plain_pass_s", "t_draft_s", "t_verify_pass_s", "s_per_token_plain",
                  "s_per_token_spec", "speedup", "energy_per_token_plain_j", "energy_per_token_spec_j",
                  "draft_cost_ratio", "kv_capacity_tokens", "weight_bytes_per_device")
 OUTPUT_COLUMNS = (*FLOAT_OUTPUTS, "plain_bound", "verify_bound", "fits_in_memory")
+COLUMNS = (*AXES[:-1], "alpha", "decay", "acceptance", *OUTPUT_COLUMNS, *BAND_COLUMNS)
+"""The decode view's columns (less run_id), in order; the band columns are null without [bands]."""
 DEFAULT_CHUNK_POINTS = 1 << 20
 
 
@@ -60,11 +68,13 @@ class GridTables:
     batch: jax.Array
     context: jax.Array
     gamma: jax.Array
-    alpha: jax.Array
+    alphas: jax.Array              # [n_acceptance_models, P]: conditional acceptance per draft position
+    band_alpha: jax.Array | None = None            # [N] offsets on every alpha_i (grids with [bands])
+    band_device: DeviceArrays | None = None        # [N] factors on the device's fields (None: none banded)
 
 
-def build_tables(axes: Mapping[str, Sequence[Any]], dtype=jnp.float32) -> GridTables:
-    """Resolve the axis names through the catalogue into stacked numeric tables.
+def build_tables(axes: Mapping[str, Sequence[Any]], dtype=jnp.float32, bands: Any = None) -> GridTables:
+    """Resolve the axis names through the catalogue into stacked numeric tables (and the bands' draws).
 
     Built with numpy on the host and transferred in one ``device_put`` (per-leaf ``jnp`` ops would each
     dispatch, and compile on first use: ~0.2 s before the first chunk).
@@ -86,8 +96,21 @@ def build_tables(axes: Mapping[str, Sequence[Any]], dtype=jnp.float32) -> GridTa
         weight_bytes=vec([get_format(f, "weight_format").bytes_per_value for f in axes["weight_format"]]),
         kv_bytes=vec([get_format(f, "kv_format").bytes_per_value for f in axes["kv_format"]]),
         tp=vec(axes["tp"]), batch=vec(axes["batch"]), context=vec(axes["context"]),
-        gamma=vec(axes["gamma"]), alpha=vec(axes["alpha"]))
+        gamma=vec(axes["gamma"]),
+        alphas=vec([m.alphas_for(gamma_bucket(int(max(axes["gamma"])))) for m in acceptance_models(axes)]),
+        **({} if bands is None else _band_tables(bands, vec)))
     return jax.device_put(host)
+
+
+def _band_tables(bands, vec) -> dict:
+    """The [N] draws of a grid's bands: alpha offsets and device factors (0 and 1 where not banded)."""
+    draws = bands.samples()
+    ones = vec(np.ones(bands.draws))
+    fields = DeviceArrays.__dataclass_fields__
+    device = {f: (vec(np.maximum(draws[f], 0.0)) if f in draws else ones) for f in fields}
+    # Without device factors the draws leave the hardware stage alone: vmap then computes it once per point.
+    return {"band_alpha": vec(draws.get("alpha", np.zeros(bands.draws))),
+            "band_device": DeviceArrays(**device) if set(draws) & set(fields) else None}
 
 
 def mixed_radix_digits(index: int, radices: Sequence[int]) -> list[int]:
@@ -134,28 +157,60 @@ def evaluate_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple
       (outer axis indices [len(OUTER), k], dict of outputs).
     """
     idx = _decode_chunk(base_digits, radices, k)
-    tokens = expected_tokens(tables.alpha[None, :], tables.gamma[:, None])      # [n_gamma, n_alpha], once
+    tokens = _tokens(tables.alphas, tables.gamma)                                # [n_gamma, n_models], once
+    banded = tables.band_alpha is not None                                      # static: the tables' structure
+    if banded:
+        drawn_tokens = jax.vmap(lambda off: _tokens(jnp.clip(tables.alphas + off, 0.0, 1.0), tables.gamma))(
+            tables.band_alpha)                                                   # [N, n_gamma, n_models]
 
     def outer(dv, md, dr, tp, wf, kf, cf, b, s):
         pick = lambda tree, *i: jax.tree_util.tree_map(lambda x: x[i], tree)  # noqa: E731
-        zero = jnp.zeros((), tables.alpha.dtype)
+        zero = jnp.zeros((), tables.gamma.dtype)
         p = DecodeInputs(
             device=pick(tables.devices, dv), target=pick(tables.targets, md), draft=pick(tables.drafts, md, dr),
-            tp=tables.tp[tp], batch=tables.batch[b], context=tables.context[s], gamma=zero, alpha=zero,
+            tp=tables.tp[tp], batch=tables.batch[b], context=tables.context[s], gamma=zero, alphas=tables.alphas[0],
             weight_bytes=tables.weight_bytes[wf], kv_bytes=tables.kv_bytes[kf],
             compute_speedup=tables.speedup[dv, cf])
-        hw = hardware_stage(p, gamma_max)
-        per_outer = finish_outer(p, hw)
-
-        def per_gamma(g, tokens_g):
-            gamma_part = finish_gamma(p, hw, verify_stage(p, g), g)
-            point = jax.vmap(lambda t: finish_point(p, per_outer, gamma_part, t))(tokens_g)
-            return {k: v for k, v in gamma_part.items() if not k.startswith("_")}, point
-
-        gamma_out, point_out = jax.vmap(per_gamma)(tables.gamma, tokens)
-        return {**per_outer, **gamma_out, **point_out}
+        out = _outer_point(p, tables.gamma, tokens, gamma_max)
+        if banded:
+            def draw(factors, tokens_d):
+                device = p.device if factors is None else jax.tree_util.tree_map(jnp.multiply, p.device, factors)
+                return {m: v for m, v in _outer_point(replace(p, device=device), tables.gamma, tokens_d,
+                                                      gamma_max).items() if m in BANDED}
+            out.update(_band_summary(jax.vmap(draw)(tables.band_device, drawn_tokens)))
+        return out
 
     return idx, jax.vmap(outer)(*idx)
+
+
+def _tokens(alphas: jax.Array, gamma: jax.Array) -> jax.Array:
+    """E[tokens per pass], [n_gamma, n_models], of every acceptance model [n_models, P] at every gamma."""
+    return jax.vmap(lambda g: jax.vmap(lambda a: tokens_per_pass(a, g))(alphas))(gamma)
+
+
+def _outer_point(p: DecodeInputs, gammas: jax.Array, tokens: jax.Array, gamma_max: int) -> dict[str, jax.Array]:
+    """Every output of one outer point: the hardware stage once, the verify pass per gamma, E per model."""
+    hw = hardware_stage(p, gamma_max)
+    per_outer = finish_outer(p, hw)
+
+    def per_gamma(g, tokens_g):
+        gamma_part = finish_gamma(p, hw, verify_stage(p, g), g)
+        point = jax.vmap(lambda t: finish_point(p, per_outer, gamma_part, t))(tokens_g)
+        return {k: v for k, v in gamma_part.items() if not k.startswith("_")}, point
+
+    gamma_out, point_out = jax.vmap(per_gamma)(gammas, tokens)
+    return {**per_outer, **gamma_out, **point_out}
+
+
+def _band_summary(drawn: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """p10 / p50 / p90 over the draws (axis 0) of each banded output, and the share of draws with speed-up > 1."""
+    q = jnp.asarray([v for _, v in QUANTILES], drawn["speedup"].dtype)
+    out = {}
+    for m in BANDED:
+        values = jnp.quantile(jnp.moveaxis(drawn[m], 0, -1), q, axis=-1)      # [3, ...]: sorted on the minor axis
+        out.update({f"{m}_{name}": values[i] for i, (name, _) in enumerate(QUANTILES)})
+    out["share_spec_faster"] = jnp.mean((drawn["speedup"] > 1.0).astype(q.dtype), axis=0)
+    return out
 
 
 CPU_COMPILER_OPTIONS = {"xla_backend_optimization_level": 2}
@@ -181,9 +236,9 @@ def compiled_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple
 
 
 def grid_size(axes: Mapping[str, Sequence[Any]]) -> int:
-    """Number of points: the product of the axis lengths (Python int)."""
-    n = 1
-    for a in AXES:
+    """Number of points: the product of the outer and gamma axes' lengths times the acceptance models."""
+    n = n_acceptance_models(axes)
+    for a in AXES[:-1]:
         n *= len(axes[a])
     return n
 
@@ -208,10 +263,11 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
     """Evaluate a grid spec chunk by chunk, yielding Arrow record batches (one row per grid point).
 
     Args:
-      spec: a GridSpec (anything with ``axes``: axis name -> sequence of values, for every name in AXES).
+      spec: a GridSpec (anything with ``axes``: axis name -> sequence of values, for every name in AXES;
+        and optionally ``bands``, a :class:`sweepkit.sweep.bands.Bands`, for the band columns).
       chunk_points: at least this many points per compiled call (>= 1; whole outer points, each carrying
-        every gamma x alpha; see :func:`chunk_plan`). The grid compiles once for this shape; the last chunk
-        is padded.
+        every gamma x acceptance model; see :func:`chunk_plan`), divided by the bands' draws. The grid
+        compiles once for this shape; the last chunk is padded.
       chunks_multiple_of: make the number of chunks a multiple of this where the grid allows (the CLI
         passes its number of Parquet writer threads).
 
@@ -220,13 +276,18 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
     """
     axes = spec.axes
     radices = tuple(len(axes[a]) for a in OUTER)
-    inner = len(axes["gamma"]) * len(axes["alpha"])
+    models = acceptance_models(axes)
+    inner = len(axes["gamma"]) * len(models)
     n_outer = grid_size(axes) // inner
+    bands = getattr(spec, "bands", None)
+    if bands is not None:
+        chunk_points = max(1, int(chunk_points) // bands.draws)       # the draws' working set stays bounded
     k, _ = chunk_plan(n_outer, inner, chunk_points, chunks_multiple_of)
-    tables = build_tables(axes)
+    tables = build_tables(axes, bands=bands)
     gamma_max = gamma_bucket(int(max(axes["gamma"])))
-    builder = BatchBuilder(axes, outer_axes=OUTER, string_axes=STRING_AXES, float_outputs=FLOAT_OUTPUTS,
-                           columns=(*AXES, *OUTPUT_COLUMNS), k=k)
+    builder = BatchBuilder(axes, models, outer_axes=OUTER, string_axes=STRING_AXES,
+                           float_outputs=FLOAT_OUTPUTS + (BAND_COLUMNS if bands else ()),
+                           null_outputs=() if bands else BAND_COLUMNS, columns=COLUMNS, k=k)
 
     def dispatch(start):
         digits = np.asarray(mixed_radix_digits(start, radices), dtype=np.int32)    # (jnp.asarray: +60 ms once)
@@ -245,46 +306,3 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
         pending = current
     if pending is not None:
         yield to_batch(pending)
-
-
-class started:  # noqa: N801 - used like a function: started(iterator)
-    """Iterate ``items``, the first one computed on a background thread started at once.
-
-    A sweep's first batch waits for the compiled chunk to load (~0.2 s) and its first evaluation; the caller
-    meanwhile prepares the warehouse run (lock, stale-run cleanup, contract check) on its own thread. The
-    rest are computed on the consuming thread as usual. An exception from the first item is re-raised on
-    the consuming thread. Call :meth:`join` before leaving on an error raised before the first item was
-    taken: a process must not exit while that thread is inside XLA (it aborts).
-    """
-
-    def __init__(self, items: Iterator[Any]):
-        self._items, self._first, self._error = items, [], []
-        self._thread = threading.Thread(target=self._work, name="sweepkit-first-chunk", daemon=True)
-        self._thread.start()
-        self._rest = self._iterate()
-
-    def _work(self) -> None:
-        try:
-            self._first.append(next(self._items))
-        except StopIteration:
-            pass
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the consuming thread
-            self._error.append(exc)
-
-    def _iterate(self) -> Iterator[Any]:
-        self._thread.join()
-        if self._error:
-            raise self._error[0]
-        if self._first:
-            yield self._first.pop()
-            yield from self._items
-
-    def __iter__(self) -> "started":
-        return self
-
-    def __next__(self) -> Any:
-        return next(self._rest)
-
-    def join(self) -> None:
-        """Wait for the background thread (the first item is kept for iteration)."""
-        self._thread.join()

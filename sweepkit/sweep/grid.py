@@ -10,6 +10,8 @@ A grid file::
     device = ["H100", "A100"]            # a non-empty list (a bare scalar counts as a one-value list)
     batch = { start = 1, stop = 512, num = 10, scale = "log" }   # or a range, stop inclusive
     alpha = { start = 0.5, stop = 0.9, num = 5 }                  # scale defaults to "linear"
+    decay = [1.0, 0.9]                   # alpha_i = alpha r^(i-1): 1 is i.i.d.
+    acceptance = ["eagle-llama2-chat-70b"]                        # named per-position tables
 
 Axes (nesting order, the last varies fastest) and the defaults of axes left out:
 
@@ -26,9 +28,17 @@ Axes (nesting order, the last varies fastest) and the defaults of axes left out:
     batch           [1]             integer >= 1 (rows decoded together)
     context         [512]           integer >= 1 (tokens cached per row)
     gamma           [3]             integer >= 0 (draft length)
-    alpha           [0.7]           number in [0, 1] (acceptance per drafted token)
+    alpha           [0.7]           number in [0, 1] (alpha_1: acceptance of the first drafted token)
+    decay           [1.0]           number >= 0 (r: alpha_i = alpha r^(i-1); 1 is i.i.d.)
+    acceptance      []              ``sweepkit acceptance`` (named per-position tables)
     ==============  ==============  ==========================================================
 
+The last three axes together are the grid's acceptance models (:func:`acceptance_models`): every
+alpha x decay, then every named table, in that order. A grid that names tables and gives neither alpha nor
+decay sweeps the tables only. So the points are the product of the other axes' lengths times
+len(alpha) x len(decay) + len(acceptance).
+
+An optional ``[bands]`` table gives uncertainty draws per point (:mod:`sweepkit.sweep.bands`).
 Ranges on integer axes are rounded and de-duplicated, keeping their order; a list must not repeat a value.
 A range has at most 1,000,000 values (``MAX_AXIS_VALUES``) and a grid at most 10^12 points (``MAX_POINTS``).
 Any error raises :class:`sweepkit.errors.InputError` with one line naming the file, the field, the bad value
@@ -50,20 +60,23 @@ import numpy as np
 from sweepkit.catalogue import (device_names, draft_names, format_names, get_draft, get_model, is_config_path,
                                 load_hf_config, load_models_file, model_names, register_model)
 from sweepkit.errors import InputError, bad_value
+from sweepkit import acceptance as _acceptance
 from sweepkit.inputs import read_text
+from sweepkit.sweep.bands import Bands, parse_bands
 
 AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
-        "batch", "context", "gamma", "alpha")
-"""Grid axes in nesting order (the last varies fastest)."""
+        "batch", "context", "gamma", "alpha", "decay", "acceptance")
+"""Grid axes in nesting order (the last varies fastest; alpha, decay and acceptance form one axis of models)."""
 
 DEFAULTS: dict[str, tuple] = {
     "device": ("H100",), "model": ("llama-3-8b",), "draft": ("mtp",), "tp": (1,),
     "weight_format": ("bf16",), "kv_format": ("bf16",), "compute_format": ("bf16",),
     "batch": (1,), "context": (512,), "gamma": (3,), "alpha": (0.7,),
+    "decay": (1.0,), "acceptance": (),
 }
 """Values of the axes a grid file leaves out."""
 
-TOP_LEVEL_KEYS = ("name", "description", "models_file", "axes")
+TOP_LEVEL_KEYS = ("name", "description", "models_file", "axes", "bands")
 RANGE_KEYS = ("start", "stop", "num", "scale")
 MAX_AXIS_VALUES = 1_000_000
 """Most values one axis may have (a range's num)."""
@@ -72,7 +85,9 @@ MAX_POINTS = 10**12
 sweep into several grids."""
 SCALES = ("linear", "log")
 _NAME_AXES = {"device": device_names, "model": model_names, "draft": draft_names,
-              "weight_format": format_names, "kv_format": format_names, "compute_format": format_names}
+              "weight_format": format_names, "kv_format": format_names, "compute_format": format_names,
+              "acceptance": lambda: sorted(_acceptance.load_packaged().tables)}
+ACCEPTANCE_AXES = ("alpha", "decay", "acceptance")
 _INT_MIN = {"tp": 1, "batch": 1, "context": 1, "gamma": 0}
 INT_MAX = {"tp": 1024, "batch": 1 << 20, "context": 1 << 24, "gamma": 64}
 """Largest value of each integer axis (also for ``sweepkit.evaluate``): beyond them the float32 engine
@@ -88,7 +103,8 @@ class GridSpec:
       path: the file it came from (as given), or the ``where`` label of :func:`parse_grid`.
       toml_text: the file's text, verbatim.  sha256: hex SHA-256 of ``toml_text`` (UTF-8).
       axes: axis name -> tuple of values, in :data:`AXES` order (str, int, or float for alpha).
-      n_points: the product of the axis lengths (a Python int).
+      n_points: the number of grid points (a Python int).
+      bands: the ``[bands]`` table (uncertainty draws per point; :mod:`sweepkit.sweep.bands`), or None.
     """
 
     name: str
@@ -98,6 +114,7 @@ class GridSpec:
     sha256: str
     axes: dict[str, tuple] = field(repr=False)
     n_points: int
+    bands: Bands | None = None
 
 
 def load_grid(path: str | Path) -> GridSpec:
@@ -155,17 +172,32 @@ def parse_grid(text: str, where: str = "<grid>", base: Path | None = None) -> Gr
             raise bad_value(f"axes.{key}", _short(table[key]), "an axis among " + ", ".join(AXES), where=where)
     configs = _load_models_file(raw, where, base) + _load_configs(table, where, base)
     axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
+    if "acceptance" in table and "alpha" not in table and "decay" not in table:
+        axes["alpha"] = axes["decay"] = ()                   # the named tables only
     _check_drafts(axes, where)
     _check_tp(axes, where)
-    n_points = math.prod(len(v) for v in axes.values())
+    n_points = n_acceptance_models(axes) * math.prod(len(v) for a, v in axes.items() if a not in ACCEPTANCE_AXES)
     if n_points > MAX_POINTS:
         raise InputError(f"{where}: axes: the grid has {n_points:,} points (the product of the axis lengths); "
                          f"at most {MAX_POINTS:,} are allowed: split it into several grids")
+    bands = parse_bands(raw.get("bands"), where)
     digest = hashlib.sha256(text.encode("utf-8"))
     for config_text in configs:                     # a changed config.json is another grid: never reused
         digest.update(b"\0" + config_text.encode("utf-8"))
-    return GridSpec(name=name, description=description, path=where, toml_text=text,
+    return GridSpec(name=name, description=description, path=where, toml_text=text, bands=bands,
                     sha256=digest.hexdigest(), axes=axes, n_points=n_points)
+
+
+def n_acceptance_models(axes: dict[str, tuple]) -> int:
+    """How many acceptance models a grid's axes give: len(alpha) x len(decay) + len(acceptance)."""
+    return len(axes["alpha"]) * len(axes.get("decay", (1.0,))) + len(axes.get("acceptance", ()))
+
+
+def acceptance_models(axes: dict[str, tuple]) -> list[_acceptance.AcceptanceModel]:
+    """The grid's acceptance models, in row order: every (alpha, decay) (decay varying fastest), then every
+    named table. Axes left out (as in hand-made ``axes`` dicts) take their defaults."""
+    models = [_acceptance.parametric(a, r) for a in axes["alpha"] for r in axes.get("decay", (1.0,))]
+    return models + [_acceptance.get_table(name) for name in axes.get("acceptance", ())]
 
 
 def _short(value: Any) -> Any:
@@ -253,6 +285,10 @@ def _check_value(axis: str, v: Any, where: str) -> Any:
         if not (_is_real(v) and float(v).is_integer() and low <= v <= high):
             raise bad_value(field_name, _short(v), f"an integer in [{low}, {high:,}]", where=where)
         return int(v)
+    if axis == "decay":
+        if not (_is_real(v) and v >= 0.0):
+            raise bad_value(field_name, _short(v), "a number >= 0 (alpha_i = alpha r^(i-1))", where=where)
+        return float(v)
     if not (_is_real(v) and 0.0 <= v <= 1.0):           # alpha
         raise bad_value(field_name, _short(v), "a number in [0, 1]", where=where)
     return float(v)
