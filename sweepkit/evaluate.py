@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from sweepkit.catalogue import devices_file as devices_file_scope
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.decode import DecodeInputs, decode_point_jit
@@ -40,7 +41,8 @@ def gamma_bucket(gamma: int) -> int:
 
 def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, context: int = 512,
              gamma: int = 3, alpha: float = 0.7, tp: int = 1, weight_format: str = "bf16",
-             kv_format: str = "bf16", compute_format: str = "bf16") -> dict[str, Any]:
+             kv_format: str = "bf16", compute_format: str = "bf16",
+             devices_file: str | None = None) -> dict[str, Any]:
     """Evaluate one decode point: plain against speculative decoding.
 
     Args:
@@ -49,6 +51,7 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       batch: B rows >= 1.  context: S tokens per row >= 1.  gamma: draft length, integer >= 0.
       alpha: acceptance per drafted token in [0, 1].  tp: tensor-parallel degree >= 1.
       weight_format, kv_format, compute_format: ``bf16``, ``fp8``, ``int8``, ``int4``, ``fp4``.
+      devices_file: a devices TOML (``sweepkit calibrate --out``) whose devices ``device`` may name.
 
     Returns:
       dict with tokens_per_pass, t_plain_pass_s, t_draft_s, t_verify_pass_s, s_per_token_plain,
@@ -60,7 +63,8 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       >>> round(r["s_per_token_plain"] * 1e3, 3), round(r["s_per_token_spec"] * 1e3, 3), r["verify_bound"]
       (6.126, 3.076, 'memory')
     """
-    dev = get_device(device)
+    with devices_file_scope(devices_file):
+        dev = get_device(device)
     target = get_model(model)
     drf = get_draft(draft, target)
     wfmt = get_format(weight_format, "weight_format")

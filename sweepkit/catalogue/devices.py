@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.formats import get_format
-from sweepkit.errors import bad_value
+from sweepkit.errors import InputError, bad_value
 
 _NUMERIC = (
     "peak_flops_per_s", "hbm_bytes_per_s", "hbm_capacity_bytes", "tdp_w", "idle_w",
@@ -76,13 +79,58 @@ def load_devices() -> dict[str, Device]:
     return {k: _device(k, v) for k, v in raw.items()}
 
 
+_OVERLAY: dict[str, Device] = {}
+"""Devices of a user's devices file, in force inside :func:`devices_file` (they shadow catalogue names)."""
+
+
+def load_devices_file(path: str | Path) -> dict[str, Device]:
+    """Read a devices TOML file in the ``devices.toml`` format (``sweepkit calibrate`` writes one).
+
+    Raises:
+      InputError: a missing or unreadable file, bad TOML, or an entry without a field the catalogue needs.
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such devices file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a valid TOML devices file ({exc})") from None
+    entries = raw.get("devices")
+    if not isinstance(entries, dict) or not entries:
+        raise InputError(f"{path}: expected [devices.NAME] tables in the devices.toml format")
+    out = {}
+    for name, entry in entries.items():
+        needed = [k for k in (*_NUMERIC, "description", "source", "link") if k not in entry]
+        if needed:
+            raise InputError(f"{path}: [devices.{name}] is missing {', '.join(needed)}")
+        try:
+            out[name] = _device(name, entry)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{path}: [devices.{name}]: {exc}") from None
+    return out
+
+
+@contextlib.contextmanager
+def devices_file(path: str | Path | None) -> Iterator[dict[str, Device]]:
+    """Within the block, :func:`get_device` and :func:`device_names` also know the devices of ``path``
+    (None: the catalogue alone). Yields the file's devices."""
+    extra = load_devices_file(path) if path is not None else {}
+    saved = dict(_OVERLAY)
+    _OVERLAY.update(extra)
+    try:
+        yield extra
+    finally:
+        _OVERLAY.clear()
+        _OVERLAY.update(saved)
+
+
 def device_names() -> list[str]:
-    return list(load_devices())
+    return list({**load_devices(), **_OVERLAY})
 
 
 def get_device(name: str, field: str = "device") -> Device:
     """Look a device up by name; unknown names raise :class:`InputError` listing the known ones."""
-    devices = load_devices()
+    devices = {**load_devices(), **_OVERLAY}
     if name not in devices:
         raise bad_value(field, name, devices)
     return devices[name]

@@ -35,7 +35,7 @@ from sweepkit.errors import bad_value
 from sweepkit.store import db
 from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
 
-KINDS = ("decode", "serving", "trace")
+KINDS = ("decode", "serving", "trace", "validation")
 DB_NAME = "sweepkit.duckdb"
 
 
@@ -186,7 +186,7 @@ class Warehouse:
         """Stream a run's tables into Parquet and commit it atomically.
 
         Args:
-          kind: ``decode``, ``serving`` or ``trace``.
+          kind: ``decode``, ``serving``, ``trace`` or ``validation``.
           grid_name, grid_toml, grid_sha256: the grid the run comes from (stored in ``runs``).
           tables: view name -> record batches (columns of that view minus ``run_id``); consumed in order,
             one table after the other.
