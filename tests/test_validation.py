@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
+import jax
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import sweepkit
+from sweepkit.catalogue import devices_file, get_device, load_devices_file
 from sweepkit.cli import main
 from sweepkit.errors import InputError
-from sweepkit.validation import MODELLED, NEEDS_SERVING, load_measurements, parse_measurements, status
+from sweepkit.validation import MODELLED, NEEDS_SERVING, Measurement, load_measurements, parse_measurements, status
+from sweepkit.validation.fit import fit
+from sweepkit.validation.points import modelled_values, point_inputs, with_efficiency
 
 HEADER = "source,device,model,metric,value,unit,batch,context_tokens\n"
 
@@ -77,3 +84,48 @@ def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     t = Warehouse(wh).query("select status, count(*) n, median(abs(error_pct)) e from validation group by 1 order by 1")
     assert dict(zip(t["status"].to_pylist(), t["n"].to_pylist()))["modelled"] == 21
     assert Warehouse(wh).query("select kind from runs")["kind"].to_pylist() == ["validation"]
+
+
+def _synthetic(truth=(0.7, 0.85, 1.5e-3)):
+    # Batches from memory-bound (1) to compute-bound (2048) so that all three parameters are constrained.
+    pts = [Measurement(source="s", device="H100", model="llama-3-8b", metric="step_time", value=1.0, unit="s",
+                       value_si=1.0, row=i + 1, batch=b, context_tokens=c)
+           for i, (b, c) in enumerate((b, c) for b in (1, 4, 16, 64, 256, 1024, 2048) for c in (128, 1024, 4096))]
+    with jax.enable_x64(True):
+        p = point_inputs(pts)
+        values = np.asarray(modelled_values(dataclasses.replace(p, device=with_efficiency(p.device, *truth))))
+    return p, values
+
+
+def test_fit_recovers_known_parameters_and_reports_honest_uncertainties():
+    truth = np.array([0.7, 0.85, 1.5e-3])
+    p, values = _synthetic(tuple(truth))
+    with jax.enable_x64(True):
+        exact = fit(p, values, (0.55, 0.8, 0.5e-3))
+        noise = np.exp(0.03 * np.random.default_rng(0).standard_normal(values.shape))
+        noisy = fit(p, values * noise, (0.55, 0.8, 0.5e-3))
+    np.testing.assert_allclose(exact.values, truth, rtol=0.01)
+    assert all(exact.identified) and max(abs(exact.residuals_after)) < 1e-6
+    sig = np.array(noisy.sigmas)
+    assert np.all(sig > 0) and np.all(np.abs(np.array(noisy.values) - truth) < 4 * sig)
+    assert np.all(sig / truth < 0.2)                     # 3% noise on 21 points: a few % on each parameter
+
+
+def test_calibrate_writes_a_device_the_tools_use(tmp_path):
+    out = tmp_path / "dev.toml"
+    res = cli("calibrate", "--device", "H100", "--name", "H100-vllm", "--out", str(out), "--format", "json")
+    assert res.exit_code == 0, res.output
+    fitted = {r["parameter"]: r for r in json.loads(res.stdout)}
+    # Memory-bound points (batch <= 64) cannot constrain the compute fraction: it is kept and said so.
+    assert fitted["flops_efficiency"]["identified"].startswith("no") and fitted["flops_efficiency"]["fitted"] == 0.55
+    assert fitted["bandwidth_efficiency"]["std_error"] > 0
+    assert "test rows (9): median |error| 15.1% before, 2.5% after" in res.stderr
+    dev = load_devices_file(out)["H100-vllm"]
+    assert "sha256" in dev.source and "rows 1-4,9-12,17-20" in dev.source
+    assert dev.peak_flops_per_s == get_device("H100").peak_flops_per_s
+    plain = sweepkit.evaluate(device="H100", model="llama-3.1-8b", batch=1)["t_plain_pass_s"]
+    calibrated = sweepkit.evaluate(device="H100-vllm", model="llama-3.1-8b", batch=1, devices_file=str(out))
+    assert calibrated["t_plain_pass_s"] > plain
+    with devices_file(None):
+        with pytest.raises(InputError):
+            get_device("H100-vllm")
