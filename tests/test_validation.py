@@ -84,6 +84,10 @@ def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     t = Warehouse(wh).query("select status, count(*) n, median(abs(error_pct)) e from validation group by 1 order by 1")
     assert dict(zip(t["status"].to_pylist(), t["n"].to_pylist()))["modelled"] == 21
     assert Warehouse(wh).query("select kind from runs")["kind"].to_pylist() == ["validation"]
+    from sweepkit.report.build import build_report
+
+    built = build_report(Warehouse(wh), tmp_path / "report", png=False)
+    assert "chart-validation" in built["charts"]
 
 
 def _synthetic(truth=(0.7, 0.85, 1.5e-3)):
