@@ -90,7 +90,7 @@ def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     assert "chart-validation" in built["charts"]
 
 
-def _synthetic(truth=(0.7, 0.85, 1.5e-3)):
+def _synthetic(truth=(0.7, 0.85, 1.5e-3, 2e-5)):
     # Batches from memory-bound (1) to compute-bound (2048) so that all three parameters are constrained.
     pts = [Measurement(source="s", device="H100", model="llama-3-8b", metric="step_time", value=1.0, unit="s",
                        value_si=1.0, row=i + 1, batch=b, context_tokens=c)
@@ -102,17 +102,17 @@ def _synthetic(truth=(0.7, 0.85, 1.5e-3)):
 
 
 def test_fit_recovers_known_parameters_and_reports_honest_uncertainties():
-    truth = np.array([0.7, 0.85, 1.5e-3])
+    truth = np.array([0.7, 0.85, 1.5e-3, 2e-5])
     p, values = _synthetic(tuple(truth))
     with jax.enable_x64(True):
-        exact = fit(p, values, (0.55, 0.8, 0.5e-3))
+        exact = fit(p, values, (0.55, 0.8, 0.5e-3, 0.0))
         noise = np.exp(0.03 * np.random.default_rng(0).standard_normal(values.shape))
-        noisy = fit(p, values * noise, (0.55, 0.8, 0.5e-3))
+        noisy = fit(p, values * noise, (0.55, 0.8, 0.5e-3, 0.0))
     np.testing.assert_allclose(exact.values, truth, rtol=0.01)
     assert all(exact.identified) and max(abs(exact.residuals_after)) < 1e-6
     sig = np.array(noisy.sigmas)
     assert np.all(sig > 0) and np.all(np.abs(np.array(noisy.values) - truth) < 4 * sig)
-    assert np.all(sig / truth < 0.2)                     # 3% noise on 21 points: a few % on each parameter
+    assert np.all(sig / truth < 0.5)                     # 3% noise on 21 points: tens of % at most
 
 
 def test_calibrate_writes_a_device_the_tools_use(tmp_path):
@@ -123,7 +123,11 @@ def test_calibrate_writes_a_device_the_tools_use(tmp_path):
     # Memory-bound points (batch <= 64) cannot constrain the compute fraction: it is kept and said so.
     assert fitted["flops_efficiency"]["identified"].startswith("no") and fitted["flops_efficiency"]["fitted"] == 0.55
     assert fitted["bandwidth_efficiency"]["std_error"] > 0
-    assert "test rows (9): median |error| 15.1% before, 2.5% after" in res.stderr
+    # The vLLM fit is linear in B S and B like the calibrated model, so its rows are matched exactly; the
+    # batch-1 rate of vLLM PR #16937 (not fitted on) goes from +22.7% to +5.4%.
+    assert "vLLM PR #16937: speculative decoding at batch 1, MT-Bench 80 prompts [test, 1 rows]: median |error| " \
+           "22.7% before, 5.4% after" in res.stderr
+    assert "[test, 8 rows]: median |error| 15.0% before, 0.0% after" in res.stderr
     dev = load_devices_file(out)["H100-vllm"]
     assert "sha256" in dev.source and "rows 1-4,9-12,17-20" in dev.source
     assert dev.peak_flops_per_s == get_device("H100").peak_flops_per_s

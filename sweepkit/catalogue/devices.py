@@ -30,7 +30,8 @@ class Device:
     tdp_w, idle_w, energy_per_flop_j (bf16; a format with speed-up k costs 1/k of it), energy_per_hbm_byte_j,
     flops_efficiency (MFU, seed 0.55), bandwidth_efficiency (MBU, seed 0.80), pass_overhead_s (fixed per
     target pass, seed 0.5 ms), link_* (scale-up link, one direction), price_usd_per_gpu_hour (illustrative),
-    compute_speedup (format -> native multiple of the bf16 rate).
+    compute_speedup (format -> native multiple of the bf16 rate), token_overhead_s (fixed seconds per token
+    position of a target pass beyond the roofline: sampling, scheduling; 0 unless calibrated).
     """
 
     name: str
@@ -53,6 +54,7 @@ class Device:
     price_usd_per_gpu_hour: float
     price_illustrative: bool = True
     compute_speedup: Mapping[str, float] = field(default_factory=dict)
+    token_overhead_s: float = 0.0
 
     def speedup(self, compute_format: str) -> float:
         """Native compute multiple of ``compute_format`` over bf16 (1.0 where the format is not native)."""
@@ -69,6 +71,7 @@ def _device(name: str, raw: dict) -> Device:
     kw = {k: float(raw[k]) for k in _NUMERIC}
     return Device(name=name, description=raw["description"], source=raw["source"], link=raw["link"],
                   price_illustrative=bool(raw.get("price_illustrative", True)),
+                  token_overhead_s=float(raw.get("token_overhead_s", 0.0)),
                   compute_speedup=MappingProxyType({k: float(v) for k, v in raw.get("compute_speedup", {}).items()}),
                   **kw)
 

@@ -66,15 +66,16 @@ def calibrate(measurements: str | None, device: str, out: str, name: str | None,
 
 
 def _report_errors(usable, base, dev) -> None:
-    """Median |error| before and after, on the train rows and on the others (stderr)."""
+    """Median |error| before and after, per source and split (stderr)."""
     from sweepkit.validation import evaluate_points
 
     before = evaluate_points(usable)
     after = evaluate_points(usable, {base.name: dev})
-    for split in ("train", "test"):
-        idx = [i for i, m in enumerate(usable) if m.split == split]
-        if not idx:
-            continue
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, m in enumerate(usable):
+        groups.setdefault((m.source, m.split), []).append(i)
+    for (source, split), idx in groups.items():
         b = [100 * (before[i] / usable[i].value_si - 1) for i in idx]
         a = [100 * (after[i] / usable[i].value_si - 1) for i in idx]
-        note(f"{split} rows ({len(idx)}): median |error| {_median_abs(b):.1f}% before, {_median_abs(a):.1f}% after")
+        note(f"{source} [{split}, {len(idx)} rows]: median |error| {_median_abs(b):.1f}% before, "
+             f"{_median_abs(a):.1f}% after")

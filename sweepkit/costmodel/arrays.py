@@ -33,6 +33,7 @@ class DeviceArrays:
     link_bytes_per_s: jax.Array
     link_latency_s: jax.Array
     link_energy_per_bit_j: jax.Array
+    token_overhead_s: jax.Array
 
 
 @jax.tree_util.register_dataclass

@@ -124,12 +124,14 @@ def pass_cost(work: Work, model: ModelArrays, dev: DeviceArrays, tp: jax.Array, 
               kv_bytes: jax.Array, compute_speedup: jax.Array, *, target: bool = True) -> PassCost:
     """Price one pass of ``model`` on ``tp`` devices.
 
-    A target pass pays the device's fixed overhead and the tensor-parallel all-reduces; a draft pass pays
+    A target pass pays the device's fixed overhead (pass_overhead_s + token_overhead_s x T; the per-token
+    part is 0 unless a calibration fitted it) and the tensor-parallel all-reduces; a draft pass pays
     neither and runs as one device of the instance's size (seed-system.md sec. 4). An absent network
     (``model.present == 0``) costs nothing.
     """
     flops, bytes_ = flops_and_bytes(work, model, weight_bytes, kv_bytes)
-    overhead = dev.pass_overhead_s * model.present if target else jnp.zeros_like(dev.pass_overhead_s)
+    fixed = dev.pass_overhead_s + dev.token_overhead_s * work.tokens
+    overhead = fixed * model.present if target else jnp.zeros_like(dev.pass_overhead_s)
     cost = roofline(flops, bytes_, dev, tp, compute_speedup, overhead)
     if not target:
         return PassCost(cost.t_s * model.present, cost.energy_j * model.present, cost.bound, flops, bytes_)

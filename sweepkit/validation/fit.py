@@ -1,9 +1,9 @@
 """Calibration: fit a device's achievable fractions and per-pass overhead to measured points.
 
-Parameters theta = (mfu, mbu, t_0) (flops_efficiency, bandwidth_efficiency, pass_overhead_s), each kept
-in a physical range by a bounded transform of an unconstrained u:
+Parameters theta = (mfu, mbu, t_0, t_tok) (flops_efficiency, bandwidth_efficiency, pass_overhead_s,
+token_overhead_s), each kept in a physical range by a bounded transform of an unconstrained u:
 
-    theta_j = lo_j + (hi_j - lo_j) sigmoid(u_j)      mfu, mbu in [0.05, 1];  t_0 in [0, 20 ms]
+    theta_j = lo_j + (hi_j - lo_j) sigmoid(u_j)   mfu, mbu in [0.05, 1]; t_0 in [0, 20 ms]; t_tok in [0, 100 us]
 
 Residuals are log errors r_i(u) = log(model_i(theta(u)) / measured_i) (scale-free: a 10% miss weighs the
 same for a 6 ms step and a 100 tok/s rate). Levenberg-Marquardt minimises sum r_i^2 with the Jacobian
@@ -11,8 +11,9 @@ J = jax.jacfwd(r):
 
     (J^T J + lambda diag(J^T J)) delta = -J^T r,    lambda x 0.3 on a step that lowers the cost, x 10 otherwise
 
-A parameter the points do not constrain (||d r / d log theta_j|| < 1e-6: no point is compute-bound, say)
-is reported as not identified and kept at its starting value. Uncertainties: cov(u) = s^2 (J^T J)^-1 with
+A parameter the points do not constrain ((hi_j - lo_j) ||d r / d theta_j|| < 1e-6: no point is
+compute-bound, say) is reported as not identified and kept at its starting value. The fit starts at the
+device's values moved at least 1% of the range inside it (a sigmoid has no gradient at its ends). Uncertainties: cov(u) = s^2 (J^T J)^-1 with
 s^2 = sum r^2 / (n - p), mapped to theta by the delta method (|d theta / d u| x sd(u)).
 
 References:
@@ -29,9 +30,9 @@ import numpy as np
 
 from sweepkit.validation.points import PointInputs, modelled_value, with_efficiency
 
-NAMES = ("flops_efficiency", "bandwidth_efficiency", "pass_overhead_s")
-LOWER = np.array([0.05, 0.05, 0.0])
-UPPER = np.array([1.0, 1.0, 0.02])
+NAMES = ("flops_efficiency", "bandwidth_efficiency", "pass_overhead_s", "token_overhead_s")
+LOWER = np.array([0.05, 0.05, 0.0, 0.0])
+UPPER = np.array([1.0, 1.0, 0.02, 1e-4])
 IDENTIFIED = 1e-6
 
 
@@ -61,7 +62,7 @@ def to_unconstrained(theta) -> jax.Array:
 
 def log_residuals(theta: jax.Array, p: PointInputs, measured: jax.Array) -> jax.Array:
     """r_i = log(model_i(theta) / measured_i) over the stacked points."""
-    dev = with_efficiency(p.device, theta[0], theta[1], theta[2])
+    dev = with_efficiency(p.device, theta[0], theta[1], theta[2], theta[3])
     model = jax.vmap(modelled_value)(dataclasses.replace(p, device=dev))
     return jnp.log(model / measured)
 
@@ -90,10 +91,10 @@ def _dtheta_du(u) -> np.ndarray:
 
 
 def sensitivities(theta, p: PointInputs, measured) -> np.ndarray:
-    """||d r / d log theta_j|| per parameter (0: the points do not constrain theta_j)."""
+    """(hi_j - lo_j) ||d r / d theta_j|| per parameter (0: the points do not constrain theta_j)."""
     u = to_unconstrained(theta)
     jac = np.asarray(_jac_u(u, p, measured)) / _dtheta_du(u)
-    return np.linalg.norm(jac * np.asarray(theta), axis=0)
+    return np.linalg.norm(jac * (UPPER - LOWER), axis=0)
 
 
 def fit(p: PointInputs, measured, start, *, iterations: int = 100) -> FitResult:
@@ -105,9 +106,10 @@ def fit(p: PointInputs, measured, start, *, iterations: int = 100) -> FitResult:
     """
     with jax.enable_x64(True):
         measured = jnp.asarray(measured, jnp.float64)
-        start = np.clip(np.asarray(start, np.float64), LOWER + 1e-6, UPPER - 1e-6)
-        free = jnp.asarray(sensitivities(start, p, measured) > IDENTIFIED, jnp.float64)
-        u, lam, used = to_unconstrained(start), 1e-3, 0
+        start = np.asarray(start, np.float64)
+        inside = np.clip(start, LOWER + 0.01 * (UPPER - LOWER), UPPER - 0.01 * (UPPER - LOWER))
+        free = jnp.asarray(sensitivities(inside, p, measured) > IDENTIFIED, jnp.float64)
+        u, lam, used = to_unconstrained(inside), 1e-3, 0
         before = np.asarray(log_residuals(jnp.asarray(start), p, measured))
         for used in range(1, iterations + 1):
             u_new, c_new, c_old = _lm_step_jit(u, free, p, measured, lam)

@@ -1,6 +1,6 @@
 """Measured points priced by the cost model: one decode step at the measured batch and context.
 
-For a point with B rows of S cached tokens on a device with efficiencies theta = (mfu, mbu, t_0):
+For a point with B rows of S cached tokens on a device with efficiencies theta = (mfu, mbu, t_0, t_tok):
 
     t_step(theta) = pass_cost(decode_work(B S, B), model, device(theta), tp, formats).t_s
     step_time     = t_step                     decode_tok_s = B / t_step
@@ -56,11 +56,14 @@ def status(m: Measurement) -> str:
     return MODELLED if m.draft == "none" else NEEDS_ACCEPTANCE
 
 
-def with_efficiency(dev: DeviceArrays, mfu: jax.Array, mbu: jax.Array, overhead_s: jax.Array) -> DeviceArrays:
-    """The device with its achievable compute fraction, HBM fraction and per-pass overhead replaced."""
-    return dataclasses.replace(dev, flops_efficiency=mfu * jnp.ones_like(dev.flops_efficiency),
-                               bandwidth_efficiency=mbu * jnp.ones_like(dev.bandwidth_efficiency),
-                               pass_overhead_s=overhead_s * jnp.ones_like(dev.pass_overhead_s))
+def with_efficiency(dev: DeviceArrays, mfu: jax.Array, mbu: jax.Array, overhead_s: jax.Array,
+                    token_overhead_s: jax.Array | None = None) -> DeviceArrays:
+    """The device with its achievable compute fraction, HBM fraction and per-pass (and per-token) overhead
+    replaced (``token_overhead_s`` None: kept)."""
+    ones = jnp.ones_like(dev.flops_efficiency)
+    tok = dev.token_overhead_s if token_overhead_s is None else token_overhead_s * ones
+    return dataclasses.replace(dev, flops_efficiency=mfu * ones, bandwidth_efficiency=mbu * ones,
+                               pass_overhead_s=overhead_s * ones, token_overhead_s=tok)
 
 
 def modelled_value(p: PointInputs) -> jax.Array:
