@@ -137,3 +137,26 @@ def test_calibrate_writes_a_device_the_tools_use(tmp_path):
     with devices_file(None):
         with pytest.raises(InputError):
             get_device("H100-vllm")
+
+
+def test_a_grid_names_a_devices_file_and_the_run_records_it(tmp_path):
+    from sweepkit.catalogue import get_device as catalogue_device
+    from sweepkit.validation.profile import write_devices_file
+
+    base = catalogue_device("H100")
+    write_devices_file(tmp_path / "mine.toml", dataclasses.replace(base, name="H100-slow", pass_overhead_s=5e-3))
+    grid = tmp_path / "g.toml"
+    grid.write_text('name = "g"\ndevices_file = "mine.toml"\n[axes]\ndevice = ["H100", "H100-slow"]\n'
+                    'draft = ["none"]\n')
+    res = cli("run", str(grid), "--warehouse", str(tmp_path / "wh"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    from sweepkit.store import Warehouse
+
+    t = Warehouse(tmp_path / "wh").query("select device, t_plain_pass_s from decode order by device")
+    slow, fast = t["t_plain_pass_s"].to_pylist()[1], t["t_plain_pass_s"].to_pylist()[0]
+    assert slow - fast == pytest.approx(4.5e-3, rel=1e-3)
+    assert 'devices_file = "mine.toml"' in Warehouse(tmp_path / "wh").query("select grid_toml from runs")[
+        "grid_toml"][0].as_py()
+    grid.write_text('name = "g"\ndevices_file = "nope.toml"\n')
+    res = cli("run", str(grid), "--warehouse", str(tmp_path / "wh"))
+    assert res.exit_code == 2 and "nope.toml: no such devices file" in res.stderr

@@ -6,6 +6,7 @@ A grid file::
 
     name = "seed"                        # required, a string
     description = "the chapter's table"  # optional
+    devices_file = "my-devices.toml"     # optional: a devices TOML (sweepkit calibrate), beside the grid
     [axes]
     device = ["H100", "A100"]            # a non-empty list (a bare scalar counts as a one-value list)
     batch = { start = 1, stop = 512, num = 10, scale = "log" }   # or a range, stop inclusive
@@ -47,7 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from sweepkit.catalogue import device_names, draft_names, format_names, get_draft, get_model, model_names
+from sweepkit.catalogue import (
+    device_names, devices_file, draft_names, format_names, get_draft, get_model, model_names,
+)
 from sweepkit.errors import InputError, bad_value
 
 AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
@@ -61,7 +64,7 @@ DEFAULTS: dict[str, tuple] = {
 }
 """Values of the axes a grid file leaves out."""
 
-TOP_LEVEL_KEYS = ("name", "description", "axes")
+TOP_LEVEL_KEYS = ("name", "description", "axes", "devices_file")
 RANGE_KEYS = ("start", "stop", "num", "scale")
 MAX_AXIS_VALUES = 1_000_000
 """Most values one axis may have (a range's num)."""
@@ -84,6 +87,8 @@ class GridSpec:
       toml_text: the file's text, verbatim.  sha256: hex SHA-256 of ``toml_text`` (UTF-8).
       axes: axis name -> tuple of values, in :data:`AXES` order (str, int, or float for alpha).
       n_points: the product of the axis lengths (a Python int).
+      devices_file: the grid's ``devices_file`` (a devices TOML, e.g. from ``sweepkit calibrate``), resolved
+        against the grid file's folder; "" when absent. Its devices may appear on the device axis.
     """
 
     name: str
@@ -93,6 +98,7 @@ class GridSpec:
     sha256: str
     axes: dict[str, tuple] = field(repr=False)
     n_points: int
+    devices_file: str = ""
 
 
 def load_grid(path: str | Path) -> GridSpec:
@@ -152,14 +158,27 @@ def parse_grid(text: str, where: str = "<grid>") -> GridSpec:
     for key in table:
         if key not in AXES:
             raise bad_value(f"axes.{key}", _short(table[key]), "an axis among " + ", ".join(AXES), where=where)
-    axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
+    extra = _devices_file(raw.get("devices_file"), where)
+    with devices_file(extra or None):
+        axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
     _check_drafts(axes, where)
     n_points = math.prod(len(v) for v in axes.values())
     if n_points > MAX_POINTS:
         raise InputError(f"{where}: axes: the grid has {n_points:,} points (the product of the axis lengths); "
                          f"at most {MAX_POINTS:,} are allowed: split it into several grids")
     return GridSpec(name=name, description=description, path=where, toml_text=text,
-                    sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), axes=axes, n_points=n_points)
+                    sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), axes=axes, n_points=n_points,
+                    devices_file=extra)
+
+
+def _devices_file(value: Any, where: str) -> str:
+    """The grid's devices_file resolved against the grid file's folder ("" when absent)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise bad_value("devices_file", value, "a path to a devices TOML (sweepkit calibrate --out)", where=where)
+    path = Path(value)
+    return str(path if path.is_absolute() else Path(where).parent / path)
 
 
 def _short(value: Any) -> Any:
