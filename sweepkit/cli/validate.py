@@ -37,7 +37,8 @@ def summary_lines(table: list[dict]) -> list[str]:
 
     lines = []
     for src, (med, n_ok, n_not) in median_abs_error(table).items():
-        text = "no modelled point" if med is None else f"median |error| {med:.1f}% over {n_ok} points"
+        text = "no modelled point" if med is None else \
+            f"median |error| {med:.1f}% over {n_ok} point{'s' if n_ok != 1 else ''}"
         lines.append(f"{src}: {text}" + (f"; {n_not} not modelled" if n_not else ""))
     reasons: dict[str, int] = {}
     for r in table:
@@ -70,7 +71,7 @@ def validate(measurements: str | None, devices_file: str | None, warehouse: str 
     run_id = write_validation_run(warehouse, table, name, devices_file)
     out = pa.table({c: [r[c] for r in table] for c in COLUMNS})
     out = out.set_column(out.schema.get_field_index("error_pct"), "error_pct",
-                         pa.array([None if v is None else round(v, 2) for v in out["error_pct"].to_pylist()]))
+                         pa.array([None if v is None else round(v, 2) + 0.0 for v in out["error_pct"].to_pylist()]))
     emit(out, fmt, title=f"validation: {name}")
     lines = summary_lines(table)
     if fmt in ("table", "markdown"):
