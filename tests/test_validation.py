@@ -160,3 +160,11 @@ def test_a_grid_names_a_devices_file_and_the_run_records_it(tmp_path):
     grid.write_text('name = "g"\ndevices_file = "nope.toml"\n')
     res = cli("run", str(grid), "--warehouse", str(tmp_path / "wh"))
     assert res.exit_code == 2 and "nope.toml: no such devices file" in res.stderr
+
+
+def test_calibrate_without_rows_for_the_device_is_one_line(tmp_path):
+    res = cli("calibrate", "--device", "A100", "--out", str(tmp_path / "x.toml"))
+    assert res.exit_code == 2 and not (tmp_path / "x.toml").exists()
+    assert res.stderr.strip() == ("Error: sweepkit:public.csv: 0 modelled rows with device = 'A100' and split = "
+                                  "train; a fit needs at least 2 (step_time or decode_tok_s rows; --all-rows uses "
+                                  "every split)")

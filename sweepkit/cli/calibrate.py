@@ -35,6 +35,7 @@ def calibrate(measurements: str | None, device: str, out: str, name: str | None,
     \b
     Example: sweepkit calibrate --device H100 --name H100-vllm --out /tmp/h100-vllm.toml
     """
+    import numpy as np
     import pyarrow as pa
 
     from sweepkit.catalogue import get_device
@@ -52,7 +53,8 @@ def calibrate(measurements: str | None, device: str, out: str, name: str | None,
                          f"(step_time or decode_tok_s rows{'' if all_rows else '; --all-rows uses every split'})")
     start = tuple(getattr(base, k) for k in NAMES)
     result = fit_points(train, start)
-    before_pct, after_pct = (100 * _median_abs(r) for r in (result.residuals_before, result.residuals_after))
+    before_pct, after_pct = (100 * _median_abs(np.expm1(r)) for r in (result.residuals_before,
+                                                                       result.residuals_after))
     dev = calibrated_device(base, name or f"{device}-calibrated", result.values, file=file, sha256=sha,
                             rows=[m.row for m in train], error_before_pct=before_pct, error_after_pct=after_pct)
     write_devices_file(out, dev, comment=f"sweepkit calibrate: {dev.name}")
@@ -61,21 +63,29 @@ def calibrate(measurements: str | None, device: str, out: str, name: str | None,
         "std_error": [s for s in result.sigmas],
         "identified": ["yes" if i else "no (kept at start)" for i in result.identified]}),
         fmt, title=f"calibration of {device} on {len(train)} rows")
-    _report_errors(usable, base, dev)
+    residuals = _report_errors(usable, base, dev)
+    if fmt in ("table", "markdown"):
+        click.echo("")
+        emit(residuals, fmt, title="residuals: error % before and after, every modelled row of the device")
     note(f"wrote {out}: device {dev.name!r} ({result.iterations} iterations)")
 
 
-def _report_errors(usable, base, dev) -> None:
-    """Median |error| before and after, per source and split (stderr)."""
+def _report_errors(usable, base, dev):
+    """Median |error| before and after per source and split (stderr); returns the per-row residual table."""
+    import pyarrow as pa
+
     from sweepkit.validation import evaluate_points
 
     before = evaluate_points(usable)
     after = evaluate_points(usable, {base.name: dev})
+    pct = [(100 * (b / m.value_si - 1), 100 * (a / m.value_si - 1)) for m, b, a in zip(usable, before, after)]
     groups: dict[tuple[str, str], list[int]] = {}
     for i, m in enumerate(usable):
         groups.setdefault((m.source, m.split), []).append(i)
     for (source, split), idx in groups.items():
-        b = [100 * (before[i] / usable[i].value_si - 1) for i in idx]
-        a = [100 * (after[i] / usable[i].value_si - 1) for i in idx]
-        note(f"{source} [{split}, {len(idx)} rows]: median |error| {_median_abs(b):.1f}% before, "
-             f"{_median_abs(a):.1f}% after")
+        note(f"{source} [{split}, {len(idx)} rows]: median |error| {_median_abs([pct[i][0] for i in idx]):.1f}% "
+             f"before, {_median_abs([pct[i][1] for i in idx]):.1f}% after")
+    return pa.table({"file_row": [m.row for m in usable], "setup": [m.setup for m in usable],
+                     "split": [m.split for m in usable], "measured": [m.value for m in usable],
+                     "unit": [m.unit for m in usable], "error_before_pct": [round(b, 2) + 0.0 for b, _ in pct],
+                     "error_after_pct": [round(a, 2) + 0.0 for _, a in pct]})
