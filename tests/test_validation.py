@@ -26,7 +26,7 @@ def cli(*args: str):
 
 
 def test_public_set_is_packaged_and_the_vllm_fit_is_sampled_from_its_formula():
-    # measured.md sec. 1 (SpecDecode-Bench predictor.py, arXiv 2601.11580): vLLM target pass
+    # SpecDecode-Bench predictor.py (arXiv 2601.11580, github.com/SpecDecode-Bench/simulator): vLLM target pass
     # 3.926e-8 s x KV tokens + 2.101e-5 s x batched tokens + 5.886e-3 s, plus 1.207e-3 s scheduler overhead,
     # fitted at batch 1, 8, 16, 32 and 64.
     points, name, sha = load_measurements()
