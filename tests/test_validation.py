@@ -168,3 +168,15 @@ def test_calibrate_without_rows_for_the_device_is_one_line(tmp_path):
     assert res.stderr.strip() == ("Error: sweepkit:public.csv: 0 modelled rows with device = 'A100' and split = "
                                   "train; a fit needs at least 2 (step_time or decode_tok_s rows; --all-rows uses "
                                   "every split)")
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_help_example_runs_as_written(command, tmp_path):
+    import shlex
+
+    help_text = cli(command, "--help").output
+    line = next(l.strip() for l in help_text.splitlines() if l.strip().startswith("Example:"))
+    args = shlex.split(line.removeprefix("Example:").strip().replace("/tmp/", f"{tmp_path}/"))
+    assert args[0] == "sweepkit" and args[1] == command
+    res = cli(*args[1:])
+    assert res.exit_code == 0, res.output
