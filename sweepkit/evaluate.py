@@ -7,6 +7,7 @@ import numbers
 from typing import Any
 
 from sweepkit.acceptance import get_table, parametric
+from sweepkit.catalogue import devices_file as devices_file_scope
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model, load_models_file
 from sweepkit.errors import bad_value
 from sweepkit.sweep.grid import INT_MAX
@@ -47,7 +48,8 @@ def gamma_bucket(gamma: int) -> int:
 def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, context: int = 512,
              gamma: int = 3, alpha: float = 0.7, tp: int = 1, weight_format: str = "bf16",
              kv_format: str = "bf16", compute_format: str = "bf16", decay: float = 1.0,
-             acceptance: str | None = None, models_file: str | None = None) -> dict[str, Any]:
+             acceptance: str | None = None, models_file: str | None = None,
+             devices_file: str | None = None) -> dict[str, Any]:
     """Evaluate one decode point: plain against speculative decoding.
 
     Args:
@@ -61,6 +63,7 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       acceptance: a named per-position table (``sweepkit/catalogue/acceptance.toml``) instead of alpha, decay.
       models_file: a TOML file of ``[models.<name>]`` tables (HF config fields) whose names ``model`` and
         ``draft`` may then use.
+      devices_file: a devices TOML (``sweepkit calibrate --out``) whose devices ``device`` may name.
 
     Returns:
       dict with tokens_per_pass, t_plain_pass_s, t_draft_s, t_verify_pass_s, s_per_token_plain,
@@ -74,7 +77,8 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
     """
     if models_file is not None:
         load_models_file(models_file)
-    dev = get_device(device)
+    with devices_file_scope(devices_file):
+        dev = get_device(device)
     target = get_model(model)
     drf = get_draft(draft, target)
     wfmt = get_format(weight_format, "weight_format")

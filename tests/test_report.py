@@ -68,7 +68,7 @@ def test_report_builds_in_under_a_minute_and_is_self_contained(built):
         assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(result["pngs"]) == len(result["charts"])
     if not serving:
-        assert set(result["empty"]) == {"matrix", "explorer"}
+        assert set(result["empty"]) == {"matrix", "explorer", "validation"}
         assert "sweepkit simulate grids/serving-seed.toml" in html
 
 

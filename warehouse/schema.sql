@@ -28,7 +28,7 @@ create table if not exists runs (
 );
 comment on table runs is 'One row per committed run; a run''s Parquet rows are visible only once its row is here';
 comment on column runs.run_id is 'Run id: UTC start time yyyymmddThhmmssfffZ plus 6 random hex digits (sorts by start)';
-comment on column runs.kind is 'decode | serving | trace: which engine wrote the run';
+comment on column runs.kind is 'decode | serving | trace | validation: which engine wrote the run';
 comment on column runs.grid_name is 'The grid file''s name field';
 comment on column runs.grid_toml is 'The grid file''s text, verbatim (re-run it with sweepkit run)';
 comment on column runs.grid_sha256 is 'Hex SHA-256 of grid_toml (UTF-8); with sweepkit_version, the key for reusing a run';
@@ -384,3 +384,70 @@ comment on column contract_capacity.itl_p90_s_at_ref is 's, 90th percentile ITL 
 comment on column contract_capacity.itl_p99_s_at_ref is 's, 99th percentile ITL at the reference load';
 comment on column contract_capacity.attainment_at_ref is 'SLO attainment at the reference load';
 -- <<< serving, capacity <<<
+
+-- >>> validation (owner: sweepkit/validation/store.py) >>>
+-- validation: one row per measured point of a `sweepkit validate` run, with the cost model's value beside it.
+create table if not exists contract_validation (
+    run_id               varchar,
+    source               varchar,
+    url                  varchar,
+    framework            varchar,
+    device               varchar,
+    model                varchar,
+    tp                   integer,
+    gpus                 integer,
+    weight_format        varchar,
+    kv_format            varchar,
+    compute_format       varchar,
+    batch                bigint,
+    context_tokens       bigint,
+    input_tokens         bigint,
+    output_tokens        bigint,
+    concurrency          bigint,
+    draft                varchar,
+    gamma                integer,
+    metric               varchar,
+    unit                 varchar,
+    split                varchar,
+    file_row             integer,
+    setup                varchar,
+    measured             double,
+    modelled             double,
+    error_pct            double,
+    status               varchar,
+    measurements_file    varchar,
+    measurements_sha256  varchar,
+    devices_file         varchar
+);
+comment on table contract_validation is 'One row per measured point of a validation run: measured against the cost model (docs/validation.md)';
+comment on column contract_validation.run_id is 'The run (runs.run_id, kind validation)';
+comment on column contract_validation.source is 'Where the measurement was published (paper, repository, result page)';
+comment on column contract_validation.url is 'Public address of the source';
+comment on column contract_validation.framework is 'Serving framework that measured it (vLLM, TensorRT-LLM, ...)';
+comment on column contract_validation.device is 'Accelerator, catalogue name (or a devices file''s name)';
+comment on column contract_validation.model is 'Model, catalogue name';
+comment on column contract_validation.tp is 'Tensor-parallel degree of one instance';
+comment on column contract_validation.gpus is 'GPUs of the measured system (throughput per system)';
+comment on column contract_validation.weight_format is 'Weight storage format';
+comment on column contract_validation.kv_format is 'KV-cache storage format';
+comment on column contract_validation.compute_format is 'Compute format';
+comment on column contract_validation.batch is 'B, rows of the measured decode step (null for serving metrics)';
+comment on column contract_validation.context_tokens is 'S, cached tokens per row of the measured step';
+comment on column contract_validation.input_tokens is 'tokens, prompt length of the measured requests';
+comment on column contract_validation.output_tokens is 'tokens, output length of the measured requests';
+comment on column contract_validation.concurrency is 'requests in flight of a latency measurement';
+comment on column contract_validation.draft is 'Speculative draft method (none without speculation)';
+comment on column contract_validation.gamma is 'gamma, drafted tokens per verify pass';
+comment on column contract_validation.metric is 'step_time | decode_tok_s | max_output_throughput | output_throughput | ttft | tpot | itl';
+comment on column contract_validation.unit is 'Unit of measured and modelled, as in the measurement file (s, ms, us, tok/s, tok/s/gpu)';
+comment on column contract_validation.split is 'train (used by sweepkit calibrate) | test';
+comment on column contract_validation.file_row is 'Data row of the measurement file, from 1 (the header is not counted)';
+comment on column contract_validation.setup is 'Short description of the measured setup';
+comment on column contract_validation.measured is 'The measured value, in unit';
+comment on column contract_validation.modelled is 'The cost model''s value at the measured point, in unit; null when not modelled';
+comment on column contract_validation.error_pct is '%, 100 x (modelled / measured - 1); null when not modelled';
+comment on column contract_validation.status is 'modelled | not modelled yet (needs the serving engine) | not modelled yet (needs the draft''s measured acceptance)';
+comment on column contract_validation.measurements_file is 'The measurement file (sweepkit:public.csv for the packaged set)';
+comment on column contract_validation.measurements_sha256 is 'Hex SHA-256 of the measurement file''s text';
+comment on column contract_validation.devices_file is 'Devices file the run priced with (empty for the catalogue)';
+-- <<< validation <<<

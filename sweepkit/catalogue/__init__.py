@@ -3,7 +3,9 @@
 Pipeline position: **catalogue** -> cost model -> sweep -> warehouse -> queries -> reports.
 """
 
-from sweepkit.catalogue.devices import Device, device_names, get_device, load_devices
+from sweepkit.catalogue.devices import (
+    Device, device_names, devices_file, get_device, load_devices, load_devices_file,
+)
 from sweepkit.catalogue.formats import Format, format_names, get_format, load_formats
 from sweepkit.catalogue.models import (
     Draft,
@@ -22,8 +24,8 @@ from sweepkit.catalogue.models import (
 
 __all__ = [
     "Device", "Draft", "Format", "Model",
-    "device_names", "draft_names", "format_names", "model_names",
+    "device_names", "devices_file", "draft_names", "format_names", "model_names",
     "get_device", "get_draft", "get_format", "get_model",
-    "is_config_path", "load_devices", "load_formats", "load_hf_config", "load_models", "load_models_file", "model_from_hf_config",
-    "register_model",
+    "is_config_path", "load_devices", "load_devices_file", "load_formats", "load_hf_config", "load_models",
+    "load_models_file", "model_from_hf_config", "register_model",
 ]

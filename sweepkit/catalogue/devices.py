@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.formats import get_format
-from sweepkit.errors import bad_value
+from sweepkit.errors import InputError, bad_value
 
 _NUMERIC = (
     "peak_flops_per_s", "hbm_bytes_per_s", "hbm_capacity_bytes", "tdp_w", "idle_w",
@@ -27,7 +30,8 @@ class Device:
     tdp_w, idle_w, energy_per_flop_j (bf16; a format with speed-up k costs 1/k of it), energy_per_hbm_byte_j,
     flops_efficiency (MFU, seed 0.55), bandwidth_efficiency (MBU, seed 0.80), pass_overhead_s (fixed per
     target pass, seed 0.5 ms), link_* (scale-up link, one direction), price_usd_per_gpu_hour (illustrative),
-    compute_speedup (format -> native multiple of the bf16 rate).
+    compute_speedup (format -> native multiple of the bf16 rate), token_overhead_s (fixed seconds per token
+    position of a target pass beyond the roofline: sampling, scheduling; 0 unless calibrated).
     """
 
     name: str
@@ -50,6 +54,7 @@ class Device:
     price_usd_per_gpu_hour: float
     price_illustrative: bool = True
     compute_speedup: Mapping[str, float] = field(default_factory=dict)
+    token_overhead_s: float = 0.0
 
     def speedup(self, compute_format: str) -> float:
         """Native compute multiple of ``compute_format`` over bf16 (1.0 where the format is not native)."""
@@ -66,6 +71,7 @@ def _device(name: str, raw: dict) -> Device:
     kw = {k: float(raw[k]) for k in _NUMERIC}
     return Device(name=name, description=raw["description"], source=raw["source"], link=raw["link"],
                   price_illustrative=bool(raw.get("price_illustrative", True)),
+                  token_overhead_s=float(raw.get("token_overhead_s", 0.0)),
                   compute_speedup=MappingProxyType({k: float(v) for k, v in raw.get("compute_speedup", {}).items()}),
                   **kw)
 
@@ -76,13 +82,58 @@ def load_devices() -> dict[str, Device]:
     return {k: _device(k, v) for k, v in raw.items()}
 
 
+_OVERLAY: dict[str, Device] = {}
+"""Devices of a user's devices file, in force inside :func:`devices_file` (they shadow catalogue names)."""
+
+
+def load_devices_file(path: str | Path) -> dict[str, Device]:
+    """Read a devices TOML file in the ``devices.toml`` format (``sweepkit calibrate`` writes one).
+
+    Raises:
+      InputError: a missing or unreadable file, bad TOML, or an entry without a field the catalogue needs.
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such devices file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a valid TOML devices file ({exc})") from None
+    entries = raw.get("devices")
+    if not isinstance(entries, dict) or not entries:
+        raise InputError(f"{path}: expected [devices.NAME] tables in the devices.toml format")
+    out = {}
+    for name, entry in entries.items():
+        needed = [k for k in (*_NUMERIC, "description", "source", "link") if k not in entry]
+        if needed:
+            raise InputError(f"{path}: [devices.{name}] is missing {', '.join(needed)}")
+        try:
+            out[name] = _device(name, entry)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{path}: [devices.{name}]: {exc}") from None
+    return out
+
+
+@contextlib.contextmanager
+def devices_file(path: str | Path | None) -> Iterator[dict[str, Device]]:
+    """Within the block, :func:`get_device` and :func:`device_names` also know the devices of ``path``
+    (None: the catalogue alone). Yields the file's devices."""
+    extra = load_devices_file(path) if path is not None else {}
+    saved = dict(_OVERLAY)
+    _OVERLAY.update(extra)
+    try:
+        yield extra
+    finally:
+        _OVERLAY.clear()
+        _OVERLAY.update(saved)
+
+
 def device_names() -> list[str]:
-    return list(load_devices())
+    return list({**load_devices(), **_OVERLAY})
 
 
 def get_device(name: str, field: str = "device") -> Device:
     """Look a device up by name; unknown names raise :class:`InputError` listing the known ones."""
-    devices = load_devices()
+    devices = {**load_devices(), **_OVERLAY}
     if name not in devices:
         raise bad_value(field, name, devices)
     return devices[name]

@@ -6,6 +6,11 @@ F FFN width (SwiGLU: gate, up, down), V vocab.
 Parameter count per layer (seed-system.md sec. 3): attention q,o: 2 D (H d_h); k,v: 2 D (H_kv d_h);
 SwiGLU MLP: 3 D F. Matmul parameters P_mm = L x per_layer + V D (LM head). Resident parameters add the input
 embedding V D unless it is tied to the LM head, plus QKV biases where present.
+
+Mixture of experts (sweepkit.catalogue.sparse): a MoE layer holds E routed experts, S shared ones (each a
+SwiGLU of width F_e: 3 D F_e) and a router (E D); a token uses k routed experts. P_mm then counts the
+ACTIVE parameters (k + S experts per MoE layer): the FLOPs of a token. Resident = every expert. Multi-head
+latent attention caches d_c + d_r values per token per layer (the latent and the RoPE key).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
+from sweepkit.catalogue.sparse import mla_attention_params, mla_fields, moe_fields
 from sweepkit.errors import InputError, bad_value
 
 MAX_DIMENSION = 1 << 24
@@ -33,6 +39,10 @@ class Model:
       n_layers (L), d_model (D), n_heads (H), n_kv_heads (H_kv), head_dim (d_h), d_ff (F), vocab (V).
       tied_embeddings: input embedding shares the LM head's matrix.
       qkv_bias: attention q/k/v projections carry biases (Qwen2).
+      n_experts (E), experts_per_token (k), n_shared_experts (S), moe_d_ff (F_e), dense_layers: the MoE
+        part (E = 0: a dense model); dense_layers counts the layers with a dense FFN of width F.
+      kv_lora_rank (d_c), q_lora_rank, qk_rope_head_dim (d_r), qk_nope_head_dim, v_head_dim: MLA
+        (d_c = 0: GQA attention).
     """
 
     name: str
@@ -47,6 +57,25 @@ class Model:
     qkv_bias: bool = False
     source: str = ""
     official_params: float | None = None
+    official_active_params: float | None = None
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_shared_experts: int = 0
+    moe_d_ff: int = 0
+    dense_layers: int = 0
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
 
     @property
     def q_dim(self) -> int:
@@ -59,10 +88,46 @@ class Model:
         return self.n_kv_heads * self.head_dim
 
     @property
-    def params_per_layer(self) -> int:
-        """2 D q_dim + 2 D kv_dim + 3 D F (+ q,k,v biases). Llama-3-70B: 855.6 M (seed-system.md sec. 4)."""
+    def attention_params(self) -> int:
+        """One attention block: 2 D q_dim + 2 D kv_dim (+ q,k,v biases), or the MLA projections."""
+        if self.is_mla:
+            return mla_attention_params(self.d_model, self.n_heads, self.__dict__)
         bias = (self.q_dim + 2 * self.kv_dim) if self.qkv_bias else 0
-        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + 3 * self.d_model * self.d_ff + bias
+        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias
+
+    @property
+    def attention_width(self) -> int:
+        """Width q of the attention FLOPs per (token, position) pair, 2 q for QK plus 2 q for PV.
+
+        q_dim for GQA; MLA with the up-projections absorbed (decode attends over the latent, one
+        "KV head" of width d_c + d_r): QK costs 2 H (d_c + d_r), PV 2 H d_c, so q = H (d_c + d_r / 2).
+        """
+        if self.is_mla:
+            return self.n_heads * (self.kv_lora_rank + self.qk_rope_head_dim // 2)
+        return self.q_dim
+
+    @property
+    def n_dense_layers(self) -> int:
+        return self.dense_layers if self.is_moe else self.n_layers
+
+    @property
+    def n_moe_layers(self) -> int:
+        return self.n_layers - self.n_dense_layers
+
+    @property
+    def expert_params(self) -> int:
+        """One expert of one MoE layer: 3 D F_e."""
+        return 3 * self.d_model * self.moe_d_ff
+
+    def _moe_layer(self, experts: int) -> int:
+        return self.attention_params + (experts + self.n_shared_experts) * self.expert_params \
+            + self.n_experts * self.d_model
+
+    @property
+    def params_per_layer(self) -> int:
+        """One layer of the deepest kind: dense 2 D q_dim + 2 D kv_dim + 3 D F (+ biases); MoE: attention
+        + (E + S) experts + router. Llama-3-70B: 855.6 M (seed-system.md sec. 4)."""
+        return self._moe_layer(self.n_experts) if self.is_moe else self.attention_params + 3 * self.d_model * self.d_ff
 
     @property
     def embedding_params(self) -> int:
@@ -70,21 +135,48 @@ class Model:
 
     @property
     def matmul_params(self) -> int:
-        """P_mm = L x per_layer + V D (LM head): the weights every forward pass streams."""
-        return self.n_layers * self.params_per_layer + self.embedding_params
+        """P_mm = the weights one token multiplies: dense layers + MoE layers with k + S experts + V D.
+
+        A dense model streams all of them every pass; a MoE pass streams the experts its tokens touch
+        (sweepkit.costmodel.passes)."""
+        dense = self.n_dense_layers * (self.attention_params + 3 * self.d_model * self.d_ff)
+        moe = self.n_moe_layers * self._moe_layer(self.experts_per_token) if self.is_moe else 0
+        return dense + moe + self.embedding_params
+
+    @property
+    def routed_expert_params(self) -> int:
+        """P_e = one routed expert over all MoE layers, L_moe x 3 D F_e (0 for a dense model)."""
+        return self.n_moe_layers * self.expert_params
+
+    @property
+    def total_matmul_params(self) -> int:
+        """Matmul weights with every expert: P_mm + P_e (E - k)."""
+        return self.matmul_params + self.routed_expert_params * (self.n_experts - self.experts_per_token)
 
     @property
     def resident_params(self) -> int:
-        """Parameters held in HBM: matmul weights plus the input embedding unless tied."""
+        """Parameters held in HBM: all matmul weights (every expert) plus the input embedding unless tied."""
+        return self.total_matmul_params + (0 if self.tied_embeddings else self.embedding_params)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses (the input embedding included unless tied); = resident for dense."""
         return self.matmul_params + (0 if self.tied_embeddings else self.embedding_params)
 
     def kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
-        """2 (K and V) x L x H_kv x d_h x bytes. Llama-3-8B bf16: 131,072 B."""
+        """2 (K and V) x L x H_kv x d_h x bytes; MLA: L (d_c + d_r) x bytes. Llama-3-8B bf16: 131,072 B;
+        DeepSeek-V3 bf16: 61 x 576 x 2 = 70,272 B."""
+        if self.is_mla:
+            return float(self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim)) * kv_bytes_per_value
         return 2.0 * self.n_layers * self.kv_dim * kv_bytes_per_value
 
     def with_layers(self, n_layers: int, name: str | None = None) -> "Model":
-        """The same architecture with another depth (the MTP draft is the target with one layer)."""
-        fields = {**self.__dict__, "n_layers": n_layers, "name": name or f"{self.name}[{n_layers}L]"}
+        """The same architecture with another depth (the MTP draft is the target with one layer).
+
+        The last ``n_layers`` layers are kept: a MoE target's one-layer copy is a MoE layer."""
+        dense = max(0, self.dense_layers - (self.n_layers - n_layers))
+        fields = {**self.__dict__, "n_layers": n_layers, "dense_layers": dense,
+                  "name": name or f"{self.name}[{n_layers}L]"}
         return Model(**fields)
 
 
@@ -130,12 +222,15 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
     if heads % kv_heads:
         raise bad_value("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}", where=where)
     head_dim = positive_int("head_dim", d // heads if d % heads == 0 else None)
+    layers = positive_int("num_hidden_layers")
+    sparse = {**moe_fields(config, layers, where), **mla_fields(config, where)}
     return Model(
-        name=name, n_layers=positive_int("num_hidden_layers"), d_model=d, n_heads=heads, n_kv_heads=kv_heads,
+        name=name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv_heads,
         head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
         qkv_bias=bool(config.get("attention_bias", False)),
         source=str(config.get("source", where)), official_params=config.get("official_params"),
+        official_active_params=config.get("official_active_params"), **sparse,
     )
 
 

@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "report": "sweepkit.cli.report:report",
     "export": "sweepkit.cli.export:export",
     "simulate": "sweepkit.cli.simulate:simulate", "matrix": "sweepkit.cli.simulate:matrix",
+    "validate": "sweepkit.cli.validate:validate", "calibrate": "sweepkit.cli.calibrate:calibrate",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 

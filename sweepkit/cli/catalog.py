@@ -48,6 +48,7 @@ def models(fmt: str) -> None:
     emit(pa.table({
         "model": [m.name for m in ms],
         "params_b": [round(m.resident_params / 1e9, 3) for m in ms],
+        "active_params_b": [round(m.active_params / 1e9, 3) for m in ms],
         "layers": [m.n_layers for m in ms],
         "d_model": [m.d_model for m in ms],
         "heads": [m.n_heads for m in ms],

@@ -96,7 +96,7 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     if not 0 <= limit <= 2**62:
         raise bad_value("--limit", limit, "an integer in [0, 2^62] (0: all rows)")
     wh = open_warehouse(warehouse)
-    run_id = None if force else wh.committed_run("decode", spec.sha256)
+    run_id = None if force or spec.devices_file else wh.committed_run("decode", spec.sha256)
     if run_id is not None:
         note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")
     else:
@@ -116,6 +116,7 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
 
 
 def _sweep(spec, wh, chunk_points: int | None, t0: float) -> str:
+    from sweepkit.catalogue import devices_file
     from sweepkit.store import writer
     from sweepkit.sweep import engine
 
@@ -129,7 +130,7 @@ def _sweep(spec, wh, chunk_points: int | None, t0: float) -> str:
             progress.start()
             task = progress.add_task(f"{spec.name}", total=spec.n_points)
             on_rows = lambda n: progress.advance(task, n)  # noqa: E731
-        with interrupts:
+        with interrupts, devices_file(spec.devices_file or None):
             batches = engine.started(engine.iter_decode_chunks(spec, chunk,
                                                                chunks_multiple_of=writer.WRITER_THREADS))
             try:

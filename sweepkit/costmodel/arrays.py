@@ -33,6 +33,7 @@ class DeviceArrays:
     link_bytes_per_s: jax.Array
     link_latency_s: jax.Array
     link_energy_per_bit_j: jax.Array
+    token_overhead_s: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -41,11 +42,13 @@ class ModelArrays:
     """What the cost model needs of a network (see docs/notation.md).
 
     Attributes:
-      n_layers: L.  d_model: D.  q_dim: H d_h (attention width).
-      matmul_params: P_mm = L x per-layer + V D (streamed every pass).
+      n_layers: L.  d_model: D.  q_dim: attention width (H d_h; MLA: H (d_c + d_r / 2)).
+      matmul_params: P_mm = L x per-layer + V D (streamed every pass; MoE: the active parameters).
       resident_params: parameters held in HBM (for a draft: what it adds to the target's).
       kv_values_per_token: 2 L H_kv d_h (multiply by bytes per KV value).
       present: 1.0 for a real network, 0.0 for the ``none`` draft (all costs vanish).
+      routed_expert_params: P_e, one routed expert over all MoE layers (0 for a dense network).
+      n_experts, experts_per_token: E and k of the MoE layers (0 for a dense network).
     """
 
     n_layers: jax.Array
@@ -55,6 +58,9 @@ class ModelArrays:
     resident_params: jax.Array
     kv_values_per_token: jax.Array
     present: jax.Array
+    routed_expert_params: jax.Array
+    n_experts: jax.Array
+    experts_per_token: jax.Array
 
 
 _DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
@@ -76,11 +82,14 @@ def device_arrays(device: Device | list[Device], dtype=None, *, host: bool = Fal
 def _model_row(model: Model | None, resident: float | None = None) -> dict[str, float]:
     if model is None:
         return dict(n_layers=0.0, d_model=0.0, q_dim=0.0, matmul_params=0.0, resident_params=0.0,
-                    kv_values_per_token=0.0, present=0.0)
-    return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.q_dim),
+                    kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
+                    experts_per_token=0.0)
+    return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
                 resident_params=float(model.resident_params if resident is None else resident),
-                kv_values_per_token=float(model.kv_bytes_per_token(1.0)), present=1.0)
+                kv_values_per_token=float(model.kv_bytes_per_token(1.0)), present=1.0,
+                routed_expert_params=float(model.routed_expert_params), n_experts=float(model.n_experts),
+                experts_per_token=float(model.experts_per_token))
 
 
 def model_arrays(model: Model | Draft | None | list, dtype=None, *, host: bool = False) -> ModelArrays:

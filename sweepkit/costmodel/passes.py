@@ -14,6 +14,15 @@ K KV tokens read. Per kind of pass:
     prefill chunk (p0 cached, c new)    T = c,    A = c (2 p0 + c + 1),         K = p0 + c
 
 A mixed step adds the T, A, K of its parts and reads the weights once. verify with c = 1 equals decode.
+
+Mixture of experts: P_mm counts the k active experts per MoE layer (FLOPs), but a pass of T tokens reads
+every expert some token routes to. With uniform routing (k distinct experts of E per token, tokens
+independent) the expected number of distinct experts a MoE layer reads is
+
+    E_read(T) = E (1 - (1 - k / E)^T),   so   weights read = P_mm + P_e (E_read(T) - k)
+
+(P_e: one routed expert over all MoE layers). E_read(1) = k, and E_read grows with T up to E: a decode
+step reads more expert weights as the batch grows, until every expert is read (resident = total).
 """
 
 from __future__ import annotations
@@ -62,10 +71,32 @@ def combine(*parts: Work) -> Work:
                 kv_tokens=sum(p.kv_tokens for p in parts))
 
 
+def experts_read(tokens: jax.Array, model: ModelArrays) -> jax.Array:
+    """E_read(T) = E (1 - (1 - k/E)^T): expected distinct routed experts per MoE layer (0 for dense).
+
+    Example:
+      Mixtral-8x7B (E 8, k 2): 2 at T = 1, 3.5 at T = 2, 7.2 at T = 8.
+
+    References:
+      Fedus, Zoph, Shazeer, "Switch Transformers", JMLR 2022 (uniform routing as the balanced limit);
+      DeepSeek-V3 Technical Report, arXiv 2412.19437, sec. 2.1.2.
+    """
+    e = jnp.maximum(model.n_experts, 1.0)
+    return model.n_experts * (1.0 - jnp.power(1.0 - model.experts_per_token / e, tokens))
+
+
+def streamed_params(tokens: jax.Array, model: ModelArrays) -> jax.Array:
+    """Weights a pass of ``tokens`` positions reads: P_mm + P_e (E_read(T) - k); P_mm for a dense model."""
+    return model.matmul_params + model.routed_expert_params * (experts_read(tokens, model)
+                                                               - model.experts_per_token)
+
+
 def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
-    """F = 2 P_mm T + 2 L q A; Bytes = P_mm w + T D w + K kv (zero where the network is absent)."""
+    """F = 2 P_mm T + 2 L q A; Bytes = P_read w + T D w + K kv (zero where the network is absent).
+
+    P_read = :func:`streamed_params` (P_mm for a dense network)."""
     flops = 2.0 * model.matmul_params * work.tokens + 2.0 * model.n_layers * model.q_dim * work.attn_pairs
-    bytes_ = (model.matmul_params * weight_bytes + work.tokens * model.d_model * weight_bytes
+    bytes_ = (streamed_params(work.tokens, model) * weight_bytes + work.tokens * model.d_model * weight_bytes
               + work.kv_tokens * model.kv_values_per_token * kv_bytes)
     return flops * model.present, bytes_ * model.present
 
@@ -93,12 +124,14 @@ def pass_cost(work: Work, model: ModelArrays, dev: DeviceArrays, tp: jax.Array, 
               kv_bytes: jax.Array, compute_speedup: jax.Array, *, target: bool = True) -> PassCost:
     """Price one pass of ``model`` on ``tp`` devices.
 
-    A target pass pays the device's fixed overhead and the tensor-parallel all-reduces; a draft pass pays
+    A target pass pays the device's fixed overhead (pass_overhead_s + token_overhead_s x T; the per-token
+    part is 0 unless a calibration fitted it) and the tensor-parallel all-reduces; a draft pass pays
     neither and runs as one device of the instance's size (seed-system.md sec. 4). An absent network
     (``model.present == 0``) costs nothing.
     """
     flops, bytes_ = flops_and_bytes(work, model, weight_bytes, kv_bytes)
-    overhead = dev.pass_overhead_s * model.present if target else jnp.zeros_like(dev.pass_overhead_s)
+    fixed = dev.pass_overhead_s + dev.token_overhead_s * work.tokens
+    overhead = fixed * model.present if target else jnp.zeros_like(dev.pass_overhead_s)
     cost = roofline(flops, bytes_, dev, tp, compute_speedup, overhead)
     if not target:
         return PassCost(cost.t_s * model.present, cost.energy_j * model.present, cost.bound, flops, bytes_)

@@ -65,6 +65,12 @@ SECTIONS = (
             "passes, verify pass and the tokens each row kept.",
             "report_trace", charts.trace_timeline,
             "no trace yet — run <code>sweepkit trace</code>"),
+    Section("validation", "Cost model against measurement",
+            "The newest <code>sweepkit validate</code> run: each modelled point, measured against modelled, on "
+            "y = x with a ±25% band, one panel per source. Points that need the serving engine are listed "
+            "by the command, not drawn.",
+            "report_validation", charts.validation_scatter,
+            "no validation run yet — run <code>sweepkit validate</code>"),
 )
 
 

@@ -37,7 +37,7 @@ from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
 
 __all__ = ["DB_NAME", "KINDS", "Warehouse", "declared_columns", "default_root", "new_run_id"]
 
-KINDS = ("decode", "serving", "trace")
+KINDS = ("decode", "serving", "trace", "validation")
 DB_NAME = "sweepkit.duckdb"
 
 
@@ -147,7 +147,7 @@ class Warehouse:
         """Stream a run's tables into Parquet and commit it atomically.
 
         Args:
-          kind: ``decode``, ``serving`` or ``trace``.
+          kind: ``decode``, ``serving``, ``trace`` or ``validation``.
           grid_name, grid_toml, grid_sha256: the grid the run comes from (stored in ``runs``).
           tables: view name -> record batches (columns of that view minus ``run_id``); consumed in order,
             one table after the other.

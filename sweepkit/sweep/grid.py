@@ -6,6 +6,7 @@ A grid file::
 
     name = "seed"                        # required, a string
     description = "the chapter's table"  # optional
+    devices_file = "my-devices.toml"     # optional: a devices TOML (sweepkit calibrate), beside the grid
     [axes]
     device = ["H100", "A100"]            # a non-empty list (a bare scalar counts as a one-value list)
     batch = { start = 1, stop = 512, num = 10, scale = "log" }   # or a range, stop inclusive
@@ -57,8 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from sweepkit.catalogue import (device_names, draft_names, format_names, get_draft, get_model, is_config_path,
-                                load_hf_config, load_models_file, model_names, register_model)
+from sweepkit.catalogue import (device_names, devices_file, draft_names, format_names, get_draft, get_model,
+                                is_config_path, load_hf_config, load_models_file, model_names, register_model)
 from sweepkit.errors import InputError, bad_value
 from sweepkit import acceptance as _acceptance
 from sweepkit.inputs import read_text
@@ -76,7 +77,7 @@ DEFAULTS: dict[str, tuple] = {
 }
 """Values of the axes a grid file leaves out."""
 
-TOP_LEVEL_KEYS = ("name", "description", "models_file", "axes", "bands")
+TOP_LEVEL_KEYS = ("name", "description", "models_file", "devices_file", "axes", "bands")
 RANGE_KEYS = ("start", "stop", "num", "scale")
 MAX_AXIS_VALUES = 1_000_000
 """Most values one axis may have (a range's num)."""
@@ -105,6 +106,8 @@ class GridSpec:
       axes: axis name -> tuple of values, in :data:`AXES` order (str, int, or float for alpha).
       n_points: the number of grid points (a Python int).
       bands: the ``[bands]`` table (uncertainty draws per point; :mod:`sweepkit.sweep.bands`), or None.
+      devices_file: the grid's ``devices_file`` (a devices TOML, e.g. from ``sweepkit calibrate``), resolved
+        against the grid file's folder; "" when absent. Its devices may appear on the device axis.
     """
 
     name: str
@@ -115,6 +118,7 @@ class GridSpec:
     axes: dict[str, tuple] = field(repr=False)
     n_points: int
     bands: Bands | None = None
+    devices_file: str = ""
 
 
 def load_grid(path: str | Path) -> GridSpec:
@@ -171,7 +175,9 @@ def parse_grid(text: str, where: str = "<grid>", base: Path | None = None) -> Gr
         if key not in AXES:
             raise bad_value(f"axes.{key}", _short(table[key]), "an axis among " + ", ".join(AXES), where=where)
     configs = _load_models_file(raw, where, base) + _load_configs(table, where, base)
-    axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
+    extra = _devices_file(raw.get("devices_file"), where)
+    with devices_file(extra or None):
+        axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
     if "acceptance" in table and "alpha" not in table and "decay" not in table:
         axes["alpha"] = axes["decay"] = ()                   # the named tables only
     _check_drafts(axes, where)
@@ -185,7 +191,7 @@ def parse_grid(text: str, where: str = "<grid>", base: Path | None = None) -> Gr
     for config_text in configs:                     # a changed config.json is another grid: never reused
         digest.update(b"\0" + config_text.encode("utf-8"))
     return GridSpec(name=name, description=description, path=where, toml_text=text, bands=bands,
-                    sha256=digest.hexdigest(), axes=axes, n_points=n_points)
+                    sha256=digest.hexdigest(), axes=axes, n_points=n_points, devices_file=extra)
 
 
 def n_acceptance_models(axes: dict[str, tuple]) -> int:
@@ -198,6 +204,16 @@ def acceptance_models(axes: dict[str, tuple]) -> list[_acceptance.AcceptanceMode
     named table. Axes left out (as in hand-made ``axes`` dicts) take their defaults."""
     models = [_acceptance.parametric(a, r) for a in axes["alpha"] for r in axes.get("decay", (1.0,))]
     return models + [_acceptance.get_table(name) for name in axes.get("acceptance", ())]
+
+
+def _devices_file(value: Any, where: str) -> str:
+    """The grid's devices_file resolved against the grid file's folder ("" when absent)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise bad_value("devices_file", value, "a path to a devices TOML (sweepkit calibrate --out)", where=where)
+    path = Path(value)
+    return str(path if path.is_absolute() else Path(where).parent / path)
 
 
 def _short(value: Any) -> Any:

@@ -1,0 +1,91 @@
+"""``sweepkit calibrate``: fit a device's efficiencies to measured points, write a devices file."""
+
+from __future__ import annotations
+
+import click
+
+from sweepkit.cli.common import emit, format_option, note
+from sweepkit.errors import InputError
+
+
+def _median_abs(values) -> float:
+    import numpy as np
+
+    return float(np.median(np.abs(values))) if len(values) else float("nan")
+
+
+@click.command(context_settings={"max_content_width": 100})
+@click.argument("measurements", required=False, type=click.Path(dir_okay=False))
+@click.option("--device", required=True, help="Catalogue device to calibrate (rows naming it are used).")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Devices TOML to write.")
+@click.option("--name", default=None, help="Name of the calibrated device (default: DEVICE-calibrated).")
+@click.option("--all-rows", is_flag=True, help="Fit on every modelled row, not only split = train.")
+@format_option
+def calibrate(measurements: str | None, device: str, out: str, name: str | None, all_rows: bool,
+              fmt: str) -> None:
+    """Fit DEVICE's compute fraction, HBM fraction and per-pass overhead to MEASUREMENTS.
+
+    MEASUREMENTS is a measurement CSV (docs/validation.md); without it, the packaged public set. The fit
+    uses the modelled rows (step_time, decode_tok_s) that name DEVICE and have split = train (all of them
+    with --all-rows), by Levenberg-Marquardt on log errors through the JAX cost model, each parameter
+    bounded to its physical range. Prints the fitted values with standard errors (a parameter the rows
+    do not constrain is kept and marked), the median |error| before and after on the train and test rows,
+    and writes the calibrated device, its lineage in `source`, to --out.
+
+    \b
+    Example: sweepkit calibrate --device H100 --name H100-vllm --out /tmp/h100-vllm.toml
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    from sweepkit.catalogue import get_device
+    from sweepkit.validation import MODELLED, load_measurements, status
+    from sweepkit.validation.fit import NAMES, fit_points
+    from sweepkit.validation.profile import calibrated_device, write_devices_file
+
+    base = get_device(device, "--device")
+    points, file, sha = load_measurements(measurements)
+    usable = [m for m in points if m.device == device and status(m) == MODELLED]
+    train = [m for m in usable if all_rows or m.split == "train"]
+    if len(train) < 2:
+        raise InputError(f"{file}: {len(train)} modelled rows with device = {device!r}"
+                         f"{'' if all_rows else ' and split = train'}; a fit needs at least 2 "
+                         f"(step_time or decode_tok_s rows{'' if all_rows else '; --all-rows uses every split'})")
+    start = tuple(getattr(base, k) for k in NAMES)
+    result = fit_points(train, start)
+    before_pct, after_pct = (100 * _median_abs(np.expm1(r)) for r in (result.residuals_before,
+                                                                       result.residuals_after))
+    dev = calibrated_device(base, name or f"{device}-calibrated", result.values, file=file, sha256=sha,
+                            rows=[m.row for m in train], error_before_pct=before_pct, error_after_pct=after_pct)
+    write_devices_file(out, dev, comment=f"sweepkit calibrate: {dev.name}")
+    emit(pa.table({
+        "parameter": list(NAMES), "start": list(start), "fitted": list(result.values),
+        "std_error": [s for s in result.sigmas],
+        "identified": ["yes" if i else "no (kept at start)" for i in result.identified]}),
+        fmt, title=f"calibration of {device} on {len(train)} rows")
+    residuals = _report_errors(usable, base, dev)
+    if fmt in ("table", "markdown"):
+        click.echo("")
+        emit(residuals, fmt, title="residuals: error % before and after, every modelled row of the device")
+    note(f"wrote {out}: device {dev.name!r} ({result.iterations} iterations)")
+
+
+def _report_errors(usable, base, dev):
+    """Median |error| before and after per source and split (stderr); returns the per-row residual table."""
+    import pyarrow as pa
+
+    from sweepkit.validation import evaluate_points
+
+    before = evaluate_points(usable)
+    after = evaluate_points(usable, {base.name: dev})
+    pct = [(100 * (b / m.value_si - 1), 100 * (a / m.value_si - 1)) for m, b, a in zip(usable, before, after)]
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, m in enumerate(usable):
+        groups.setdefault((m.source, m.split), []).append(i)
+    for (source, split), idx in groups.items():
+        note(f"{source} [{split}, {len(idx)} rows]: median |error| {_median_abs([pct[i][0] for i in idx]):.1f}% "
+             f"before, {_median_abs([pct[i][1] for i in idx]):.1f}% after")
+    return pa.table({"file_row": [m.row for m in usable], "setup": [m.setup for m in usable],
+                     "split": [m.split for m in usable], "measured": [m.value for m in usable],
+                     "unit": [m.unit for m in usable], "error_before_pct": [round(b, 2) + 0.0 for b, _ in pct],
+                     "error_after_pct": [round(a, 2) + 0.0 for _, a in pct]})

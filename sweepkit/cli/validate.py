@@ -1,0 +1,91 @@
+"""``sweepkit validate``: every measured point against the cost model, into the ``validation`` table."""
+
+from __future__ import annotations
+
+import click
+
+from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
+
+COLUMNS = ("source", "setup", "metric", "unit", "measured", "modelled", "error_pct", "split", "status")
+
+
+def measurements_option(f):
+    return click.option("--measurements", "measurements", type=click.Path(dir_okay=False), default=None,
+                        help="Measurement CSV (docs/validation.md); default: the packaged public set.")(f)
+
+
+def devices_file_option(f):
+    return click.option("--devices-file", "devices_file", type=click.Path(dir_okay=False), default=None,
+                        help="Devices TOML (sweepkit calibrate --out) whose devices the file may name.")(f)
+
+
+def validation_table(measurements: str | None, devices_file: str | None):
+    """(rows for the warehouse, file label, file digest): load, price and compare every point."""
+    from sweepkit.catalogue import devices_file as devices_scope
+    from sweepkit.validation import evaluate_points, load_measurements
+    from sweepkit.validation.store import rows
+
+    with devices_scope(devices_file) as extra:
+        points, name, sha = load_measurements(measurements)
+        values = evaluate_points(points, extra)
+    return rows(points, values, name, sha, devices_file or ""), name, sha
+
+
+def summary_lines(table: list[dict]) -> list[str]:
+    """Median |error| per source and the points not modelled, grouped by reason."""
+    from sweepkit.validation.store import median_abs_error
+
+    lines = []
+    for src, (med, n_ok, n_not) in median_abs_error(table).items():
+        text = "no modelled point" if med is None else \
+            f"median |error| {med:.1f}% over {n_ok} point{'s' if n_ok != 1 else ''}"
+        lines.append(f"{src}: {text}" + (f"; {n_not} not modelled" if n_not else ""))
+    reasons: dict[str, int] = {}
+    for r in table:
+        if r["status"] != "modelled":
+            reasons[r["status"]] = reasons.get(r["status"], 0) + 1
+    lines += [f"{count} points {reason}" for reason, count in reasons.items()]
+    return lines
+
+
+@click.command(context_settings={"max_content_width": 100})
+@measurements_option
+@devices_file_option
+@warehouse_option
+@format_option
+def validate(measurements: str | None, devices_file: str | None, warehouse: str | None, fmt: str) -> None:
+    """Compare measured points (step times, decode rates, throughputs) with the cost model.
+
+    Per-pass points (step_time, decode_tok_s) are priced by the cost model at the measured batch and
+    context; throughput and latency under load are listed as not modelled yet (they need the serving
+    engine). Prints source, setup, measured, modelled and error % per point and the median absolute
+    error per source (on stderr with --format csv or json), and commits the table to the warehouse as
+    the validation view.
+
+    \b
+    Example: sweepkit validate --warehouse /tmp/wh --format markdown
+    """
+    import pyarrow as pa
+
+    table, name, _ = validation_table(measurements, devices_file)
+    run_id = write_validation_run(warehouse, table, name, devices_file)
+    out = pa.table({c: [r[c] for r in table] for c in COLUMNS})
+    out = out.set_column(out.schema.get_field_index("error_pct"), "error_pct",
+                         pa.array([None if v is None else round(v, 2) + 0.0 for v in out["error_pct"].to_pylist()]))
+    emit(out, fmt, title=f"validation: {name}")
+    lines = summary_lines(table)
+    if fmt in ("table", "markdown"):
+        click.echo("")
+        for line in lines:
+            click.echo(("- " if fmt == "markdown" else "") + line)
+    else:
+        for line in lines:
+            note(line)
+    note(f"validation run {run_id}: {len(table)} points, see the validation view")
+
+
+def write_validation_run(warehouse: str | None, table: list[dict], name: str, devices_file: str | None) -> str:
+    from sweepkit.validation.store import write_validation
+
+    return write_validation(open_warehouse(warehouse), table, name, table[0]["measurements_sha256"],
+                            devices_file or "")

@@ -1,0 +1,11 @@
+"""Validation and calibration against measured systems.
+
+Pipeline position: measurements (CSV) -> **cost model at each measured point** -> error table
+(``validation`` in the warehouse) -> fitted device efficiencies (a devices TOML the catalogue loads).
+"""
+
+from sweepkit.validation.measurements import Measurement, load_measurements, parse_measurements
+from sweepkit.validation.points import MODELLED, NEEDS_SERVING, evaluate_points, status
+
+__all__ = ["MODELLED", "NEEDS_SERVING", "Measurement", "evaluate_points", "load_measurements",
+           "parse_measurements", "status"]

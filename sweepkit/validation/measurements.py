@@ -1,0 +1,212 @@
+"""Measured points as data: the CSV format, the packaged public set, and row checks with one-line errors.
+
+A measurement file is a CSV with a header row. Required columns: ``source``, ``device``, ``model``,
+``metric``, ``value``, ``unit``. Optional: ``url``, ``framework``, ``tp`` (default 1), ``gpus`` (default tp),
+``weight_format``, ``kv_format``, ``compute_format`` (default bf16), ``batch``, ``context_tokens``,
+``input_tokens``, ``output_tokens``, ``concurrency``, ``draft`` (default none), ``gamma``, ``split``
+(``train`` or ``test``, default test) and ``notes``. docs/validation.md describes every column.
+
+Metrics (value in one of the units listed; stored in base SI units, seconds and tokens/s):
+
+    step_time              one decode step of ``batch`` rows, ``context_tokens`` cached per row   s, ms, us
+    decode_tok_s           output tokens/s of a decode step at ``batch`` rows (all rows)         tok/s
+    max_output_throughput  output tokens/s with every request queued at once                     tok/s, tok/s/gpu
+    output_throughput      output tokens/s under a load scenario                                  tok/s, tok/s/gpu
+    ttft, tpot, itl        latency at ``concurrency``                                            s, ms, us
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+from importlib import resources
+from pathlib import Path
+
+from sweepkit.catalogue import get_device, get_draft, get_format, get_model
+from sweepkit.errors import InputError, bad_value
+
+REQUIRED = ("source", "device", "model", "metric", "value", "unit")
+OPTIONAL = ("url", "framework", "tp", "gpus", "weight_format", "kv_format", "compute_format", "batch",
+            "context_tokens", "input_tokens", "output_tokens", "concurrency", "draft", "gamma", "split", "notes")
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+RATE_UNITS = {"tok/s": 1.0, "tok/s/gpu": None}
+UNITS = {"step_time": TIME_UNITS, "decode_tok_s": {"tok/s": 1.0}, "max_output_throughput": RATE_UNITS,
+         "output_throughput": RATE_UNITS, "ttft": TIME_UNITS, "tpot": TIME_UNITS, "itl": TIME_UNITS}
+"""Metric -> unit -> factor to base SI (None: per GPU, multiplied by ``gpus``)."""
+PER_PASS = ("step_time", "decode_tok_s")
+"""Metrics the cost model evaluates directly (one decode step at the measured batch)."""
+PUBLIC = "public.csv"
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One measured point (value_si in s or tokens/s; row = 1-based data row of its file)."""
+
+    source: str
+    device: str
+    model: str
+    metric: str
+    value: float
+    unit: str
+    value_si: float
+    row: int
+    url: str = ""
+    framework: str = ""
+    tp: int = 1
+    gpus: int = 1
+    weight_format: str = "bf16"
+    kv_format: str = "bf16"
+    compute_format: str = "bf16"
+    batch: int | None = None
+    context_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    concurrency: int | None = None
+    draft: str = "none"
+    gamma: int | None = None
+    split: str = "test"
+    notes: str = ""
+
+    @property
+    def setup(self) -> str:
+        """A short description: framework, device x tp, model, formats, batch / lengths."""
+        parts = [f"{self.framework} " if self.framework else "", f"{self.gpus}x{self.device}",
+                 f" tp{self.tp}" if self.tp > 1 else "", f" {self.model} {self.weight_format}"]
+        if self.batch is not None:
+            parts.append(f" b{self.batch}")
+        if self.context_tokens is not None:
+            parts.append(f" ctx{self.context_tokens}")
+        if self.input_tokens is not None and self.output_tokens is not None:
+            parts.append(f" in{self.input_tokens}/out{self.output_tokens}")
+        if self.concurrency is not None:
+            parts.append(f" conc{self.concurrency}")
+        if self.draft != "none":
+            parts.append(f" {self.draft} g{self.gamma}")
+        return "".join(parts)
+
+
+def _int(raw: dict, key: str, where: str, default=None, minimum: int = 1):
+    text = (raw.get(key) or "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_value(key, text, f"an integer >= {minimum}", where=where) from None
+    if value < minimum:
+        raise bad_value(key, text, f"an integer >= {minimum}", where=where)
+    return value
+
+
+def _value(raw: dict, where: str) -> float:
+    text = raw["value"].strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise bad_value("value", text, "a number > 0", where=where) from None
+    if not value > 0 or value == float("inf"):
+        raise bad_value("value", text, "a number > 0 (times and rates are positive)", where=where)
+    return value
+
+
+def _name(raw: dict, key: str, where: str, check) -> str:
+    value = raw[key].strip()
+    try:
+        check(value, key)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return value
+
+
+def _row(raw: dict, row: int, where: str) -> Measurement:
+    """Check one CSV row (``where`` names the file and row) and build its :class:`Measurement`."""
+    metric = raw["metric"].strip()
+    if metric not in UNITS:
+        raise bad_value("metric", metric, UNITS, where=where)
+    unit = raw["unit"].strip()
+    if unit not in UNITS[metric]:
+        raise bad_value("unit", unit, f"for metric {metric}: one of {', '.join(UNITS[metric])}", where=where)
+    fmts = {k: (raw.get(k) or "bf16").strip() for k in ("weight_format", "kv_format", "compute_format")}
+    for key, value in fmts.items():
+        _name({key: value}, key, where, get_format)
+    model = _name(raw, "model", where, get_model)
+    draft = (raw.get("draft") or "none").strip()
+    split = (raw.get("split") or "test").strip()
+    if split not in ("train", "test"):
+        raise bad_value("split", split, "train or test", where=where)
+    tp = _int(raw, "tp", where, 1)
+    gpus = _int(raw, "gpus", where, tp)
+    value = _value(raw, where)
+    factor = UNITS[metric][unit]
+    m = Measurement(
+        source=raw["source"].strip(), device=_name(raw, "device", where, get_device), model=model, metric=metric,
+        value=value, unit=unit, value_si=value * (gpus if factor is None else factor), row=row,
+        url=(raw.get("url") or "").strip(), framework=(raw.get("framework") or "").strip(), tp=tp, gpus=gpus,
+        **fmts, batch=_int(raw, "batch", where), context_tokens=_int(raw, "context_tokens", where, minimum=0),
+        input_tokens=_int(raw, "input_tokens", where), output_tokens=_int(raw, "output_tokens", where),
+        concurrency=_int(raw, "concurrency", where), draft=draft, gamma=_int(raw, "gamma", where, minimum=0),
+        split=split, notes=(raw.get("notes") or "").strip())
+    if metric in PER_PASS and (m.batch is None or m.context_tokens is None):
+        missing = "batch" if m.batch is None else "context_tokens"
+        raise bad_value(missing, "", f"an integer (metric {metric} is priced at the measured batch and context)",
+                        where=where)
+    if draft not in ("none", "mtp") and draft not in _draft_methods():
+        get_draft(draft, get_model(model), field=f"{where}: draft")
+    return m
+
+
+def _draft_methods() -> tuple[str, ...]:
+    """Draft methods a file may name without a catalogue model (listed, not priced, by validate)."""
+    return ("eagle-1", "eagle-2", "eagle-3", "medusa", "ngram")
+
+
+def parse_measurements(text: str, name: str) -> list[Measurement]:
+    """Parse CSV ``text`` (``name`` for messages): checks columns, then every row; raises InputError."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise InputError(f"{name}: missing column {', '.join(missing)}; a measurement file needs the columns "
+                         f"{', '.join(REQUIRED)} (optional: {', '.join(OPTIONAL)})")
+    unknown = [c for c in header if c not in REQUIRED + OPTIONAL]
+    if unknown:
+        raise InputError(f"{name}: column {unknown[0]!r} is not allowed; expected one of "
+                         f"{', '.join(REQUIRED + OPTIONAL)}")
+    reader.fieldnames = header
+    out = []
+    for i, raw in enumerate(reader, start=1):
+        where = f"{name} row {i} (line {reader.line_num})"
+        if None in raw:
+            raise InputError(f"{where}: more fields than the header's {len(header)} columns")
+        empty = [c for c in REQUIRED if not (raw.get(c) or "").strip()]
+        if empty:
+            raise bad_value(empty[0], "", "a value (required column)", where=where)
+        out.append(_row(raw, i, where))
+    if not out:
+        raise InputError(f"{name}: no measurement rows after the header")
+    return out
+
+
+def public_text() -> str:
+    """The packaged public measurement set (sweepkit/validation/data/public.csv) as text."""
+    return resources.files("sweepkit.validation").joinpath("data", PUBLIC).read_text(encoding="utf-8")
+
+
+def load_measurements(path: str | Path | None = None) -> tuple[list[Measurement], str, str]:
+    """Measurements from ``path`` (None: the packaged public set).
+
+    Returns:
+      (measurements, file name for messages and lineage, hex SHA-256 of the file's bytes).
+    """
+    if path is None:
+        text, name = public_text(), f"sweepkit:{PUBLIC}"
+    else:
+        try:
+            text, name = Path(path).read_text(encoding="utf-8"), str(path)
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such measurement file") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not a UTF-8 text (CSV) file") from None
+    return parse_measurements(text, name), name, hashlib.sha256(text.encode("utf-8")).hexdigest()
