@@ -1,9 +1,9 @@
 """Benchmark: the whole serving grid (grids/serving-seed.toml, 45 points, capacity searches included).
 
 Reports, per workload, the busy seconds (summed over its tasks: the workloads' searches run concurrently on
-``--workers`` threads) and simulated requests and passes (prefill + decode steps) per busy second; in total,
-the wall time and the same rates per wall-second. Reference (seed-system.md / the issue): the seed's pure-Python
-simulator needs ~1 s per simulation (chat at the reference load: 1,947 requests, 34,343 passes), 11 s per
+``--workers`` threads) and simulated requests and steps (prefill, decode and mixed) per busy second; in total,
+the wall time and the same rates per wall-second. Reference: the reference simulator's pure-Python
+implementation needs ~1 s per simulation (chat at the reference load: 1,947 requests, 34,343 passes), 11 s per
 capacity search and 17-37 s per point: ~20 CPU-minutes for these 45 points.
 
 Usage: python benchmarks/bench_serving.py [GRID] [--json OUT] [--workers N]
@@ -50,7 +50,7 @@ def main() -> None:
     for w in grid.workloads:
         serving, capacity, busy, sims = results[w.name]
         reqs = sum(r["requests"] for r in serving)
-        passes = sum(r["decode_steps"] + r["prefill_steps"] for r in serving)
+        passes = sum(r["steps"] for r in serving)
         rows.append(dict(workload=w.name, points=len(capacity), simulations=sims, busy_s=busy, requests=reqs,
                          passes=passes, requests_per_s=reqs / busy, passes_per_s=passes / busy))
         print(f"{w.name:18s} {len(capacity):3d} points {sims:5d} sims {busy:7.1f} s busy "

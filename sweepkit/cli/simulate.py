@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -109,8 +110,15 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
         jax.config.update("jax_enable_x64", True)
         t0 = time.perf_counter()
         bar = _progress(spec.n_points)
+        def stop_now(signum, frame):   # nothing is written before run_grid returns: leave at once
+            note("interrupted: nothing was committed")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+
         try:
             with Interrupts() as interrupts:
+                signal.signal(signal.SIGINT, stop_now)
                 if bar is not None:
                     with bar:
                         task = bar.add_task(f"simulating {spec.name}", total=None)

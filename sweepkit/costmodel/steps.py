@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, combine, decode_work, flops_and_bytes, verify_work
+from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, combine, decode_work, flops_and_bytes, streamed_params,
+                                       verify_work)
 from sweepkit.costmodel.roofline import roofline
 
 
@@ -77,7 +78,7 @@ def target_pass(inst: Instance, work: Work):
     """
     dev, net, tp, pp = inst.device, inst.target, inst.tp, inst.pp
     flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
-    w_bytes = (net.matmul_params + work.tokens * net.d_model) * inst.weight_bytes * net.present
+    w_bytes = (streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes * net.present
     mb = jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens))
     slot = roofline(flops / (mb * pp), w_bytes / pp + (bytes_ - w_bytes) / (mb * pp), dev, tp,
                     inst.compute_speedup, 0.0)
@@ -86,7 +87,8 @@ def target_pass(inst: Instance, work: Work):
     ar_s = n_ar * (2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0) * net.present
     slots = mb + pp - 1.0
-    t = slots * (slot.t_s + ar_s + hop_s) + dev.pass_overhead_s * net.present
+    fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens) * net.present
+    t = slots * (slot.t_s + ar_s + hop_s) + fixed
     dyn_slot = slot.energy_j - dev.idle_w * tp * slot.t_s
     link_bits = (mb * pp * n_ar * 2.0 * (tp - 1.0) * size + mb * (pp - 1.0) * size) * 8.0
     return t, mb * pp * dyn_slot + link_bits * dev.link_energy_per_bit_j

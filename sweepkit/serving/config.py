@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
@@ -75,7 +76,12 @@ def check(cluster: Cluster, cfg: Config, where: str) -> dict:
 
 
 def kv_tokens(cluster: Cluster, cfg: Config, res: dict) -> float:
-    """KV capacity of one instance, tokens (target + draft KV per token)."""
+    """KV capacity of one instance, tokens (target + draft KV per token), in float64 whatever the caller's mode."""
+    with jax.enable_x64(True):
+        return _kv_tokens(cluster, cfg, res)
+
+
+def _kv_tokens(cluster: Cluster, cfg: Config, res: dict) -> float:
     dev = device_arrays(get_device(cfg.device), jnp.float64)
     target = get_model(cluster.model)
     draft = get_draft(cfg.lever.draft, target)

@@ -127,7 +127,14 @@ class Lanes:
 
 def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, early_stop=True,
                 cap_sessions: bool = False) -> Lanes:
-    """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled call per static shape."""
+    """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled call per static shape.
+
+    Times are float64 whatever the caller's JAX mode (a float32 clock loses a step's duration after hours)."""
+    with jax.enable_x64(True):
+        return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions)
+
+
+def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions) -> Lanes:
     rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
     stop = np.broadcast_to(np.asarray(early_stop, bool), rates.shape)
     count = (lambda r: min(w.sessions_at(r), COARSE_MAX_SESSIONS)) if cap_sessions else w.sessions_at

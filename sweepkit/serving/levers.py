@@ -8,7 +8,8 @@ optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
 * KV memory: ``kv`` = reserved | paged, ``preemption`` = recompute | swap, ``prefix_caching`` = true | false;
 * formats: ``weight_format``, ``kv_format``, ``compute_format`` (bf16, or the weight format: W8A8, W4A4);
 * speculation: ``draft`` (none, mtp or a catalogue model), ``gamma``, ``alpha`` (assumed, not measured);
-* routing: ``router`` = least-loaded | session.
+* routing: ``router`` = least-loaded | session;
+* ``devices``: the devices a grid runs the lever on (e.g. FP4 on B200 only).
 
 A combination the engine cannot model is refused with one line naming the file, the lever and why
 (:func:`check_lever`).
@@ -30,7 +31,7 @@ CHOICES = {
     "router": ("least-loaded", "session"),
 }
 _LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget")
-_FIELDS = {"description", "source", "family", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
+_FIELDS = {"description", "source", "family", "devices", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
            "kv_format", "compute_format", *CHOICES, *_LAYOUT}
 
 
@@ -43,6 +44,7 @@ class Lever:
       draft, gamma, alpha: speculative decoding (``none`` / 0 / 0.0 without a draft).
       batching, token_budget, kv, preemption, prefix_caching, router: scheduler levers.
       instances, tp, pp, microbatches: parallel layout.  weight_format, kv_format, compute_format: formats.
+      devices: the devices a grid runs the lever on (empty: every device of the grid).
     """
 
     name: str
@@ -65,6 +67,7 @@ class Lever:
     weight_format: str | None = None
     kv_format: str | None = None
     compute_format: str | None = None
+    devices: tuple = ()
 
     @property
     def speculative(self) -> bool:
@@ -103,10 +106,13 @@ def _lever(name: str, raw: dict, where: str) -> Lever:
     prefix = raw.get("prefix_caching")
     if prefix is not None and not isinstance(prefix, bool):
         raise InputError(f"{where}: prefix_caching = {prefix!r} is not allowed; expected true or false")
+    devices = raw.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+        raise InputError(f"{where}: devices = {devices!r} is not allowed; expected a list of catalogue devices")
     ints = {k: (None if k not in raw else int(number(raw, k, where, lo=1, hi=1 << 20, integer=True)))
             for k in _LAYOUT}
     return Lever(name=name, description=str(raw.get("description", name)), source=str(raw.get("source", "")),
-                 family=str(raw.get("family", "")), draft=draft, gamma=int(gamma), alpha=float(alpha),
+                 family=str(raw.get("family", "")), devices=tuple(devices), draft=draft, gamma=int(gamma), alpha=float(alpha),
                  prefix_caching=prefix, **{k: _choice(raw, k, where) for k in CHOICES},
                  **{k: _format(raw, k, where) for k in ("weight_format", "kv_format", "compute_format")}, **ints)
 

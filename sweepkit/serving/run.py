@@ -125,7 +125,8 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
     for d in devices:
         get_device(d, "devices")
         for name in levers:
-            check(cluster, Config(d, lvs[name]), lever_where)
+            if not lvs[name].devices or d in lvs[name].devices:
+                check(cluster, Config(d, lvs[name]), lever_where)
     ref = sv.get("reference_device", devices[0])
     if ref not in devices:
         raise InputError(f"{w_where}: reference_device = {ref!r} is not allowed; expected one of {', '.join(devices)}")
@@ -158,7 +159,7 @@ def _row(grid: ServingGrid, w: Workload, cfg: Config, load: float, purpose: str,
 
 def _points(grid: ServingGrid):
     """Every (device, lever) configuration with its price (USD/GPU-hour) and idle power (W per GPU)."""
-    configs = [Config(d, l) for d in grid.devices for l in grid.levers]
+    configs = [Config(d, l) for d in grid.devices for l in grid.levers if not l.devices or d in l.devices]
     return (configs, [get_device(c.device).price_usd_per_gpu_hour for c in configs],
             [get_device(c.device).idle_w for c in configs])
 
