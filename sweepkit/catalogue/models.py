@@ -3,7 +3,7 @@
 Notation (docs/notation.md): L layers, D d_model (hidden_size), H query heads, H_kv KV heads, d_h head dim,
 F FFN width (SwiGLU: gate, up, down), V vocab.
 
-Parameter count per layer (seed-system.md sec. 3): attention q,o: 2 D (H d_h); k,v: 2 D (H_kv d_h);
+Parameter count per layer (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): attention q,o: 2 D (H d_h); k,v: 2 D (H_kv d_h);
 SwiGLU MLP: 3 D F. Matmul parameters P_mm = L x per_layer + V D (LM head). Resident parameters add the input
 embedding V D unless it is tied to the LM head, plus QKV biases where present.
 
@@ -126,7 +126,7 @@ class Model:
     @property
     def params_per_layer(self) -> int:
         """One layer of the deepest kind: dense 2 D q_dim + 2 D kv_dim + 3 D F (+ biases); MoE: attention
-        + (E + S) experts + router. Llama-3-70B: 855.6 M (seed-system.md sec. 4)."""
+        + (E + S) experts + router. Llama-3-70B: 855.6 M (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim)."""
         return self._moe_layer(self.n_experts) if self.is_moe else self.attention_params + 3 * self.d_model * self.d_ff
 
     @property

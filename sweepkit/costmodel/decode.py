@@ -1,7 +1,7 @@
 """One decode point: plain decoding against speculative decoding on the same hardware.
 
 For B rows of S tokens each (total cached context C = B S), a draft of length gamma and acceptance alpha
-(seed-system.md sec. 3, "How the chapter's decode table is computed"):
+(github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim, "How the chapter's decode table is computed"):
 
     s/token plain = t_decode(C, B) / B
     s/token spec  = (t_verify(C, B, gamma + 1) + sum_{j<gamma} t_draft(C + j B, B)) / (B E[tokens])

@@ -2,7 +2,7 @@
 
     KV capacity = (HBM x n x mem_util - resident weight bytes) / (kv_target + kv_draft) per token
 
-with mem_util = 0.9 (seed-system.md sec. 3). Llama-3-8B on one H100: 426,788 tokens (410,628 with an MTP
+with mem_util = 0.9 (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim). Llama-3-8B on one H100: 426,788 tokens (410,628 with an MTP
 draft); Llama-3-70B on 4 x H100: 448,288 tokens.
 """
 

@@ -1,6 +1,6 @@
 """FLOPs and HBM bytes of forward passes, tensor-parallel all-reduces, and their priced cost.
 
-Work of a pass on a network (seed-system.md sec. 3), with P_mm matmul params, L layers, q = H d_h,
+Work of a pass on a network (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim), with P_mm matmul params, L layers, q = H d_h,
 w = bytes per weight, kv = bytes of KV per token (2 L H_kv d_h x bytes per KV value):
 
     F     = 2 P_mm T + 2 L q A
@@ -36,7 +36,7 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.roofline import PassCost, roofline
 
 ACTIVATION_BYTES = 2.0
-"""All-reduced activations are bf16 (seed-system.md sec. 3: S = tokens x D x 2 B)."""
+"""All-reduced activations are bf16 (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim: S = tokens x D x 2 B)."""
 
 
 @jax.tree_util.register_dataclass
@@ -111,7 +111,7 @@ def allreduce(tokens: jax.Array, model: ModelArrays, dev: DeviceArrays, tp: jax.
       (seconds, joules).
 
     Example:
-      Llama-3-70B TP4 on H100 at batch 1: 160 all-reduces x 30 us = 4.8 ms (seed-system.md sec. 3).
+      Llama-3-70B TP4 on H100 at batch 1: 160 all-reduces x 30 us = 4.8 ms (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim).
     """
     size = tokens * model.d_model * ACTIVATION_BYTES
     per = 2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s
@@ -126,7 +126,7 @@ def pass_cost(work: Work, model: ModelArrays, dev: DeviceArrays, tp: jax.Array, 
 
     A target pass pays the device's fixed overhead (pass_overhead_s + token_overhead_s x T; the per-token
     part is 0 unless a calibration fitted it) and the tensor-parallel all-reduces; a draft pass pays
-    neither and runs as one device of the instance's size (seed-system.md sec. 4). An absent network
+    neither and runs as one device of the instance's size (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim). An absent network
     (``model.present == 0``) costs nothing.
     """
     flops, bytes_ = flops_and_bytes(work, model, weight_bytes, kv_bytes)

@@ -1,6 +1,6 @@
 """Power-aware roofline: the time and energy of one forward pass from its FLOPs and HBM bytes.
 
-Maths (seed-system.md sec. 3; notation in docs/notation.md). On n devices with achievable fractions
+Maths (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim; notation in docs/notation.md). On n devices with achievable fractions
 mfu, mbu and a native compute speed-up k of the compute format:
 
     t_c = F / (peak * mfu * n * k)          t_m = Bytes / (hbm * mbu * n)
@@ -32,7 +32,7 @@ BOUNDS = ("memory", "compute", "power")
 """Bound codes: index 0 memory, 1 compute, 2 power."""
 
 CLOCK_FLOOR = 0.4
-"""Lowest compute clock fraction under the power cap (seed-system.md sec. 3: s_min 0.4)."""
+"""Lowest compute clock fraction under the power cap (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim: s_min 0.4)."""
 
 
 @jax.tree_util.register_dataclass
@@ -96,10 +96,10 @@ def roofline(flops: jax.Array, bytes_: jax.Array, dev: DeviceArrays, n_devices: 
 
     Example:
       H100, Llama-3-8B decode at batch 1, context 512: bytes 15.0766e9 -> 5.626 ms + 0.5 ms = 6.126 ms,
-      bound memory (seed-system.md sec. 3, hand check).
+      bound memory (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim, hand check).
 
     References:
-      Williams, Waterman, Patterson, "Roofline", CACM 2009; seed-system.md sec. 3 (power model).
+      Williams, Waterman, Patterson, "Roofline", CACM 2009; github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim (power model).
     """
     peak = dev.peak_flops_per_s * dev.flops_efficiency * n_devices * compute_speedup
     bw = dev.hbm_bytes_per_s * dev.bandwidth_efficiency * n_devices

@@ -2,7 +2,7 @@
 
 The serving simulator (:mod:`sweepkit.serving`) prices runs of decode steps at once with each row's *mean*
 tokens per pass, so it has no per-pass record. This module replays the same scheduling rules one pass at a
-time, with random acceptance, and records every pass (seed-system.md sec. 4, "Website mechanism scenario"):
+time, with random acceptance, and records every pass (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim, "Website mechanism scenario"):
 
 * All requests arrive at ``arrival_s``. At each step boundary the waiting requests that have arrived are
   admitted first-come first-served while their prompts fit the prefill token budget (the first always fits)
@@ -48,7 +48,7 @@ MODES = ("plain", "speculative")
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """A few requests on one instance. Defaults: the seed's mechanism scenario (seed-system.md sec. 4).
+    """A few requests on one instance. Defaults: the seed's mechanism scenario (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim).
 
     Attributes:
       device, model, draft: catalogue names (draft ``mtp`` or a model sharing the vocab).

@@ -1,6 +1,6 @@
 """The serving cluster as data: model, GPUs, instances, tensor parallelism, scheduler limits, devices.
 
-``data/cluster.toml`` is the seed's cluster (seed-system.md sec. 1): Llama-3-70B on 8 GPUs as 2 colocated
+``data/cluster.toml`` is the seed's cluster (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): Llama-3-70B on 8 GPUs as 2 colocated
 instances of TP4, prefill-priority batching, whole-sequence KV reservation, batch cap 256, prefill token budget
 8,192, 0.5 ms step overhead, BF16; devices H100, H200, B200 at their catalogue prices.
 """

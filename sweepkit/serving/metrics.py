@@ -1,6 +1,6 @@
 """Serving metrics of one simulated load: window, SLO attainment, latencies, goodput, cost and energy.
 
-Definitions (seed-system.md sec. 1; published.md "Metric definitions to use"):
+Definitions (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim; published.md "Metric definitions to use"):
 
 * TTFT = first-token time - arrival; TPOT = (finish - first token) / (output tokens - 1) (requests with >= 2
   output tokens); ITL = the gap before each generated token after the first, over all tokens of the window's

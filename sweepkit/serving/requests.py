@@ -1,6 +1,6 @@
 """Request sampling: lengths, sessions and arrivals drawn once per workload, common across loads and levers.
 
-Lengths (seed-system.md sec. 2): lognormal with sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2, rounded and
+Lengths (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): lognormal with sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2, rounded and
 clipped to [1, max]; or resampled rows of a trace file. Session ``s`` turn ``k`` has new input x_k and output y_k;
 its prompt carries the system prompt and the whole history:
 
@@ -166,7 +166,7 @@ def verify_passes(request_ids: np.ndarray, output: np.ndarray, alpha: float, gam
       request_ids: [N] global request ids (the hash counter; stable across loads).
       output: [N] output tokens (>= 1).
       alpha, gamma: acceptance per drafted token and draft length.
-      seed: the lever's speculation seed (seed-system.md: spec seed 0).
+      seed: the lever's speculation seed (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim: spec seed 0).
 
     Returns:
       [N] int64 passes.

@@ -1,6 +1,6 @@
 """Serving workloads as data: lengths, sessions, arrivals and SLOs, loaded from TOML.
 
-The packaged ``data/workloads.toml`` holds the seed's five workloads (seed-system.md sec. 2), each number
+The packaged ``data/workloads.toml`` holds the seed's five workloads (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim), each number
 with its source. A user adds a workload by writing another TOML file with a ``[workloads.<name>]`` table
 (the same fields) and passing its path; a workload may name a ``trace`` CSV (columns ``input_tokens``,
 ``output_tokens``) whose lengths are resampled instead of the lognormal fits.
@@ -41,7 +41,7 @@ class Workload:
       system_prompts, system_prompt_tokens: shared system prompts prepended to every turn's prompt.
       ttft_slo_s, tpot_slo_s: the SLOs (a request attains when it meets both; TPOT ignored below 2 tokens).
       offline: every request arrives at once; capacity is the saturated throughput.
-      min_sessions: sessions per run are max(min_sessions, ceil(rate x 4 x session_s)) (seed-system.md sec. 1).
+      min_sessions: sessions per run are max(min_sessions, ceil(rate x 4 x session_s)) (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim).
       trace_inputs, trace_outputs: resampled lengths when a trace file is named (else empty).
     """
 
@@ -68,7 +68,7 @@ class Workload:
 
     @property
     def session_s(self) -> float:
-        """Nominal session length: turns x (think + TTFT SLO + mean output x TPOT SLO) (seed-system.md sec. 1)."""
+        """Nominal session length: turns x (think + TTFT SLO + mean output x TPOT SLO) (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim)."""
         return self.turns * (self.think_mean_s + self.ttft_slo_s + self.output_mean_tokens * self.tpot_slo_s)
 
     @property
