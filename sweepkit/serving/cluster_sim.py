@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import LEAST_LOADED, DECODE, SWAPPED, Load, Policy, Requests, Shape, State, \
     init_state
-from sweepkit.serving.phases import boundary
+from sweepkit.serving.phases import boundary, no_events
 
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
@@ -108,7 +108,8 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
     i = jnp.argmax(due)
     shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s)
     old = jax.tree_util.tree_map(lambda a: a[i], _view(s))
-    new, ev = boundary(pol, req, load, old, shared, t, shape)
+    new, ev = jax.lax.cond(any_due, lambda v: boundary(pol, req, load, v, shared, t, shape),
+                           lambda v: (v, no_events(shape.slots, N, shape.bins)), old)
     iv = jax.tree_util.tree_map(lambda a, n, o: a.at[i].set(jnp.where(any_due, n, o)), _view(s), new, old)
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
     nxt = drop(ev["next_rid"])

@@ -68,7 +68,8 @@ class Policy:
       block_tokens: KV unit (1 = reserved whole sequences, 16 = paged blocks).  paged: grow rows block by
       block and preempt.  swap: preempt by swapping out (else recompute).  watermark_units: free units kept at
       admission.  kv_units: KV capacity per instance in units.  kv_token_bytes: KV bytes per token (target
-      + draft).  prefix: prefix caching on.  alpha: acceptance per drafted token.  spec_seed: acceptance seed.
+      + draft).  prefix: prefix caching on.  accept_survival: [G] P(a verify pass accepts at least j drafts) =
+      prod_{i<=j} alpha_i for j = 1..G (zero past the lever's gamma).  spec_seed: acceptance seed.
       host_bytes_per_s, host_block_s, host_j_per_bit: the swap link.
     """
 
@@ -85,7 +86,7 @@ class Policy:
     kv_units: jax.Array
     kv_token_bytes: jax.Array
     prefix: jax.Array
-    alpha: jax.Array
+    accept_survival: jax.Array
     spec_seed: jax.Array
     host_bytes_per_s: jax.Array
     host_block_s: jax.Array

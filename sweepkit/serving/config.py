@@ -15,7 +15,9 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from sweepkit.acceptance import workload_alphas
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens
@@ -91,9 +93,31 @@ def _kv_tokens(cluster: Cluster, cfg: Config, res: dict) -> float:
                                     get_format(res["kv_format"]).bytes_per_value))
 
 
-def policy(cluster: Cluster, cfg: Config, res: dict | None = None) -> Policy:
-    """The :class:`Policy` pytree of one configuration (float64 scalars)."""
+def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, str]:
+    """The lever's conditional acceptances alpha_1..alpha_gamma and the model's name.
+
+    ``alpha = "workload"`` takes the workload's model for the lever's draft kind
+    (:func:`sweepkit.acceptance.workload_alphas`); a number is i.i.d. alpha at every position.
+    """
+    lv = cfg.lever
+    if lv.gamma <= 0:
+        return np.zeros(0), "none"
+    if lv.alpha_from_workload:
+        if workload is None:
+            raise InputError(f"lever {lv.name!r}: alpha = 'workload' needs a workload")
+        alphas, model = workload_alphas(workload, lv.draft, lv.gamma)
+        return np.asarray(alphas, np.float64), model.name
+    return np.full(lv.gamma, float(lv.alpha)), "iid"
+
+
+def policy(cluster: Cluster, cfg: Config, res: dict | None = None, workload: str | None = None,
+           gamma_max: int | None = None) -> Policy:
+    """The :class:`Policy` pytree of one configuration (float64 scalars; acceptance padded to ``gamma_max``)."""
     res = res or resolve(cluster, cfg.lever)
+    alphas, _ = acceptance(cfg, workload)
+    G = max(cfg.lever.gamma if gamma_max is None else gamma_max, 1)
+    survival = np.zeros(G)
+    survival[:alphas.size] = np.cumprod(alphas)
     dev = get_device(cfg.device)
     target = get_model(cluster.model)
     draft = get_draft(cfg.lever.draft, target)
@@ -114,6 +138,6 @@ def policy(cluster: Cluster, cfg: Config, res: dict | None = None) -> Policy:
         block_tokens=f(block), paged=f(paged), swap=f(paged and res["preemption"] == "swap"),
         watermark_units=f(int(WATERMARK * units) if paged else 0), kv_units=f(units),
         kv_token_bytes=kv_bytes_per_token(tarr, drarr, f(kb)), prefix=f(res["prefix_caching"]),
-        alpha=f(cfg.lever.alpha), spec_seed=jnp.asarray(SPEC_SEED, jnp.uint64),
+        accept_survival=f(survival), spec_seed=jnp.asarray(SPEC_SEED, jnp.uint64),
         host_bytes_per_s=f(HOST_LINK["bytes_per_s"]), host_block_s=f(HOST_LINK["block_s"]),
         host_j_per_bit=f(HOST_LINK["j_per_bit"]))

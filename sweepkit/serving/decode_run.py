@@ -26,6 +26,13 @@ from sweepkit.serving.cluster_state import RUN_STEPS
 
 
 
+def no_run(like):
+    """The plan of no run (n = 0), shaped as :func:`decode_run`'s, for the branch that plans none."""
+    K = RUN_STEPS
+    zk, zks = jnp.zeros((K,), like.dtype), jnp.zeros((K,) + like.shape, like.dtype)
+    return dict(n=jnp.zeros((), jnp.int32), dt=zk, en=zk, E=zks, alloc=zks)
+
+
 def decode_run(pol, req, r, dec, accepted, other_units, shape):
     """Plan a run of up to K decode steps of the ``dec`` rows.
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 
 import jax
@@ -87,25 +90,52 @@ def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int
 
 @partial(jax.jit, static_argnames="shape")
 def _run(pol, req, load, shape: Shape):
-    lanes = jax.vmap(jax.vmap(simulate, in_axes=(None, None, 0, None)), in_axes=(0, None, 0, None))
-    return lanes(pol, req, load, shape)
+    return simulate(pol, req, load, shape)
 
 
 def _compiled(pol, req, load, shape: Shape):
-    """The engine compiled for these input shapes, from the executable cache when the CLI turned it on."""
+    """The one-lane engine compiled for these input shapes, from the executable cache when the CLI turned it on."""
     leaves = tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves((pol, req, load)))
     key = (shape, leaves)
-    if key not in _COMPILED:
-        _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape))
-    return _COMPILED[key]
+    with _LOCK:
+        if key not in _COMPILED:
+            _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape))
+        return _COMPILED[key]
 
 
 _COMPILED: dict = {}
+_LOCK = threading.Lock()
+_POOL: list = []
+
+
+def lane_pool() -> ThreadPoolExecutor:
+    """The threads that run lanes: one per core on the CPU backend (a lane's ``while_loop`` runs on one
+    thread and every lane ends as soon as it is done), shared by every caller so cores are not oversubscribed."""
+    with _LOCK:
+        if not _POOL:
+            n = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
+            _POOL.append(ThreadPoolExecutor(n, thread_name_prefix="sweepkit-lane"))
+        return _POOL[0]
 
 
 def _bucket(n: int) -> int:
     """Power-of-2 session buckets (fewer compiled shapes)."""
     return 64 * 2 ** math.ceil(math.log2(max(n, 64) / 64.0))
+
+
+def _run_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape):
+    """Every (configuration, load) lane as its own call of one compiled program, on :func:`lane_pool`;
+    returns the final states stacked [C, R, ...]."""
+    def one(pol, ld):
+        with jax.enable_x64(True):
+            load = Load(**{f: jnp.asarray(v, jnp.float64) for f, v in ld.items()})
+            out = _compiled(pol, req, load, shape)(pol, req, load)
+            return jax.tree_util.tree_map(np.asarray, out)
+    pool = lane_pool()
+    futures = [[pool.submit(one, pol, ld) for ld in row] for pol, row in zip(pols, loads)]
+    states = [[f.result() for f in row] for row in futures]
+    return jax.tree_util.tree_map(lambda *xs: np.stack(xs).reshape(len(pols), len(loads[0]), *xs[0].shape),
+                                  *[s for row in states for s in row])
 
 
 @dataclasses.dataclass
@@ -149,12 +179,9 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions) -> Lanes:
     for flag in dict.fromkeys(prefix):
         idx = [c for c in range(len(configs)) if prefix[c] == flag]
         shape = shape_for(w, cluster, res, [cfg.lever for cfg in configs], B, flag)
-        pols = [policy(cluster, configs[c], res[c]) for c in idx]
-        pol = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *pols)
-        load = Load(**{f: jnp.asarray(np.array([[loads[c, k][f] for k in range(rates.shape[1])] for c in idx]),
-                                      jnp.float64) for f in loads[0, 0]})
+        pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max) for c in idx]
         t0 = time.perf_counter()
-        out = jax.tree_util.tree_map(np.asarray, _compiled(pol, req, load, shape)(pol, req, load))
+        out = _run_lanes(pols, [[loads[c, k] for k in range(rates.shape[1])] for c in idx], req, shape)
         LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,
                   len(idx), rates.shape[1], shape.instances, shape.requests, int(out.iters.max()),
                   time.perf_counter() - t0)

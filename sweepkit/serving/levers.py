@@ -42,6 +42,8 @@ class Lever:
     Attributes:
       name, description, source, family: key, one line, where it comes from, lever family.
       draft, gamma, alpha: speculative decoding (``none`` / 0 / 0.0 without a draft).
+      alpha_from_workload: ``alpha = "workload"``: each workload's per-position acceptance model for the
+        draft's kind (:func:`sweepkit.acceptance.workload_alphas`) instead of one i.i.d. alpha.
       batching, token_budget, kv, preemption, prefix_caching, router: scheduler levers.
       instances, tp, pp, microbatches: parallel layout.  weight_format, kv_format, compute_format: formats.
       devices: the devices a grid runs the lever on (empty: every device of the grid).
@@ -54,6 +56,7 @@ class Lever:
     draft: str = "none"
     gamma: int = 0
     alpha: float = 0.0
+    alpha_from_workload: bool = False
     batching: str | None = None
     token_budget: int | None = None
     kv: str | None = None
@@ -102,7 +105,11 @@ def _lever(name: str, raw: dict, where: str) -> Lever:
     spec = draft != "none"
     gamma = number(raw, "gamma", where, lo=1 if spec else 0, hi=16 if spec else 0, integer=True,
                    default=None if spec else 0)
-    alpha = number(raw, "alpha", where, lo=0.0, hi=1.0, default=None if spec else 0.0)
+    if isinstance(raw.get("alpha"), str) and not (spec and raw["alpha"] == "workload"):
+        raise InputError(f"{where}: alpha = {raw['alpha']!r} is not allowed; expected a number in [0, 1] or "
+                         f"'workload' (the workload's acceptance model; needs a draft)")
+    from_workload = spec and raw.get("alpha") == "workload"
+    alpha = 0.0 if from_workload else number(raw, "alpha", where, lo=0.0, hi=1.0, default=None if spec else 0.0)
     prefix = raw.get("prefix_caching")
     if prefix is not None and not isinstance(prefix, bool):
         raise InputError(f"{where}: prefix_caching = {prefix!r} is not allowed; expected true or false")
@@ -113,6 +120,7 @@ def _lever(name: str, raw: dict, where: str) -> Lever:
             for k in _LAYOUT}
     return Lever(name=name, description=str(raw.get("description", name)), source=str(raw.get("source", "")),
                  family=str(raw.get("family", "")), devices=tuple(devices), draft=draft, gamma=int(gamma), alpha=float(alpha),
+                 alpha_from_workload=from_workload,
                  prefix_caching=prefix, **{k: _choice(raw, k, where) for k in CHOICES},
                  **{k: _format(raw, k, where) for k in ("weight_format", "kv_format", "compute_format")}, **ints)
 

@@ -31,25 +31,17 @@ import jax.numpy as jnp
 from sweepkit.costmodel.passes import Work, chunk_work
 from sweepkit.costmodel.steps import step_cost
 from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, SWAPPED, bin_index
-from sweepkit.serving.decode_run import decode_run
+from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.prefix import chain_nodes, evict, lookup, node_units
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class Events:
-    """What a boundary did to requests, per slot [S] (request id N: none), for the lane to scatter."""
-
-    first_rid: jax.Array
-    finish_rid: jax.Array
-    next_rid: jax.Array
-    pre_rid: jax.Array
-    pre_out: jax.Array
-    pre_last_s: jax.Array
-    itl_bin: jax.Array
-    itl_w: jax.Array
-    zeros: jax.Array
-    misses: jax.Array
+def no_events(S: int, N: int, bins: int) -> dict:
+    """The event fields of a boundary that did nothing (request id N: none), shaped as :func:`boundary`'s."""
+    from sweepkit.serving.cluster_state import RUN_STEPS
+    none, zf = jnp.full((S,), N, jnp.int32), jnp.zeros((S,), jnp.float64)
+    return dict(first_rid=none, finish_rid=none, next_rid=none, itl_bin=jnp.zeros((S + RUN_STEPS,), jnp.int32),
+                itl_w=jnp.zeros((S + RUN_STEPS,), jnp.float64), zeros=jnp.zeros((), jnp.float64),
+                misses=jnp.zeros((), jnp.int32), pre_rid=none, pre_out=zf, pre_last_s=zf)
 
 
 def uniform(seed, rid, position):
@@ -63,19 +55,25 @@ def uniform(seed, rid, position):
     return ((x >> jnp.uint64(11)).astype(jnp.float64) + 0.5) / float(1 << 53)
 
 
-def _arrival_rank(key, mask):
-    """Rank of each masked row in arrival order (ties by slot), [S] (unmasked rows: S)."""
-    S = key.shape[0]
-    order = jnp.argsort(jnp.where(mask, key, jnp.inf), stable=True)
-    rank = jnp.zeros((S,), jnp.int32).at[order].set(jnp.arange(S, dtype=jnp.int32))
-    return jnp.where(mask, rank, S)
+def arrival_order(arr_s):
+    """(order, inverse) of the rows by arrival time, ties by slot: one sort per boundary, shared by every
+    ordered sum of the boundary (an order over all rows is the order over any subset of them)."""
+    S = arr_s.shape[0]
+    order = jnp.argsort(arr_s, stable=True)
+    return order, jnp.zeros((S,), jnp.int32).at[order].set(jnp.arange(S, dtype=jnp.int32))
 
 
-def _ordered_cumsum(values, key, mask):
+def _ordered_cumsum(values, order, mask):
     """Inclusive cumulative sum of ``values`` over masked rows in arrival order, [S]."""
-    order = jnp.argsort(jnp.where(mask, key, jnp.inf), stable=True)
-    cum = jnp.cumsum(jnp.where(mask, values, 0.0)[order])
-    return jnp.zeros_like(cum).at[order].set(cum)
+    cum = jnp.cumsum(jnp.where(mask, values, 0.0)[order[0]])
+    return cum[order[1]]
+
+
+def _arrival_rank(order, mask):
+    """Rank of each masked row in arrival order (ties by slot), [S] (unmasked rows: S)."""
+    S = mask.shape[0]
+    rank = _ordered_cumsum(mask.astype(jnp.int32), order, mask) - 1
+    return jnp.where(mask, rank, S).astype(jnp.int32)
 
 
 def _used(pol, iv, units):
@@ -207,16 +205,17 @@ def _swap_cost(pol, units):
     return units * pol.host_block_s + b / pol.host_bytes_per_s, b * 8.0 * pol.host_j_per_bit
 
 
-def swap_in(pol, req, iv, t, units_m):
+def swap_in(pol, req, iv, t, units_m, order):
     """Swapped-out rows return, earliest arrival first, while they fit (no watermark) under the batch cap."""
     r = iv["rows"]
     sw = r.phase == SWAPPED
     private, cache, pinned = _used(pol, iv, units_m)
     n_run = jnp.sum((r.phase == PREFILL) | (r.phase == DECODE))
-    cum_u = _ordered_cumsum(r.alloc, r.arr_s, sw)
-    cum_n = _ordered_cumsum(jnp.ones_like(r.alloc), r.arr_s, sw)
+    order = order()
+    cum_u = _ordered_cumsum(r.alloc, order, sw)
+    cum_n = _ordered_cumsum(jnp.ones_like(r.alloc), order, sw)
     fits = sw & (private + pinned + cum_u <= pol.kv_units) & (n_run + cum_n <= pol.batch_cap)
-    back = sw & (_ordered_cumsum((sw & ~fits).astype(jnp.float64), r.arr_s, sw) <= 0)
+    back = sw & (_ordered_cumsum((sw & ~fits).astype(jnp.float64), order, sw) <= 0)
     units = jnp.sum(jnp.where(back, r.alloc, 0.0))
     sec, joules = _swap_cost(pol, units)
     st = iv["stats"]
@@ -225,7 +224,7 @@ def swap_in(pol, req, iv, t, units_m):
     return dict(iv, rows=rows, owed=iv["owed"] + sec, stats=st)
 
 
-def _grow(pol, req, iv, units_m, shape):
+def _grow(pol, req, iv, units_m, order, shape):
     """Paged rows' growth for a decode or mixed step, and the rows the LIFO rule preempts when room runs out.
 
     Returns:
@@ -241,8 +240,9 @@ def _grow(pol, req, iv, units_m, shape):
     need = jnp.where(dec & (pol.paged > 0), jnp.ceil(pos / pol.block_tokens), r.alloc)
     alloc = jnp.maximum(need, r.alloc)
     private, cache, pinned = _used(pol, iv, units_m)
-    cum = _ordered_cumsum(alloc, r.arr_s, run)
-    survive = run & (cum + pinned <= pol.kv_units)
+    short = jnp.sum(jnp.where(run, alloc, 0.0)) + pinned > pol.kv_units
+    survive = jax.lax.cond(short, lambda: run & (_ordered_cumsum(alloc, order(), run) + pinned <= pol.kv_units),
+                           lambda: run)
     return alloc, survive, run & ~survive
 
 
@@ -266,16 +266,21 @@ def _candidates(pol, req, iv, r_out, t, shape):
     return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev
 
 
-def _accepted(pol, rid, out):
-    """Drafted tokens accepted in a verify pass starting at token ``out``: min(floor(ln u / ln alpha), gamma)."""
+def _accepted(pol, rid, out, shape):
+    """Drafted tokens accepted in a verify pass starting at token ``out``: k = #{j : u < prod_{i<=j} alpha_i}.
+
+    One uniform per (request, position) inverts the survival function P(k >= j) = prod_{i<=j} alpha_i
+    (:func:`sweepkit.acceptance.sample_accepted`); with equal alphas this is min(floor(ln u / ln alpha),
+    gamma). Without a draft in the program (``gamma_max`` 0) nothing is drawn.
+    """
+    if shape.gamma_max == 0:
+        return jnp.zeros(jnp.shape(rid), jnp.float64)
     u = uniform(pol.spec_seed, rid, out)
-    a = jnp.clip(pol.alpha, 1e-300, 1.0 - 1e-16)
-    k = jnp.floor(jnp.log(u) / jnp.log(a))
-    k = jnp.where(pol.alpha >= 1.0, pol.inst.gamma, jnp.where(pol.alpha <= 0.0, 0.0, k))
-    return jnp.minimum(k, pol.inst.gamma)
+    surv = pol.accept_survival
+    return sum((u < surv[j]).astype(jnp.float64) for j in range(surv.shape[0]))
 
 
-def _budget(pol, r, survive, cost, dec_rows):
+def _budget(pol, r, survive, cost, dec_rows, order):
     """Prompt tokens each partial row and each candidate computes this step, and the candidates' budget test.
 
     Chunked: decode rows take gamma + 1 tokens each of the budget tau (never trimmed), then partial prompts in
@@ -286,7 +291,7 @@ def _budget(pol, r, survive, cost, dec_rows):
     dec_tok = jnp.sum(dec_rows) * (pol.inst.gamma + 1.0)
     partial = survive & (r.phase == PREFILL) & (r.done < r.target)
     rem = jnp.where(partial, r.target - r.done, 0.0)
-    cum = _ordered_cumsum(rem, r.arr_s, partial)
+    cum = jax.lax.cond(jnp.any(partial), lambda: _ordered_cumsum(rem, order(), partial), lambda: rem)
     ceiling = jnp.maximum(tau, dec_tok)
     c_part = jnp.where(partial, jnp.minimum(dec_tok + cum, ceiling) - jnp.minimum(dec_tok + cum - rem, ceiling), 0.0)
     used = jnp.minimum(dec_tok + jnp.sum(rem), ceiling)
@@ -299,7 +304,7 @@ def _budget(pol, r, survive, cost, dec_rows):
             jnp.where(chunked, chunk_ok, whole_ok))
 
 
-def _preempt(pol, req, iv, pre, t, shape):
+def _preempt(pol, req, iv, pre, t, order, shape):
     """Preempted rows: swapped out (decode rows, swap on) or dropped and queued at the front for recompute."""
     r = iv["rows"]
     S, N = r.rid.shape[0], iv["queue"].shape[0]
@@ -307,7 +312,7 @@ def _preempt(pol, req, iv, pre, t, shape):
     to_swap = pre & (pol.swap > 0) & (r.phase == DECODE)
     rec = pre & ~to_swap
     n_rec = jnp.sum(rec).astype(jnp.int32)
-    rank = _arrival_rank(r.arr_s, rec)
+    rank = jax.lax.cond(n_rec > 0, lambda: _arrival_rank(order(), rec), lambda: jnp.full_like(r.rid, S))
     head = iv["head"] - n_rec
     queue = iv["queue"].at[jnp.where(rec, (head + rank) % N, N)].set(rid, mode="drop")
     units = jnp.sum(jnp.where(to_swap, r.alloc, 0.0))
@@ -352,7 +357,7 @@ def _admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
     return dict(iv, stats=st), dest, (done >= target).astype(jnp.float64)
 
 
-def schedule(pol, req, load, iv, shared, t, units_m, shape):
+def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     """Form and price the next step under the batching policy: (instance arrays, events, seconds, joules).
 
     prefill-priority: admit whole prompts (FIFO, budget, batch cap, memory); if any, one prefill step (decode
@@ -362,7 +367,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, shape):
     """
     r = iv["rows"]
     chunked = pol.batching == CHUNKED
-    alloc_g, survive, pre = _grow(pol, req, iv, units_m, shape)
+    alloc_g, survive, pre = _grow(pol, req, iv, units_m, order, shape)
     running = (r.phase == PREFILL) | (r.phase == DECODE)
     n_run0 = jnp.sum(running)
     cand = _candidates(pol, req, iv, shared["r_out"], t, shape)
@@ -373,7 +378,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, shape):
     n_run = jnp.where(chunked, jnp.sum(survive), n_run0)
     can = (jnp.sum(r.phase == SWAPPED) == 0) & ((pol.batching != DECODE_PRIORITY) | (n_run0 == 0))
     dec_rows = survive & (r.phase == DECODE)
-    c_part, c_new, budget_ok = _budget(pol, r, survive, target - hit, jnp.where(chunked, dec_rows, False))
+    c_part, c_new, budget_ok = _budget(pol, r, survive, target - hit, jnp.where(chunked, dec_rows, False), order)
     ar = jnp.arange(1, valid.shape[0] + 1)
     ok = valid & can & budget_ok & (jnp.cumsum(need) <= room) & (n_run + ar <= pol.batch_cap)
     take = jnp.cumprod(ok).astype(bool)
@@ -381,20 +386,22 @@ def schedule(pol, req, load, iv, shared, t, units_m, shape):
     grow_now = chunked | ~prefill_step
     alloc = jnp.where(grow_now & running, alloc_g, r.alloc)
     iv = dict(iv, rows=dataclasses.replace(r, alloc=alloc))
-    iv, ev = _preempt(pol, req, iv, pre & grow_now, t, shape)
+    iv, ev = _preempt(pol, req, iv, pre & grow_now, t, order, shape)
     r = iv["rows"]
     dec = (r.phase == DECODE) & grow_now
     ridd = jnp.maximum(r.rid, 0)
     p = req.prompt_tokens[ridd].astype(jnp.float64)
     o = req.output_tokens[ridd].astype(jnp.float64)
-    emit_dec = jnp.minimum(_accepted(pol, ridd, r.out) + 1.0, o - r.out)
+    emit_dec = jnp.minimum(_accepted(pol, ridd, r.out, shape) + 1.0, o - r.out)
     part = (r.phase == PREFILL) & (c_part > 0)
     chunks = _chunks(r.done, c_part, part, hit, c_new, take)
     done = r.done + jnp.where(part, c_part, 0.0)
     emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
     pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(pre & grow_now) & (jnp.sum(r.phase == SWAPPED) == 0)
     private1, _, _ = _used(pol, dict(iv, rows=dataclasses.replace(r, alloc=jnp.where(dec, 0.0, r.alloc))), units_m)
-    run = decode_run(pol, req, r, dec, lambda i, x: _accepted(pol, i, x), private1 + pinned, shape)
+    plan_run = lambda: decode_run(pol, req, r, dec, lambda i, x: _accepted(pol, i, x, shape),  # noqa: E731
+                                  private1 + pinned, shape)
+    run = jax.lax.cond(pure & jnp.any(dec), plan_run, lambda: no_run(r.out))
     multi = pure & (run["n"] >= 2) & jnp.any(dec)
     iv, dest, emit_new = _admit(pol, req, dict(iv, rows=dataclasses.replace(r, done=done)), take, cand, c_new,
                                 shared["r_last_s"], shared["arrival_s"], t, shape)
@@ -438,8 +445,10 @@ def boundary(pol, req, load, iv, shared, t, shape):
     """
     units_m = node_units(req, shape, pol.block_tokens) if shape.prefix else jnp.zeros((1,))
     iv, ev = complete(pol, req, load, iv, shared["first_s"], t, shape)
-    iv = swap_in(pol, req, iv, t, units_m)
-    iv, ev_pre = schedule(pol, req, load, iv, shared, t, units_m, shape)
+    order = lambda: arrival_order(iv["rows"].arr_s)  # noqa: E731  (sorted only where a branch needs it)
+    iv = jax.lax.cond(jnp.any(iv["rows"].phase == SWAPPED), lambda v: swap_in(pol, req, v, t, units_m, order),
+                      lambda v: v, iv)
+    iv, ev_pre = schedule(pol, req, load, iv, shared, t, units_m, order, shape)
     private, cache, pinned = _used(pol, iv, units_m)
     if shape.prefix:
         c_in, gone = evict(iv["c_in"], iv["c_refs"], iv["c_last_s"], units_m, private + cache - pol.kv_units)
