@@ -14,7 +14,7 @@ import sweepkit
 from sweepkit.catalogue import devices_file, get_device, load_devices_file
 from sweepkit.cli import main
 from sweepkit.errors import InputError
-from sweepkit.validation import MODELLED, NEEDS_SERVING, Measurement, load_measurements, parse_measurements, status
+from sweepkit.validation import MODELLED, Measurement, load_measurements, parse_measurements, status
 from sweepkit.validation.fit import fit
 from sweepkit.validation.points import modelled_values, point_inputs, with_efficiency
 
@@ -40,7 +40,7 @@ def test_public_set_is_packaged_and_the_vllm_fit_is_sampled_from_its_formula():
     counts = {}
     for m in points:
         counts[status(m)] = counts.get(status(m), 0) + 1
-    assert counts == {MODELLED: 21, NEEDS_SERVING: 9, "not modelled yet (needs the draft's measured acceptance)": 4}
+    assert counts == {MODELLED: 30, "not modelled yet (needs the draft's measured acceptance)": 4}
 
 
 @pytest.mark.parametrize("text, message", [
@@ -73,12 +73,12 @@ def test_bad_measurement_file_exits_2_with_one_line(tmp_path):
 
 def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     wh = tmp_path / "wh"
-    res = cli("validate", "--warehouse", str(wh), "--format", "json")
+    res = cli("validate", "--no-serving", "--warehouse", str(wh), "--format", "json")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert len(rows) == 34 and {"source", "setup", "measured", "modelled", "error_pct"} <= set(rows[0])
     assert "median |error| 14.7% over 20 points" in res.stderr       # the catalogue's seed efficiencies
-    assert "9 points not modelled yet (needs the serving engine)" in res.stderr
+    assert "9 points not simulated (--no-serving)" in res.stderr
     from sweepkit.store import Warehouse
 
     t = Warehouse(wh).query("select status, count(*) n, median(abs(error_pct)) e from validation group by 1 order by 1")

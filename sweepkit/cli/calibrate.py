@@ -40,12 +40,13 @@ def calibrate(measurements: str | None, device: str, out: str, name: str | None,
 
     from sweepkit.catalogue import get_device
     from sweepkit.validation import MODELLED, load_measurements, status
+    from sweepkit.validation.measurements import PER_PASS
     from sweepkit.validation.fit import NAMES, fit_points
     from sweepkit.validation.profile import calibrated_device, write_devices_file
 
     base = get_device(device, "--device")
     points, file, sha = load_measurements(measurements)
-    usable = [m for m in points if m.device == device and status(m) == MODELLED]
+    usable = [m for m in points if m.device == device and m.metric in PER_PASS and status(m) == MODELLED]
     train = [m for m in usable if all_rows or m.split == "train"]
     if len(train) < 2:
         raise InputError(f"{file}: {len(train)} modelled rows with device = {device!r}"

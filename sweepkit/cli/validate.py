@@ -19,16 +19,24 @@ def devices_file_option(f):
                         help="Devices TOML (sweepkit calibrate --out) whose devices the file may name.")(f)
 
 
-def validation_table(measurements: str | None, devices_file: str | None):
-    """(rows for the warehouse, file label, file digest): load, price and compare every point."""
+SKIPPED = "not simulated (--no-serving)"
+
+
+def validation_table(measurements: str | None, devices_file: str | None, serving: bool = True):
+    """(rows for the warehouse, file label, file digest): load, price and compare every point (throughput and
+    latency points with the serving engine unless ``serving`` is False)."""
     from sweepkit.catalogue import devices_file as devices_scope
     from sweepkit.validation import evaluate_points, load_measurements
     from sweepkit.validation.store import rows
 
     with devices_scope(devices_file) as extra:
         points, name, sha = load_measurements(measurements)
-        values = evaluate_points(points, extra)
-    return rows(points, values, name, sha, devices_file or ""), name, sha
+        values = evaluate_points(points, extra, serving=serving)
+        table = rows(points, values, name, sha, devices_file or "")
+    for r in table:
+        if r["status"] == "modelled" and r["modelled"] is None:
+            r["status"] = SKIPPED
+    return table, name, sha
 
 
 def summary_lines(table: list[dict]) -> list[str]:
@@ -51,23 +59,28 @@ def summary_lines(table: list[dict]) -> list[str]:
 @click.command(context_settings={"max_content_width": 100})
 @measurements_option
 @devices_file_option
+@click.option("--serving/--no-serving", default=True,
+              help="Simulate throughput and latency points with the serving engine (default; minutes on a "
+                   "CPU for the public set) or list them as not simulated.")
 @warehouse_option
 @format_option
-def validate(measurements: str | None, devices_file: str | None, warehouse: str | None, fmt: str) -> None:
-    """Compare measured points (step times, decode rates, throughputs) with the cost model.
+def validate(measurements: str | None, devices_file: str | None, serving: bool, warehouse: str | None,
+             fmt: str) -> None:
+    """Compare measured points (step times, decode rates, throughputs, latencies) with the model.
 
     Per-pass points (step_time, decode_tok_s) are priced by the cost model at the measured batch and
-    context; throughput and latency under load are listed as not modelled yet (they need the serving
-    engine). Prints source, setup, measured, modelled and error % per point and the median absolute
-    error per source (on stderr with --format csv or json), and commits the table to the warehouse as
-    the validation view.
+    context; throughput and latency points are simulated by the serving engine at the measured load
+    (fixed lengths; Poisson at request_rate, a concurrency through Little's law, all requests queued at
+    once for max_output_throughput; docs/validation.md). Prints source, setup, measured, modelled and
+    error % per point and the median absolute error per source (on stderr with --format csv or json),
+    and commits the table to the warehouse as the validation view.
 
     \b
-    Example: sweepkit validate --warehouse /tmp/wh --format markdown
+    Example: sweepkit validate --no-serving --warehouse /tmp/wh --format markdown
     """
     import pyarrow as pa
 
-    table, name, _ = validation_table(measurements, devices_file)
+    table, name, _ = validation_table(measurements, devices_file, serving)
     run_id = write_validation_run(warehouse, table, name, devices_file)
     out = pa.table({c: [r[c] for r in table] for c in COLUMNS})
     out = out.set_column(out.schema.get_field_index("error_pct"), "error_pct",

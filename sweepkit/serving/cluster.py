@@ -103,3 +103,14 @@ def load_cluster(path: str | Path | None = None) -> Cluster:
     """The cluster of a TOML file's ``[cluster]`` table (default: the packaged seed cluster)."""
     raw, where = read_toml(path, "cluster.toml")
     return parse_cluster(raw.get("cluster"), f"{where} [cluster]")
+
+
+def make_cluster(where: str = "cluster", **fields) -> Cluster:
+    """A cluster from keyword fields (the ``[cluster]`` table's), checked like a file's.
+
+    Example:
+      >>> c = make_cluster(model="llama-3.1-8b", instances=1, tp=1, devices=["H100"], batch_cap=64)
+      >>> (c.gpus, c.batch_cap, c.prefill_token_budget)
+      (1, 64, 8192)
+    """
+    return parse_cluster(dict(fields), where)

@@ -177,3 +177,28 @@ def get_workload(name: str, path: str | Path | None = None) -> Workload:
         where = str(path) if path else "sweepkit/serving/data/workloads.toml"
         raise InputError(f"{where}: workload = {name!r} is not allowed; expected one of {', '.join(found)}")
     return found[name]
+
+
+def fixed_workload(name: str, input_tokens: int, output_tokens: int, requests: int, *, offline: bool,
+                   source: str, where: str = "workload") -> Workload:
+    """A single-turn workload of fixed lengths, checked like a file's (for measured benchmark points).
+
+    Every request has ``input_tokens`` of prompt and ``output_tokens`` of output (cv = 0, no system prompt);
+    ``requests`` is the number simulated at any load (``min_sessions``; the SLO fields are set so small that
+    ``sessions_at`` never asks for more, so judge such a run by its latency percentiles, not its attainment).
+
+    Args:
+      input_tokens, output_tokens: tokens per request.  requests: requests per run (>= 2).
+      offline: every request arrives at t = 0 (a throughput benchmark with all requests queued at once).
+
+    Example:
+      >>> w = fixed_workload("trt-128-128", 128, 128, 64, offline=True, source="perf-overview.md")
+      >>> (w.prompt_mean_tokens, w.output_cv, w.sessions_at(1e6))
+      (128.0, 0.0, 64)
+    """
+    raw = dict(source=source, description=f"{input_tokens} in / {output_tokens} out, fixed lengths",
+               prompt_mean_tokens=float(input_tokens), prompt_max_tokens=int(input_tokens),
+               prompt_cv=0.0, output_mean_tokens=float(output_tokens), output_max_tokens=int(output_tokens),
+               output_cv=0.0,
+               ttft_slo_s=1e-12, tpot_slo_s=1e-12, offline=bool(offline), min_sessions=int(requests))
+    return _workload(name, raw, where, None)

@@ -5,7 +5,7 @@ Pipeline position: measurements (CSV) -> **cost model at each measured point** -
 """
 
 from sweepkit.validation.measurements import Measurement, load_measurements, parse_measurements
-from sweepkit.validation.points import MODELLED, NEEDS_SERVING, evaluate_points, status
+from sweepkit.validation.points import MODELLED, evaluate_points, status
 
-__all__ = ["MODELLED", "NEEDS_SERVING", "Measurement", "evaluate_points", "load_measurements",
+__all__ = ["MODELLED", "Measurement", "evaluate_points", "load_measurements",
            "parse_measurements", "status"]

@@ -3,8 +3,11 @@
 A measurement file is a CSV with a header row. Required columns: ``source``, ``device``, ``model``,
 ``metric``, ``value``, ``unit``. Optional: ``url``, ``framework``, ``tp`` (default 1), ``gpus`` (default tp),
 ``weight_format``, ``kv_format``, ``compute_format`` (default bf16), ``batch``, ``context_tokens``,
-``input_tokens``, ``output_tokens``, ``concurrency``, ``draft`` (default none), ``gamma``, ``split``
-(``train`` or ``test``, default test) and ``notes``. docs/validation.md describes every column.
+``input_tokens``, ``output_tokens``, ``requests`` (requests in the benchmark run), ``concurrency``,
+``request_rate`` (requests/s, Poisson arrivals),
+``percentile`` (of a latency: 50, 90 or 99, default 50), ``ttft_limit_s`` and ``tpot_limit_s`` (p99 limits a
+throughput was measured under), ``draft`` (default none), ``gamma``, ``split`` (``train`` or ``test``, default
+test) and ``notes``. docs/validation.md describes every column.
 
 Metrics (value in one of the units listed; stored in base SI units, seconds and tokens/s):
 
@@ -12,7 +15,7 @@ Metrics (value in one of the units listed; stored in base SI units, seconds and 
     decode_tok_s           output tokens/s of a decode step at ``batch`` rows (all rows)         tok/s
     max_output_throughput  output tokens/s with every request queued at once                     tok/s, tok/s/gpu
     output_throughput      output tokens/s under a load scenario                                  tok/s, tok/s/gpu
-    ttft, tpot, itl        latency at ``concurrency``                                            s, ms, us
+    ttft, tpot, itl        latency at ``request_rate`` or ``concurrency``                        s, ms, us
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from sweepkit.errors import InputError, bad_value
 
 REQUIRED = ("source", "device", "model", "metric", "value", "unit")
 OPTIONAL = ("url", "framework", "tp", "gpus", "weight_format", "kv_format", "compute_format", "batch",
-            "context_tokens", "input_tokens", "output_tokens", "concurrency", "draft", "gamma", "split", "notes")
+            "context_tokens", "input_tokens", "output_tokens", "requests", "concurrency", "request_rate", "percentile",
+            "ttft_limit_s", "tpot_limit_s", "draft", "gamma", "split", "notes")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 RATE_UNITS = {"tok/s": 1.0, "tok/s/gpu": None}
 UNITS = {"step_time": TIME_UNITS, "decode_tok_s": {"tok/s": 1.0}, "max_output_throughput": RATE_UNITS,
@@ -37,6 +41,10 @@ UNITS = {"step_time": TIME_UNITS, "decode_tok_s": {"tok/s": 1.0}, "max_output_th
 """Metric -> unit -> factor to base SI (None: per GPU, multiplied by ``gpus``)."""
 PER_PASS = ("step_time", "decode_tok_s")
 """Metrics the cost model evaluates directly (one decode step at the measured batch)."""
+SERVING = ("max_output_throughput", "output_throughput", "ttft", "tpot", "itl")
+"""Metrics the serving engine evaluates (a simulated run at the measured load)."""
+PERCENTILES = (50, 90, 99)
+"""Latency percentiles the serving engine reports."""
 PUBLIC = "public.csv"
 
 
@@ -63,7 +71,12 @@ class Measurement:
     context_tokens: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    requests: int | None = None
     concurrency: int | None = None
+    request_rate: float | None = None
+    percentile: int = 50
+    ttft_limit_s: float | None = None
+    tpot_limit_s: float | None = None
     draft: str = "none"
     gamma: int | None = None
     split: str = "test"
@@ -82,6 +95,10 @@ class Measurement:
             parts.append(f" in{self.input_tokens}/out{self.output_tokens}")
         if self.concurrency is not None:
             parts.append(f" conc{self.concurrency}")
+        if self.request_rate is not None:
+            parts.append(f" {self.request_rate:g}req/s")
+        if self.metric in ("ttft", "tpot", "itl"):
+            parts.append(f" p{self.percentile}")
         if self.draft != "none":
             parts.append(f" {self.draft} g{self.gamma}")
         return "".join(parts)
@@ -97,6 +114,20 @@ def _int(raw: dict, key: str, where: str, default=None, minimum: int = 1):
         raise bad_value(key, text, f"an integer >= {minimum}", where=where) from None
     if value < minimum:
         raise bad_value(key, text, f"an integer >= {minimum}", where=where)
+    return value
+
+
+def _float(raw: dict, key: str, where: str) -> float | None:
+    """An optional positive number (None when the cell is empty)."""
+    text = (raw.get(key) or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise bad_value(key, text, "a number > 0", where=where) from None
+    if not 0 < value < float("inf"):
+        raise bad_value(key, text, "a number > 0", where=where)
     return value
 
 
@@ -146,7 +177,9 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
         url=(raw.get("url") or "").strip(), framework=(raw.get("framework") or "").strip(), tp=tp, gpus=gpus,
         **fmts, batch=_int(raw, "batch", where), context_tokens=_int(raw, "context_tokens", where, minimum=0),
         input_tokens=_int(raw, "input_tokens", where), output_tokens=_int(raw, "output_tokens", where),
-        concurrency=_int(raw, "concurrency", where), draft=draft, gamma=_int(raw, "gamma", where, minimum=0),
+        requests=_int(raw, "requests", where), concurrency=_int(raw, "concurrency", where), request_rate=_float(raw, "request_rate", where),
+        percentile=_percentile(raw, where), ttft_limit_s=_float(raw, "ttft_limit_s", where),
+        tpot_limit_s=_float(raw, "tpot_limit_s", where), draft=draft, gamma=_int(raw, "gamma", where, minimum=0),
         split=split, notes=(raw.get("notes") or "").strip())
     if metric in PER_PASS and (m.batch is None or m.context_tokens is None):
         missing = "batch" if m.batch is None else "context_tokens"
@@ -155,6 +188,15 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
     if draft not in ("none", "mtp") and draft not in _draft_methods():
         get_draft(draft, get_model(model), field=f"{where}: draft")
     return m
+
+
+def _percentile(raw: dict, where: str) -> int:
+    text = (raw.get("percentile") or "").strip()
+    if not text:
+        return 50
+    if text not in {str(p) for p in PERCENTILES}:
+        raise bad_value("percentile", text, f"one of {', '.join(map(str, PERCENTILES))}", where=where)
+    return int(text)
 
 
 def _draft_methods() -> tuple[str, ...]:

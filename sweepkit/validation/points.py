@@ -6,7 +6,8 @@ For a point with B rows of S cached tokens on a device with efficiencies theta =
     step_time     = t_step                     decode_tok_s = B / t_step
 
 (sweepkit.costmodel.passes). :func:`modelled_value` is written for ONE point and vmapped over a file's
-points; it is differentiable in theta, which is what sweepkit.validation.fit uses.
+points; it is differentiable in theta, which is what sweepkit.validation.fit uses. Throughput and latency
+points are simulated by the serving engine at the measured load (sweepkit.validation.serving_points).
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from sweepkit.catalogue import Device, get_device, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.passes import decode_work, pass_cost
 from sweepkit.validation.measurements import PER_PASS, Measurement
+from sweepkit.validation.serving_points import MODELLED, evaluate_serving, serving_status
 
-NEEDS_SERVING = "not modelled yet (needs the serving engine)"
 NEEDS_ACCEPTANCE = "not modelled yet (needs the draft's measured acceptance)"
-MODELLED = "modelled"
 
 
 @jax.tree_util.register_dataclass
@@ -50,10 +50,10 @@ class PointInputs:
 
 
 def status(m: Measurement) -> str:
-    """Whether the cost model prices ``m`` (MODELLED) or why not."""
-    if m.metric not in PER_PASS:
-        return NEEDS_SERVING
-    return MODELLED if m.draft == "none" else NEEDS_ACCEPTANCE
+    """Whether the cost model or the serving engine prices ``m`` (MODELLED) or why not."""
+    if m.draft != "none":
+        return NEEDS_ACCEPTANCE
+    return MODELLED if m.metric in PER_PASS else serving_status(m)
 
 
 def with_efficiency(dev: DeviceArrays, mfu: jax.Array, mbu: jax.Array, overhead_s: jax.Array,
@@ -101,13 +101,22 @@ def modelled_values(p: PointInputs) -> jax.Array:
     return jax.vmap(modelled_value)(p)
 
 
-def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None = None) -> list[float | None]:
-    """Modelled value (base SI) of every point, None where :func:`status` is not MODELLED."""
-    idx = [i for i, m in enumerate(points) if status(m) == MODELLED]
+def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None = None,
+                    serving: bool = True) -> list[float | None]:
+    """Modelled value (base SI) of every point, None where :func:`status` is not MODELLED.
+
+    Per-pass points use ``devices`` (name -> Device) over the catalogue; serving points (``serving``: simulate
+    them) use :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file``
+    for a calibrated device.
+    """
+    idx = [i for i, m in enumerate(points) if status(m) == MODELLED and m.metric in PER_PASS]
     out: list[float | None] = [None] * len(points)
     if idx:
         with jax.enable_x64(True):
             values = np.asarray(modelled_values(point_inputs([points[i] for i in idx], devices)))
         for i, v in zip(idx, values):
             out[i] = float(v)
+    for i, m in enumerate(points):
+        if serving and m.metric not in PER_PASS and status(m) == MODELLED:
+            out[i] = evaluate_serving(m)
     return out

@@ -1,0 +1,190 @@
+"""Measured throughput and latency points priced by the serving engine at the measured load.
+
+A point's cluster is gpus / tp instances of tp GPUs of its device, serving its model in its formats; its
+workload is N = min(``requests``, :data:`REQUESTS`) fixed-length requests (``input_tokens`` in,
+``output_tokens`` out, no spread: the benchmark tools' fixed-length datasets). Per metric, with L(lambda) = lambda x W(lambda) the requests in the system
+at Poisson rate lambda and W = TTFT_p50 + (output - 1) x TPOT_p50 the time each spends there:
+
+    max_output_throughput   all N queued at t = 0:          output tokens / makespan
+    output_throughput       Poisson at request_rate:         output tokens/s of the measured window
+                            under p99 limits (MLPerf Server): lambda* x output, lambda* the highest Poisson
+                            rate with p99 TTFT <= ttft_limit_s and p99 TPOT <= tpot_limit_s (to ~6 %),
+                            at most the saturated (all-queued) request rate
+    ttft, tpot, itl         the row's percentile at request_rate, or at ``concurrency`` C
+
+The engine has no closed loop of independent requests (its sessions carry their history into the next
+turn's prompt), so a concurrency C is approximated by open Poisson arrivals at the rate lambda_C with
+L(lambda_C) = C (Little's law), interpolated in log lambda between simulated rates. The scheduler is
+assumed, not measured (the sources do not state it): paged KV, mixed (chunked) batches of at most
+:data:`TOKEN_BUDGET` tokens, at most :data:`MAX_BATCH` running requests per instance, the device's
+per-pass overhead as the step overhead.
+
+References:
+  Little, "A proof for the queuing formula L = lambda W", Operations Research 9(3), 1961.
+  MLPerf Inference rules, Server scenario (github.com/mlcommons/inference_policies, inference_rules.adoc).
+  trtllm-bench throughput (github.com/NVIDIA/TensorRT-LLM, docs/source/performance/perf-benchmarking.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sweepkit.catalogue import get_device
+from sweepkit.errors import InputError
+from sweepkit.serving.cluster import Cluster, make_cluster
+from sweepkit.serving.config import Config, check
+from sweepkit.serving.lanes import run_configs
+from sweepkit.serving.levers import Lever
+from sweepkit.serving.metrics import lane_metrics
+from sweepkit.serving.workloads import Workload, fixed_workload
+from sweepkit.validation.measurements import Measurement
+
+REQUESTS = 1024
+"""Most requests simulated per point (the public sources ran 1,000-30,000; fixed lengths make a run's waves
+alike, so a longer run changes the figures little; the default when a row gives no ``requests``)."""
+MAX_BATCH = 1024
+"""Running requests per instance (assumed; NVIDIA's MLPerf v5.0 H100 Llama-2-70B runs use a GPU batch of 1,024)."""
+TOKEN_BUDGET = 8192
+"""Tokens per mixed step (assumed: trtllm-bench's and vLLM's default max_num_tokens / max_num_batched_tokens)."""
+LIGHT_RATE = 1e-3
+"""Requests/s of the unloaded run that gives W(0) (requests never overlap at this rate)."""
+MODELLED = "modelled"
+
+
+def _has_load(m: Measurement) -> bool:
+    return m.request_rate is not None or m.concurrency is not None
+
+
+def serving_status(m: Measurement) -> str:
+    """MODELLED when the serving engine can price ``m``, else why not (one short phrase)."""
+    if m.input_tokens is None or m.output_tokens is None:
+        return "not modelled: needs input_tokens and output_tokens"
+    if m.metric == "output_throughput" and not (_has_load(m) or m.ttft_limit_s or m.tpot_limit_s):
+        return "not modelled: needs request_rate, concurrency or p99 limits"
+    if m.metric in ("ttft", "tpot", "itl") and not _has_load(m):
+        return "not modelled: needs request_rate or concurrency"
+    if m.gpus % m.tp:
+        return f"not modelled: gpus = {m.gpus} is not a multiple of tp = {m.tp}"
+    try:
+        cluster, cfg = point_config(m)
+        check(cluster, cfg, "point")
+    except InputError as exc:
+        return "not modelled: " + str(exc).split(": ", 1)[-1]
+    return MODELLED
+
+
+def point_config(m: Measurement, max_batch: int = MAX_BATCH) -> tuple[Cluster, Config]:
+    """The cluster and (device, lever) configuration of a measured point (module docstring)."""
+    dev = get_device(m.device)
+    cluster = make_cluster(
+        f"{m.source} row {m.row}", description=m.setup, source=m.source, model=m.model, gpus=m.gpus,
+        instances=m.gpus // m.tp, tp=m.tp, batch_cap=max_batch, prefill_token_budget=TOKEN_BUDGET,
+        step_overhead_s=dev.pass_overhead_s, weight_format=m.weight_format, kv_format=m.kv_format,
+        compute_format=m.compute_format, devices=[m.device])
+    lever = Lever(name="measured", description="the measured system's layout and formats", kv="paged",
+                  batching="chunked")
+    return cluster, Config(device=m.device, lever=lever)
+
+
+def point_workload(m: Measurement, requests: int = REQUESTS, offline: bool | None = None) -> Workload:
+    """N = ``requests`` fixed-length requests of the point, all at t = 0 for max_output_throughput
+    (or as ``offline`` says)."""
+    offline = m.metric == "max_output_throughput" if offline is None else offline
+    return fixed_workload(f"row-{m.row}", m.input_tokens, m.output_tokens, requests, offline=offline,
+                          source=m.source)
+
+
+def _runner(m: Measurement, requests: int, max_batch: int, offline: bool | None = None):
+    """A function rates -> lane metrics (one compiled engine call per list of rates)."""
+    cluster, cfg = point_config(m, max_batch)
+    check(cluster, cfg, f"{m.source} row {m.row}")
+    w = point_workload(m, requests, offline)
+    dev = get_device(m.device)
+
+    def run(rates) -> list[dict]:
+        lanes = run_configs(w, cluster, [cfg], np.asarray([rates], np.float64), early_stop=False)
+        return [lane_metrics(lanes, 0, k, w, cluster.gpus, dev.idle_w, dev.price_usd_per_gpu_hour)
+                for k in range(len(rates))]
+
+    return run
+
+
+def _value(m: Measurement, metrics: dict) -> float:
+    """The metric of ``m`` (base SI) from one lane's metrics."""
+    if m.metric in ("output_throughput", "max_output_throughput"):
+        return metrics["output_tok_s"]
+    return metrics[f"{m.metric}_p{m.percentile}_s"]
+
+
+def _residence_s(metrics: dict, output_tokens: int) -> float:
+    """W = TTFT_p50 + (output - 1) x TPOT_p50, seconds (fixed lengths: every request alike)."""
+    return metrics["ttft_p50_s"] + max(output_tokens - 1, 0) * metrics["tpot_p50_s"]
+
+
+def closed_loop(m: Measurement, run) -> float:
+    """The metric at concurrency C: Poisson at lambda_C with lambda_C W(lambda_C) = C, log-interpolated.
+
+    W grows with load, so lambda_C <= C / W(0); 10 rates geometric over [C / W(0) / 64, C / W(0)] bracket it.
+    Below the lowest L (or above the highest) the end rate's value is used.
+    """
+    w0 = _residence_s(run([LIGHT_RATE])[0], m.output_tokens)
+    rates = np.geomspace(m.concurrency / w0 / 64.0, m.concurrency / w0, 10)
+    ms = run(list(rates))
+    ell = np.maximum.accumulate(np.array([r * _residence_s(x, m.output_tokens) for r, x in zip(rates, ms)]))
+    vals = np.array([_value(m, x) for x in ms])
+    return float(np.interp(np.log(m.concurrency), np.log(np.maximum(ell, 1e-300)), vals))
+
+
+def _meets(m: Measurement, metrics: dict, requests: int) -> bool:
+    ok = metrics["completed"] >= requests
+    if m.ttft_limit_s is not None:
+        ok &= metrics["ttft_p99_s"] <= m.ttft_limit_s
+    if m.tpot_limit_s is not None:
+        ok &= metrics["tpot_p99_s"] <= m.tpot_limit_s
+    return bool(ok)
+
+
+def constrained_rate(m: Measurement, run, saturated_req_s: float, requests: int) -> float:
+    """Highest Poisson rate (requests/s) meeting the row's p99 limits, at most the saturated rate.
+
+    A finite run absorbs a burst above capacity, so the search stays below the saturated request rate
+    (every request queued at t = 0), which no sustained arrival rate can exceed: 5 rates over
+    saturated x 2^[-2, 0], then 5 inside the bracket (a 1.41x bracket to 1.41^(1/6) = 5.9 %, reported at
+    its low end; 0 when no rate tried meets the limits). The measured value is not used.
+    """
+    rates, best = saturated_req_s * 2.0 ** np.linspace(-2.0, 0.0, 5), 0.0
+    for _ in range(2):
+        ok = np.array([_meets(m, x, requests) for x in run(list(rates))])
+        best = max(best, float(rates[ok].max()) if ok.any() else 0.0)
+        lo = best if best > 0 else rates[0] / 4.0
+        fails = rates[~ok & (rates > lo)]
+        rates = np.geomspace(lo, fails.min() if fails.size else lo, 7)[1:-1]
+        if not fails.size:
+            break
+    return best
+
+
+def evaluate_serving(m: Measurement, requests: int | None = None, max_batch: int = MAX_BATCH) -> float:
+    """The serving engine's value of ``m`` (base SI: tokens/s or seconds); ``serving_status(m)`` is MODELLED.
+
+    Example:
+      >>> from sweepkit.validation import parse_measurements
+      >>> csv = ("source,device,model,metric,value,unit,input_tokens,output_tokens,request_rate\\n"
+      ...        "demo,H100,llama-3.1-8b,ttft,20,ms,128,16,1\\n")
+      >>> 0 < evaluate_serving(parse_measurements(csv, "demo.csv")[0], requests=16) < 0.1
+      True
+
+    Args:
+      requests: requests simulated (default min(the row's ``requests``, REQUESTS)).
+      max_batch: running requests per instance.
+    """
+    requests = requests or max(2, min(m.requests or REQUESTS, REQUESTS))
+    run = _runner(m, requests, max_batch)
+    if m.metric == "max_output_throughput":
+        return _value(m, run([1.0])[0])
+    if m.metric == "output_throughput" and m.request_rate is None and m.concurrency is None:
+        saturated = _runner(m, requests, max_batch, offline=True)([1.0])[0]["goodput_req_s"]
+        return constrained_rate(m, run, saturated, requests) * m.output_tokens
+    if m.request_rate is not None:
+        return _value(m, run([m.request_rate])[0])
+    return closed_loop(m, run)
