@@ -20,7 +20,8 @@ from sweepkit.serving.workloads import Workload
 
 DEFAULT_RATE_PER_S = 1.0
 """Offered load when the warehouse has no reference load for the workload (sessions/s or requests/s)."""
-MAX_RATE_PER_S = 1e4
+MAX_RATE_PER_S = 1e6
+"""Highest offered load accepted, 1/s (the offline "every request at once" rate)."""
 
 
 class BadRequest(ValueError):
