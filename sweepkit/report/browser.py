@@ -8,6 +8,7 @@ nothing is downloaded) and the ``websocket-client`` package (test extra). The br
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -148,6 +149,84 @@ def inspect_page(html_path: str | Path, screenshot: str | Path | None = None, *,
             shot = str(screenshot)
         cdp.evaluate("0")  # flush pending events
         return PageReport(errors=_errors(cdp.events), charts=charts, rendered=rendered, screenshot=shot)
+    finally:
+        if cdp is not None:
+            cdp.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class LivePage:
+    """A page of a running web app in headless Chromium (:func:`open_page`): navigate, evaluate, wait, shoot."""
+
+    def __init__(self, cdp: _Cdp):
+        self.cdp = cdp
+
+    def navigate(self, url: str) -> None:
+        self.cdp.call("Page.navigate", url=url)
+
+    def evaluate(self, expression: str):
+        return self.cdp.evaluate(expression)
+
+    def wait(self, expression: str, timeout_s: float = 60.0, what: str = "the page"):
+        """Poll ``expression`` until it is truthy; returns its value. Raises RuntimeError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = self.cdp.evaluate(f"(() => {{ try {{ return {expression}; }} catch (e) {{ return null; }} }})()")
+            if value:
+                return value
+            time.sleep(0.1)
+        raise RuntimeError(f"{what}: {expression} did not hold within {timeout_s:.0f} s")
+
+    def screenshot(self, path: str | Path, width_px: int = 1280) -> None:
+        size = self.cdp.call("Page.getLayoutMetrics")["cssContentSize"]
+        self.cdp.call("Emulation.setDeviceMetricsOverride", width=width_px, height=int(size["height"]) + 1,
+                      deviceScaleFactor=1, mobile=False)
+        time.sleep(0.2)
+        data = self.cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+        Path(path).write_bytes(base64.b64decode(data))
+
+    def errors(self) -> list[str]:
+        """Console errors and uncaught exceptions seen so far."""
+        self.cdp.evaluate("0")  # flush pending events
+        return _errors(self.cdp.events)
+
+
+@contextlib.contextmanager
+def open_page(url: str, *, width_px: int = 1280, timeout_s: float = 60.0, chromium: str | None = None):
+    """Headless Chromium on ``url`` (an app's page, e.g. ``sweepkit serve``); yields a :class:`LivePage`.
+
+    Raises:
+      RuntimeError: no Chromium, or it did not start within ``timeout_s``.
+    """
+    binary = chromium or find_chromium()
+    if binary is None:
+        raise RuntimeError("chromium is not installed (apt-get install chromium)")
+    profile = tempfile.mkdtemp(prefix="sweepkit-chromium-")
+    proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+                             f"--window-size={width_px},1000", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cdp = None
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + timeout_s
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"chromium did not start (exit status {proc.poll()})")
+            time.sleep(0.05)
+        port = port_file.read_text().split()[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+            pages = [t for t in json.load(r) if t.get("type") == "page"]
+        cdp = _Cdp(pages[0]["webSocketDebuggerUrl"])
+        for domain in ("Runtime", "Log", "Page"):
+            cdp.call(f"{domain}.enable")
+        cdp.call("Page.navigate", url=url)
+        yield LivePage(cdp)
     finally:
         if cdp is not None:
             cdp.close()

@@ -125,6 +125,23 @@ def _lever(name: str, raw: dict, where: str) -> Lever:
                  **{k: _format(raw, k, where) for k in ("weight_format", "kv_format", "compute_format")}, **ints)
 
 
+def parse_lever(raw: dict, where: str, name: str = "custom") -> Lever:
+    """One lever from a dict of lever fields, validated exactly as a ``[levers.<name>]`` table of the file.
+
+    Args:
+      raw: lever fields (the TOML table's keys; see the module docstring).  where: the place named in errors.
+      name: the lever's name.
+
+    Returns:
+      the :class:`Lever` (combinations the engine cannot model are refused later, by :func:`check_lever`).
+
+    Example:
+      >>> parse_lever({"draft": "mtp", "gamma": 3, "alpha": 0.8}, "request").alpha
+      0.8
+    """
+    return _lever(name, raw, where)
+
+
 def check_lever(lever: Lever, resolved: dict, device: str, where: str) -> None:
     """Refuse what the engine cannot model, in one line naming the file, the lever and why.
 
