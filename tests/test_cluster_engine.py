@@ -132,3 +132,24 @@ def test_least_loaded_routing_splits_a_burst_and_session_routing_keeps_a_session
     st = lanes.state(0, 0)
     assert ses["completed"] == ses["requests"]
     assert np.all(st.home[:30] >= 0) and st.q_tail.sum() == ses["requests"]
+
+
+def test_per_position_acceptance_gives_the_closed_form_tokens_per_verify_pass():
+    """alpha = "workload": chat's MTP model (0.75, 0.69, 0.65; sweepkit/catalogue/acceptance.toml) drawn per
+    request and pass; tokens per verify pass within 3% of E = 1 + sum_k prod_{i<=k} alpha_i (Leviathan et al.
+    2023, eq. 1, generalised to per-position alphas)."""
+    from sweepkit.acceptance import workload_alphas
+    from sweepkit.speculative import expected_tokens_positional
+
+    w = dataclasses.replace(_single(prompt=128, prompt_cv=0.0, output=1024, n=64), name="chat")
+    lv = Lever("mtp-w", draft="mtp", gamma=3, alpha_from_workload=True)
+    ms, lanes = _run(w, ONE, [lv], 0.5)
+    st = lanes.state(0, 0)
+    done = np.isfinite(st.finish_s)
+    assert done.sum() == ms[0]["completed"] == ms[0]["requests"] > 0
+    decode_tokens = float(ms[0]["completed"] * (1024 - 1))
+    per_pass = decode_tokens / float(np.sum(st.stats["decode_rows"]))
+    alphas, model = workload_alphas("chat", "mtp", 3)
+    want = float(expected_tokens_positional(jax.numpy.asarray(alphas)))
+    assert model.name == "chat/mtp" and want == pytest.approx(2.604, abs=1e-3)
+    assert per_pass == pytest.approx(want, rel=0.03)

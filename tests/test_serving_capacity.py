@@ -45,24 +45,29 @@ def test_voice_h100_baseline_within_25pct_of_section_26(voice):
         assert got[k] == pytest.approx(want, rel=0.25), (k, got[k], want)
 
 
-def test_search_brackets_to_2pct_and_capacity_passes(voice):
+def test_search_brackets_to_the_tolerance_and_capacity_passes(voice):
     cap, best, rows, _ = voice
     assert best["attainment"] >= 0.9
     above = [r for _, r, _, m in rows if r > cap and m["attainment"] < 0.9 or (r > cap and m["stopped_early"])]
     assert above and (min(above) - cap) / min(above) <= TOLERANCE
 
 
-def test_bracket_steps_down_one_coarse_ratio_and_confirms_a_coarse_upper_bound():
-    from sweepkit.serving.capacity import COARSE_STEP, Bracket, _converged, _next_rates, _update
+def test_search_rule_doubles_halves_then_bisects_to_the_tolerance():
+    """The reference's rule on a known step function: capacity exactly 3.3 per second, start 2."""
+    from sweepkit.serving.capacity import Bracket, converged, next_rates, update
 
-    coarse = Bracket(0.0, 2.0, None, verified=False)          # only a capped coarse run failed at 2.0
-    r = _next_rates(coarse, 5)
-    assert r.size == 5 and np.all((r > 2.0 / COARSE_STEP) & (r < 2.0))
-    down = _update(coarse, r, np.zeros(5, bool), [None] * 5)  # all fail: the lowest fail is a verified hi
-    assert down.hi == r[0] and down.verified and down.lo == 0
-    assert np.all(_next_rates(down, 5) < r[0])
-    up = _update(coarse, r, np.ones(5, bool), [{}] * 5)       # all pass: hi is still the coarse one
-    assert up.lo == r[-1] and up.hi == 2.0 and not up.verified and not _converged(up)
-    narrow = Bracket(1.0, 1.01, {}, verified=False)           # narrow enough, but hi never failed at full size
-    assert not _converged(narrow) and _next_rates(narrow, 5)[-1] == pytest.approx(1.01)
-    assert _converged(_update(narrow, np.array([1.01]), np.array([False]), [None]))
+    b, probes = Bracket(), []
+    while not converged(b, 2.0):
+        r = next_rates(b, 2.0)
+        probes.append(float(r[0]))
+        b = update(b, r, r <= 3.3, [{"at": float(r[0])}])
+    assert probes[:2] == [2.0, 4.0]                     # start, then double until a fail
+    assert probes[2] == 3.0                             # then bisect (lo + hi) / 2
+    assert b.lo <= 3.3 < b.hi and (b.hi - b.lo) <= TOLERANCE * b.hi and b.best == {"at": b.lo}
+    down = update(Bracket(), np.array([2.0]), np.array([False]), [None])
+    assert next_rates(down, 2.0).tolist() == [1.0]      # a failing start halves
+    assert converged(Bracket(0.0, 2.0 / 4096.0), 2.0)   # nothing passes at the floor: capacity 0
+    noisy = update(Bracket(1.0, 2.0), np.array([2.5]), np.array([True]), [None])
+    assert (noisy.lo, noisy.hi) == (1.0, 2.0)           # a pass above a fail does not move the bracket
+    three = next_rates(Bracket(1.0, 2.0), 2.0, 3)
+    assert three.tolist() == [1.25, 1.5, 1.75]          # R probes: R equally spaced interior loads

@@ -74,7 +74,7 @@ def test_matrix_command_prints_json(warehouse):
 @pytest.mark.parametrize("body, needle", [
     ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline", "turbo"]\n', "levers = 'turbo'"),
     ('[serving]\nworkloads = ["chatt"]\nlevers = ["baseline"]\n', "workloads = 'chatt'"),
-    ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline"]\nrates_per_call = 1\n', "rates_per_call"),
+    ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline"]\nrates_per_call = 0\n', "rates_per_call"),
     ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline"]\nworkloads_file = "nope.toml"\n', "no such file"),
     ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline"]\nlevers_file = "bad.toml"\n', "alpha = 2"),
     ('[serving]\nworkloads = ["chat"]\nlevers = ["baseline"]\ncluster_file = "badc.toml"\n', "tp = 0"),

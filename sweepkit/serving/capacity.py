@@ -1,26 +1,25 @@
-"""Vectorized capacity search: the highest load at which >= 90% of the window meets both SLOs, to within 2%.
+"""Capacity search: the highest load at which >= 90% of the window meets both SLOs, to within 5%.
 
-Every round simulates R candidate loads for every configuration in ONE compiled call, then narrows each
-configuration's bracket [highest passing load, lowest failing load above it]:
+Per configuration (the reference simulator's rule, github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim):
 
-1. 12 loads geometric over [1/32, 32] per second with at most 1,024 sessions per run (enough to overload
-   the cluster at high loads; fewer would hold only a harmless burst): a coarse bracket. A capped run is
-   optimistic (a shorter run builds a shorter queue), so only its lowest failing load carries over, as an
-   upper bound that a full-size run must confirm;
-2. R = 5 loads geometric strictly inside the bracket (full sessions per run), repeated until
-   (hi - lo) / hi <= 2% (a 1.9x coarse bracket converges in two rounds: 1.9^(1/36) - 1 = 1.8%).
+1. run at ``start`` (twice the workload's reference load where the grid knows it, else 1 per second);
+2. if it passes, double until a load fails (up to :data:`MAX_LOAD`); if it fails, halve until one passes
+   (down to ``start`` / :data:`MIN_FACTOR`; none passing means capacity 0);
+3. bisect while (hi - lo) > tolerance x hi; the capacity is the highest passing load, lo.
 
-A round whose every load fails steps one coarse ratio (1.878x) down: R loads inside (hi / 1.878, hi); one whose
-every load passes below an open-ended bracket goes up to 8x. Lanes that have surely failed stop early
-(:func:`sweepkit.serving.cluster_sim.step`: the cluster's misses so far plus requests already waiting longer
-than the TTFT SLO, against the largest window still possible), so overloaded candidates are cheap. Attainment is not strictly monotone in load (finite
-samples); the bracket takes the lowest failing load above the highest passing one below it, and noise
-bounds are checked in the tests.
+Every round runs one probe (or ``rates_per_call`` probes) of every open configuration in one
+:func:`sweepkit.serving.lanes.run_configs` call, so the configurations' probes share the cores; lanes that
+have surely failed stop early (:func:`sweepkit.serving.cluster_sim.step`: misses so far plus requests already
+waiting longer than the TTFT SLO, against the largest window still possible), so failing probes are cheap.
+With ``rates_per_call`` R > 1 a round probes R loads: start x 2^j while expanding, R equally spaced interior
+loads while bisecting (the bracket shrinks R + 1 times a round). Attainment is not strictly monotone in load
+(finite samples): a pass above a fail does not move the bracket.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -31,102 +30,93 @@ from sweepkit.serving.workloads import Workload
 
 SLO_ATTAINMENT = 0.90
 """Share of the measured window that must meet both SLOs (DistServe's goodput rule)."""
-TOLERANCE = 0.02
-"""Relative width of the final bracket: (hi - lo) / hi."""
-COARSE_STEP = 1024.0 ** (1.0 / 11.0)
-"""Ratio between neighbouring loads of the coarse round (12 loads over [1/32, 32]): 1.878."""
+TOLERANCE = 0.05
+"""Relative width of the final bracket, (hi - lo) / hi (the reference simulator's 5%)."""
+MAX_LOAD = 1e4
+"""Doubling stops here (per second): a capacity above it is reported as this load."""
+MIN_FACTOR = 4096.0
+"""Halving stops at start / MIN_FACTOR: nothing passing there means capacity 0."""
 
 
 @dataclasses.dataclass
 class Bracket:
-    lo: float             # highest passing load found (0: none yet)
-    hi: float             # lowest failing load above lo (inf: none yet)
-    best: dict | None     # metrics at lo
-    verified: bool = True  # hi failed a full-size run (False: hi comes from the coarse round only)
+    lo: float = 0.0            # highest passing load found (0: none yet)
+    hi: float = math.inf       # lowest failing load above lo (inf: none yet)
+    best: dict | None = None   # metrics at lo
 
 
-def _update(b: Bracket, rates: np.ndarray, passed: np.ndarray, metrics: list[dict]) -> Bracket:
-    order = np.argsort(rates)
-    rates, passed = rates[order], passed[order]
-    metrics = [metrics[i] for i in order]
-    lo, hi, best, verified = b.lo, b.hi, b.best, b.verified
-    for r, ok, m in zip(rates, passed, metrics):
-        if ok and r > lo and r < hi:
-            lo, best = r, m
-    fails = [r for r, ok in zip(rates, passed) if not ok and r > lo]
-    if fails and min(fails) <= hi:
-        hi, verified = min(fails), True
-    return Bracket(lo, hi, best, verified)
+def update(b: Bracket, rates: np.ndarray, passed: np.ndarray, metrics: list) -> Bracket:
+    """The bracket after probing ``rates``: a pass inside (lo, hi) raises lo, a fail above lo lowers hi."""
+    lo, hi, best = b.lo, b.hi, b.best
+    for r, ok, m in sorted(zip(rates, passed, metrics), key=lambda x: x[0]):
+        if ok and lo < r < hi:
+            lo, best = float(r), m
+    fails = [float(r) for r, ok in zip(rates, passed) if not ok and r > lo]
+    if fails:
+        hi = min(hi, min(fails))
+    return Bracket(lo, hi, best)
 
 
-def _next_rates(b: Bracket, n: int, widen: float = COARSE_STEP) -> np.ndarray:
-    """The next round's loads: ``n`` geometric inside the bracket; a one-sided bracket steps ``widen`` x out.
+def next_rates(b: Bracket, start: float, n: int = 1) -> np.ndarray:
+    """The next ``n`` probes: start (and above) first, then doubling or halving, then bisection."""
+    j = np.arange(1, n + 1, dtype=np.float64)
+    if b.lo <= 0 and not math.isfinite(b.hi):
+        return start * 2.0 ** (j - 1)
+    if b.lo <= 0:
+        return b.hi / 2.0 ** j
+    if not math.isfinite(b.hi):
+        return np.minimum(b.lo * 2.0 ** j, MAX_LOAD)
+    return b.lo + (b.hi - b.lo) * j / (n + 1)
 
-    Nothing passed yet: n loads strictly inside (hi / widen, hi) (a capped coarse run over-states capacity by
-    less than one coarse step in practice, so the next bracket is usually that interval's sixth root).
-    Everything passed: n loads up to lo x 8. A bracket narrow enough whose hi only the coarse round failed
-    simulates hi itself at full size.
-    """
-    if b.lo <= 0:   # nothing passed yet: go lower
-        return np.geomspace(b.hi / widen, b.hi, n + 2)[1:-1]
-    if not np.isfinite(b.hi):  # everything passed: go higher
-        return np.geomspace(b.lo, b.lo * 8.0, n + 1)[1:]
-    if not b.verified and (b.hi - b.lo) / b.hi <= TOLERANCE:
-        return np.geomspace(b.lo, b.hi, n + 1)[1:]
-    return np.geomspace(b.lo, b.hi, n + 2)[1:-1]
+
+def converged(b: Bracket, start: float, tolerance: float = TOLERANCE) -> bool:
+    """Bracket narrow enough, capacity at the load ceiling, or nothing passing at the floor."""
+    if b.lo > 0 and math.isfinite(b.hi):
+        return b.hi - b.lo <= tolerance * b.hi
+    if b.lo >= MAX_LOAD:
+        return True
+    return b.lo <= 0 and b.hi <= start / MIN_FACTOR
 
 
 def _passes(m: dict) -> bool:
     return m["attainment"] >= SLO_ATTAINMENT and not m["stopped_early"]
 
 
-def _converged(b: Bracket) -> bool:
-    return b.lo > 0 and np.isfinite(b.hi) and b.verified and (b.hi - b.lo) / b.hi <= TOLERANCE
-
-
 def search(w: Workload, cluster, configs: list[Config], prices: list[float], idle_w: list[float],
-           rates_per_call: int = 5, coarse_rates: int = 12, progress=None, max_rounds: int = 8):
+           start: float = 1.0, rates_per_call: int = 1, tolerance: float = TOLERANCE, progress=None,
+           max_rounds: int = 40):
     """Capacity of every configuration for workload ``w`` (not offline).
 
     Args:
       w, cluster: the workload and the cluster.  configs: (device, lever) points.
       prices, idle_w: per configuration, USD per GPU-hour and per-GPU idle watts.
-      rates_per_call: candidate loads per configuration per full round (each round shrinks the bracket's
-        ratio to its (rates_per_call + 1)-th root).
-      coarse_rates: loads of the first, coarse round over [1/32, 32] (min_sessions sessions per run).
+      start: first probe, per second (the reference's start is twice the reference load).
+      rates_per_call: probes per open configuration per round (>= 1).
+      tolerance: final relative bracket width, (hi - lo) / hi.
       progress: callable(n_simulations) after each round.
 
     Returns:
-      (capacities [C], metrics at capacity [C], every simulated load as (config index, load, purpose,
-      metrics) rows). Converged configurations ride along later rounds as idle lanes (load 0), so every
-      round has the same shape.
+      (capacities [C], metrics at capacity [C] (None where capacity is 0), every probe as (config index, load,
+      "search", metrics) rows).
+
+    Example:
+      >>> b = update(Bracket(), np.array([2.0]), np.array([True]), [{}])
+      >>> next_rates(b, 2.0).tolist(), converged(Bracket(1.0, 1.04), 2.0)
+      ([4.0], True)
     """
-    C, R = len(configs), rates_per_call
+    C, R = len(configs), max(int(rates_per_call), 1)
+    brackets = [Bracket() for _ in range(C)]
     rows = []
-    grid = np.tile(np.geomspace(1.0 / 32.0, 32.0, coarse_rates), (C, 1))
-    lanes = run_configs(w, cluster, configs, grid, early_stop=True, cap_sessions=True)
-    rates, brackets = [], []
-    for c in range(C):
-        ok = np.array([_passes(lane_metrics(lanes, c, r, w, cluster.gpus, idle_w[c], prices[c]))
-                       for r in range(coarse_rates)])
-        b = _update(Bracket(0.0, np.inf, None), grid[c], ok, [None] * coarse_rates)
-        rates.append(_next_rates(b, R))
-        # a capped coarse run is optimistic (a shorter run builds a shorter queue): its fail bounds capacity
-        # from above (hi, to be confirmed at full size), its pass does not bound it from below
-        brackets.append(Bracket(0.0, b.hi, None, verified=False))
-    if progress:
-        progress(grid.size)
     for _ in range(max_rounds):
-        open_ = [c for c in range(C) if not _converged(brackets[c])]
+        open_ = [c for c in range(C) if not converged(brackets[c], start, tolerance)]
         if not open_:
             break
-        grid = np.array([rates[c] if c in open_ else np.zeros(R) for c in range(C)])
-        lanes = run_configs(w, cluster, configs, grid, early_stop=True)
-        for c in open_:
-            ms = [lane_metrics(lanes, c, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(R)]
-            brackets[c] = _update(brackets[c], grid[c], np.array([_passes(m) for m in ms]), ms)
-            rows += [(c, float(grid[c, r]), "search", ms[r]) for r in range(R)]
-            rates[c] = _next_rates(brackets[c], R)
+        rates = np.array([next_rates(brackets[c], start, R) for c in open_])
+        lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True)
+        for k, c in enumerate(open_):
+            ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(R)]
+            brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)
+            rows += [(c, float(rates[k, r]), "search", ms[r]) for r in range(R)]
         if progress:
             progress(len(open_) * R)
     return [b.lo for b in brackets], [b.best for b in brackets], rows

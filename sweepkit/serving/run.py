@@ -9,7 +9,8 @@ Grid file (grids/serving-seed.toml)::
     levers = ["baseline", "mtp", ...]  # names in levers_file; `baseline` is the reference lever
     devices = ["H100", "H200", "B200"] # default: the cluster's
     reference_device = "H100"          # reference load = 0.5 x this device's baseline capacity
-    rates_per_call = 5                 # candidate loads per configuration per search round
+    rates_per_call = 1                 # capacity-search probes per configuration per round
+    tolerance = 0.05                   # capacity search: final (hi - lo) / hi
     reference_loads = {chat = 1.9375}  # optional: pin a workload's reference load (default 0.5 x capacity)
     workloads_file / levers_file / cluster_file = "path.toml"   # optional, relative to the grid file
 
@@ -36,7 +37,7 @@ import pyarrow as pa
 from sweepkit.catalogue import get_device
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
-from sweepkit.serving.capacity import search
+from sweepkit.serving.capacity import TOLERANCE, search
 from sweepkit.serving.cluster import Cluster, load_cluster
 from sweepkit.serving.config import Config, check
 from sweepkit.serving.lanes import OFFLINE_RATE, run_configs
@@ -70,6 +71,7 @@ class ServingGrid:
     reference_device: str
     baseline: str
     rates_per_call: int
+    tolerance: float
     reference_loads: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -100,7 +102,7 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
     if not isinstance(sv, dict):
         raise InputError(f"{where}: [serving] must be a table")
     w_where = f"{where} [serving]"
-    check_keys(sv, {"workloads", "levers", "devices", "reference_device", "baseline", "rates_per_call",
+    check_keys(sv, {"workloads", "levers", "devices", "reference_device", "baseline", "rates_per_call", "tolerance",
                     "workloads_file", "levers_file", "cluster_file", "reference_loads"}, {"workloads", "levers"},
                w_where)
     base = Path(path).parent
@@ -142,7 +144,8 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         text=text, sha256=hashlib.sha256(text.encode()).hexdigest(),
         workloads=tuple(wls[w] for w in workloads), levers=tuple(lvs[l] for l in levers), devices=tuple(devices),
         cluster=cluster, reference_device=ref, baseline=baseline,
-        rates_per_call=number(sv, "rates_per_call", w_where, lo=2, hi=256, integer=True, default=5),
+        rates_per_call=number(sv, "rates_per_call", w_where, lo=1, hi=256, integer=True, default=1),
+        tolerance=number(sv, "tolerance", w_where, lo=0.001, hi=0.5, default=TOLERANCE),
         reference_loads={k: float(v) for k, v in refs.items()})
 
 
@@ -172,8 +175,10 @@ def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
     """
     configs, prices, idle = _points(grid)
     idx = [i for i, c in enumerate(configs) if c.device == dev]
+    ref = grid.reference_loads.get(w.name)
     caps, best, rows = search(w, grid.cluster, [configs[i] for i in idx], [prices[i] for i in idx],
-                              [idle[i] for i in idx], rates_per_call=grid.rates_per_call, progress=progress)
+                              [idle[i] for i in idx], start=2.0 * ref if ref else 1.0,
+                              rates_per_call=grid.rates_per_call, tolerance=grid.tolerance, progress=progress)
     return idx, caps, best, [(idx[c], load, purpose, m) for c, load, purpose, m in rows]
 
 
