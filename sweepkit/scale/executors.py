@@ -65,9 +65,20 @@ class LocalExecutor:
                     raise TaskFailed(failed, tries[failed.index], exc) from exc
 
 
-def run_one(work: Any, index: int, root: str, run_id: str) -> tuple[int, float, int]:
-    """A Ray task: compute and write part ``index``; returns (index, seconds, worker pid)."""
+def run_one(work: Any, index: int, root: str, run_id: str, cache_dir: str | None = None) -> tuple[int, float, int]:
+    """A Ray task: compute and write part ``index``; returns (index, seconds, worker pid).
+
+    ``cache_dir``: the coordinator's JAX compilation cache (``sweepkit.jaxcache``), so that workers load
+    the programs it or another worker compiled instead of compiling them again.
+    """
     t0 = time.perf_counter()
+    if cache_dir:
+        import jax
+
+        from sweepkit.jaxcache import MIN_COMPILE_S
+
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
     cached = _WORK.setdefault(work.digest, work)          # a worker keeps a grid's tables and programs
     cached.run([index], root, run_id)
     return index, time.perf_counter() - t0, os.getpid()
@@ -111,12 +122,15 @@ class RayExecutor:
         ray = self.ray
         remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=True)(run_one)
         work_ref = ray.put(work)
+        import jax
+
+        cache = jax.config.jax_compilation_cache_dir
         todo = {t.index: t for t in tasks}
         written = {t.index for t in work.tasks} - set(todo)
         flying: dict[Any, Task] = {}
         while todo or flying:
             for i in [i for i, t in todo.items() if set(t.after) <= written]:
-                flying[remote.remote(work_ref, i, str(root), run_id)] = todo.pop(i)
+                flying[remote.remote(work_ref, i, str(root), run_id, cache)] = todo.pop(i)
             if not flying:
                 raise RuntimeError(f"tasks {sorted(todo)} wait on parts that are never written")
             ready, _ = ray.wait(list(flying), num_returns=1, timeout=1.0)
