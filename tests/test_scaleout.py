@@ -27,7 +27,8 @@ SEED = ROOT / "grids" / "seed.toml"
 def rows(wh: Warehouse, run_id: str, table: str = "decode") -> list[tuple]:
     """Every row of a run, run_id left out, sorted (row order across Parquet files is not defined)."""
     t = wh.query(f"select * exclude (run_id) from {table} where run_id = $r", {"r": run_id})
-    return sorted(tuple(r.values()) for r in t.to_pylist())
+    nan = lambda v: "NaN" if isinstance(v, float) and v != v else v  # noqa: E731  (NaN == NaN here)
+    return sorted(tuple(nan(v) for v in r.values()) for r in t.to_pylist())
 
 
 def streamed(wh: Warehouse, spec) -> str:
