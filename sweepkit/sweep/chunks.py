@@ -40,7 +40,7 @@ class DecodeChunks:
 
     Example:
       >>> from sweepkit.sweep.grid import parse_grid
-      >>> spec = parse_grid('[axes]\\ndevice = ["H100"]\\nmodel = ["llama-3-8b"]\\nbatch = [1, 8]', "g.toml")
+      >>> spec = parse_grid('name = "g"\\n[axes]\\nbatch = [1, 8]', "g.toml")
       >>> c = DecodeChunks(spec, chunk_points=1)
       >>> c.n_chunks, c.rows(0) * c.n_chunks == spec.n_points
       (2, True)
