@@ -109,3 +109,17 @@ def test_four_host_devices_give_the_rows_of_one():
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["ok", "60"]
+
+
+def test_serving_parts_equal_the_streamed_simulation(tmp_path):
+    """One tiny workload, two levers sharing one compiled program, one device: search + reference parts."""
+    grid = ROOT / "tests" / "grids" / "serving-tiny.toml"
+    out = {}
+    for label, extra in (("streamed", []), ("parts", ["--executor", "local"])):
+        r = subprocess.run([sys.executable, "-m", "sweepkit.cli", "simulate", str(grid), "--warehouse",
+                            str(tmp_path / label), *extra], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        wh = Warehouse(tmp_path / label)
+        (run_id,) = wh.query("select run_id from runs").column(0).to_pylist()
+        out[label] = {t: rows(wh, run_id, t) for t in ("serving", "capacity")}
+    assert out["parts"] == out["streamed"] and out["parts"]["serving"] and len(out["parts"]["capacity"]) == 2
