@@ -9,6 +9,7 @@ import time
 import click
 
 from sweepkit.cli.common import Interrupts, emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.scale import run_in_parts, scale_options, wants_parts
 from sweepkit.errors import InputError, bad_value
 
 HEADLINE = "speedup_table"
@@ -77,14 +78,18 @@ def _progress(total: int):
 @click.option("--limit", type=int, default=100, show_default=True,
               help="Print at most this many rows of the table (0: all); `sweepkit query` shows the rest.")
 @format_option
-def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None, limit: int, fmt: str) -> None:
+@scale_options
+def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None, limit: int, fmt: str,
+        executor: str | None, address: str | None, workers: int | None, resume: str | None, retries: int) -> None:
     """Sweep a decode GRID (TOML) into the warehouse and print its speed-up table.
 
     A grid already committed with the same text and sweepkit version is reused (no recompute) unless
-    --force. Progress goes to stderr; the table to stdout.
+    --force. Progress goes to stderr; the table to stdout. --executor local|ray cuts the grid into
+    resumable parts (docs/scale-out.md).
 
     \b
     Example: sweepkit run grids/seed.toml --warehouse /tmp/wh --format markdown
+    Example: sweepkit run grids/large.toml --executor ray --address 10.0.0.1:6379
     """
     from sweepkit.store import run_query
     from sweepkit.sweep.grid import load_grid
@@ -96,9 +101,12 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
     if not 0 <= limit <= 2**62:
         raise bad_value("--limit", limit, "an integer in [0, 2^62] (0: all rows)")
     wh = open_warehouse(warehouse)
-    run_id = None if force or spec.devices_file else wh.committed_run("decode", spec.sha256)
+    run_id = None if force or resume or spec.devices_file else wh.committed_run("decode", spec.sha256)
     if run_id is not None:
         note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")
+    elif wants_parts(executor, resume, address):
+        run_id = run_in_parts("decode", spec, wh, executor=executor, address=address, workers=workers,
+                              resume=resume, retries=retries, chunk_points=chunk_points)
     else:
         run_id = _sweep(spec, wh, chunk_points, t0)
     params = {"run_id": run_id, **headline_filters(spec.axes, limit + 1 if limit else 0)}

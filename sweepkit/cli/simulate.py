@@ -10,6 +10,7 @@ import time
 import click
 
 from sweepkit.cli.common import Interrupts, emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.scale import run_in_parts, scale_options, wants_parts
 
 
 def _progress(total: int):
@@ -88,11 +89,14 @@ def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
 @click.option("--force", is_flag=True, help="Run again even if this grid (same text, same sweepkit) is committed.")
 @click.option("--device", default=None, help="Print only this device's rows of the matrix.")
 @format_option
-def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, fmt: str) -> None:
+@scale_options
+def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, fmt: str, executor: str | None,
+             address: str | None, workers: int | None, resume: str | None, retries: int) -> None:
     """Simulate a serving GRID (TOML): capacity searches + reference loads, into the warehouse; print the matrix.
 
     A grid already committed with the same text and sweepkit version is reused unless --force.
-    Progress goes to stderr; the matrix to stdout.
+    Progress goes to stderr; the matrix to stdout. --executor local|ray runs each (workload, device)
+    capacity search as a resumable part (docs/scale-out.md).
 
     \b
     Example: sweepkit simulate grids/serving-seed.toml --warehouse /tmp/wh --device H100 --format markdown
@@ -101,9 +105,12 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
 
     spec = load_serving_grid(grid)
     wh = open_warehouse(warehouse)
-    run_id = None if force else wh.committed_run("serving", spec.sha256)
+    run_id = None if force or resume else wh.committed_run("serving", spec.sha256)
     if run_id is not None:
         note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")
+    elif wants_parts(executor, resume, address):
+        run_id = run_in_parts("serving", spec, wh, executor=executor, address=address, workers=workers,
+                              resume=resume, retries=retries)
     else:
         import jax
 
