@@ -108,7 +108,9 @@ def test_packaged_levers_and_cluster():
     lv = load_levers()
     assert {"baseline", "mtp", "draft-llama-3.2-1b", "decode-priority", "chunked-512", "chunked-2048", "paged",
             "paged-swap", "prefix-cache", "tp8", "tp2x4", "tp2pp2", "tp2pp2-mb1", "w8a8-fp8", "w4-int4", "kv-fp8",
-            "fp8-all", "w4a4-fp4", "modern-colocated", "modern-spec"} == set(lv)
+            "fp8-all", "w4a4-fp4", "modern-colocated", "modern-spec", "disagg-1p1d", "disagg-2p1d",
+            "disagg-levers", "modern-disagg"} == set(lv)
+    assert len(lv) == 24   # the reference sweep's 23 levers + the baseline
     assert all(v.source and v.family for v in lv.values())
     assert (lv["mtp"].gamma, lv["mtp"].alpha) == (3, 0.7)
     assert (lv["draft-llama-3.2-1b"].gamma, lv["draft-llama-3.2-1b"].draft) == (4, "llama-3.2-1b")

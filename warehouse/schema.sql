@@ -274,6 +274,8 @@ create table if not exists contract_serving (
     swap_out_bytes         double,
     swap_in_bytes          double,
     prefix_hit_rate        double,
+    kv_transfer_wait_s     double,
+    kv_transfer_s          double,
     rejected               bigint,
     busy_fraction          double,
     stopped_early          boolean
@@ -320,6 +322,8 @@ comment on column contract_serving.recompute_tokens is 'tokens, prompt + generat
 comment on column contract_serving.swap_out_bytes is 'bytes swapped out to host memory (paged-swap)';
 comment on column contract_serving.swap_in_bytes is 'bytes swapped back in (equals swap_out_bytes once every request finished)';
 comment on column contract_serving.prefix_hit_rate is 'share of prompt tokens at first admission served from the prefix cache, 0..1';
+comment on column contract_serving.kv_transfer_wait_s is 's, mean wait for the prefill -> decode KV link after the first token (disaggregated; 0 colocated)';
+comment on column contract_serving.kv_transfer_s is 's, mean first token -> KV landed on the decode pool (link wait + 10 us + bytes / 50 GB/s; disaggregated; 0 colocated)';
 comment on column contract_serving.rejected is 'requests that could never fit an empty instance (misses), with their later turns';
 comment on column contract_serving.busy_fraction is 'share of instance-time spent in passes';
 comment on column contract_serving.stopped_early is 'true: the run stopped once its misses made attainment < 0.9 certain (capacity-search candidates)';

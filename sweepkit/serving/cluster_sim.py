@@ -22,7 +22,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import LEAST_LOADED, DECODE, SWAPPED, Load, Policy, Requests, Shape, State, \
+from sweepkit.serving.cluster_state import DECODE_POOL, LEAST_LOADED, DECODE, PREFILL_POOL, SWAPPED, Load, Policy, Requests, Shape, State, \
     init_state
 from sweepkit.serving.phases import boundary, no_events
 
@@ -34,13 +34,18 @@ _VIEW = ("busy_until_s", "awake", "queue", "head", "tail", "owed", "plan", "c_in
 
 
 def _next_arrival(s: State, load: Load):
-    """(time, is a first turn, its session if first, the releasing session if not) of the earliest arrival."""
+    """(time, is a first turn, its session if first, the releasing session if not, is a KV hand-off, the
+    handing-off session) of the earliest arrival: a first turn, a released turn, or (disaggregated) a
+    request whose KV has landed on the decode pool."""
     B = s.buf_s.shape[0]
     a0 = jnp.minimum(s.a0, B - 1)
     t_first = jnp.where(s.a0 < B, load.arrival0_s[a0], jnp.inf)
     b = jnp.argmin(s.buf_s).astype(jnp.int32)
+    h = jnp.argmin(s.hand_s).astype(jnp.int32)
     first = t_first <= s.buf_s[b]
-    return jnp.minimum(t_first, s.buf_s[b]), first, a0, b
+    t_new = jnp.minimum(t_first, s.buf_s[b])
+    hand = s.hand_s[h] < t_new
+    return jnp.minimum(t_new, s.hand_s[h]), first & ~hand, a0, b, hand, h
 
 
 def _full_need(pol: Policy, req: Requests, rid):
@@ -50,33 +55,41 @@ def _full_need(pol: Policy, req: Requests, rid):
     return jnp.where(pol.paged > 0, jnp.ceil((p + o) / pol.block_tokens) + pol.watermark_units, p + o)
 
 
-def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_arr, first, a0, b) -> State:
-    """Route the pending arrival at ``t_arr`` where ``do`` (first turn of session a0, or session b's next)."""
+def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_arr, first, a0, b, hand, h) -> State:
+    """Route the pending arrival at ``t_arr`` where ``do``: the first turn of session a0, session b's next
+    turn, or (``hand``) session h's request whose KV landed, to the least-loaded instance of its pool."""
     B, N, I = shape.sessions, shape.requests, shape.instances
-    session = jnp.where(first, a0, b)
+    session = jnp.where(hand, h, jnp.where(first, a0, b))
     rid = jnp.where(first, 0, s.next_turn[session]) * B + session
     r = s.rows
     loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED), axis=1)
-    loads = jnp.where(jnp.arange(I) < pol.instances, loads, jnp.iinfo(jnp.int32).max)
+    pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL) if shape.disagg else True
+    loads = jnp.where((jnp.arange(I) < pol.instances) & pool, loads, jnp.iinfo(jnp.int32).max)
     least = jnp.argmin(loads).astype(jnp.int32)
     home = jnp.where(first | (s.home[session] < 0), least, s.home[session])
-    inst = jnp.where(pol.router == LEAST_LOADED, least, home)
-    reject = do & (_full_need(pol, req, rid) > pol.kv_units)
+    inst = jnp.where((pol.router == LEAST_LOADED) | hand, least, home)
+    reject = do & ~hand & (_full_need(pol, req, rid) > pol.kv_units)
     ok = do & ~reject
     onehot = (jnp.arange(I) == inst) & ok
     queue = s.queue.at[jnp.where(ok, inst, I), s.q_tail[inst] % N].set(rid, mode="drop")
     busy_until, plan_n = _cut(s, inst, ok, t_arr)
     miss = reject & (t_arr <= load.eligible_to_s)
-    at_rid = jnp.where(do, rid, N)
-    return dataclasses.replace(
-        s, a0=s.a0 + (do & first).astype(jnp.int32),
-        buf_s=s.buf_s.at[jnp.where(do & ~first, b, B)].set(jnp.inf, mode="drop"),
-        home=s.home.at[jnp.where(do, session, B)].set(home, mode="drop"), queue=queue,
+    new = do & ~hand
+    at_rid = jnp.where(new, rid, N)
+    s = dataclasses.replace(
+        s, a0=s.a0 + (new & first).astype(jnp.int32),
+        buf_s=s.buf_s.at[jnp.where(new & ~first, b, B)].set(jnp.inf, mode="drop"),
+        home=s.home.at[jnp.where(new, session, B)].set(home, mode="drop"), queue=queue,
         q_tail=s.q_tail + onehot.astype(jnp.int32), awake=s.awake | onehot, busy_until_s=busy_until,
         plan=dict(s.plan, n=plan_n),
         arrival_s=s.arrival_s.at[at_rid].set(t_arr, mode="drop"),
         rejected=s.rejected.at[at_rid].set(reject, mode="drop"), misses=s.misses + miss.astype(jnp.int32),
-        in_system=s.in_system + ok.astype(s.in_system.dtype))
+        in_system=s.in_system + (ok & ~hand).astype(s.in_system.dtype))
+    if shape.disagg:
+        landed = do & hand
+        s = dataclasses.replace(s, hand_s=s.hand_s.at[jnp.where(landed, h, B)].set(jnp.inf, mode="drop"),
+                                prefilled=s.prefilled.at[jnp.where(landed, rid, N)].set(True, mode="drop"))
+    return s
 
 
 def _cut(s: State, inst, ok, t_arr):
@@ -106,9 +119,11 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
     due = ~s.done & s.awake & (s.busy_until_s <= t)
     any_due = jnp.any(due)
     i = jnp.argmax(due)
-    shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s)
+    shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s,
+                  prefilled=s.prefilled)
     old = jax.tree_util.tree_map(lambda a: a[i], _view(s))
-    new, ev = jax.lax.cond(any_due, lambda v: boundary(pol, req, load, v, shared, t, shape),
+    pol_i = instance_policy(pol, i, shape)
+    new, ev = jax.lax.cond(any_due, lambda v: boundary(pol_i, req, load, v, shared, t, shape),
                            lambda v: (v, no_events(shape.slots, N, shape.bins)), old)
     iv = jax.tree_util.tree_map(lambda a, n, o: a.at[i].set(jnp.where(any_due, n, o)), _view(s), new, old)
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
@@ -117,6 +132,8 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
     pre = drop(ev["pre_rid"])
     fin = drop(ev["finish_rid"])
     rel_s = t + req.think_s[jnp.minimum(nxt, N - 1)]
+    if shape.disagg:
+        s = hand_off(pol, req, s, drop(ev["hand_rid"]), pre, t, shape)
     return dataclasses.replace(
         s, rows=iv["rows"], stats=iv["stats"], **{k: iv[v] for k, v in zip(_INST, _VIEW)},
         first_s=s.first_s.at[drop(ev["first_rid"])].set(t, mode="drop"),
@@ -130,14 +147,62 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
         in_system=s.in_system - jnp.sum(fin < N))
 
 
+def instance_policy(pol: Policy, i, shape: Shape) -> Policy:
+    """Instance ``i``'s policy: a prefill-pool instance prices its own replica and holds its own KV; the
+    decode pool caches no prefixes (its prompts arrive computed)."""
+    if not shape.disagg:
+        return pol
+    role = pol.role[i]
+    pre = role == PREFILL_POOL
+    pick = lambda a, b: jnp.where(pre, a, b)  # noqa: E731
+    return dataclasses.replace(pol, inst=jax.tree_util.tree_map(pick, pol.prefill_inst, pol.inst),
+                               kv_units=pick(pol.prefill_kv_units, pol.kv_units),
+                               watermark_units=pick(pol.prefill_watermark_units, pol.watermark_units),
+                               prefix=jnp.where(role == DECODE_POOL, 0.0, pol.prefix), role=role)
+
+
+def link_transfers(t, free_s, dur_s, on):
+    """The FIFO KV link: transfers ``on`` [S], all ready at ``t``, go in slot order after the link is free.
+
+    start_k = max(t, free) + sum_{j<k} dur_j; land_k = start_k + dur_k (an M/D/1 server when ready times are
+    Poisson and durations equal).
+
+    Returns:
+      (start [S], land [S], the link's next free time).
+    """
+    d = jnp.where(on, dur_s, 0.0)
+    start0 = jnp.maximum(t, free_s)
+    land = start0 + jnp.cumsum(d)
+    return land - d, land, jnp.where(jnp.any(on), start0 + jnp.sum(d), free_s)
+
+
+def hand_off(pol: Policy, req: Requests, s: State, rid, pre_rid, t, shape: Shape) -> State:
+    """Requests whose prompt the prefill pool finished (``rid`` [S], N: none) send their KV (prompt + first
+    token, target + draft) over the link; each lands at its session's hand-off time. A request preempted by
+    recompute on the decode pool (``pre_rid``) recomputes its prompt there."""
+    N, B = shape.requests, shape.sessions
+    on = rid < N
+    r = jnp.minimum(rid, N - 1)
+    kv_bytes = (req.prompt_tokens[r].astype(jnp.float64) + 1.0) * pol.kv_token_bytes
+    start, land, free = link_transfers(t, s.link_free_s, pol.link_latency_s + kv_bytes / pol.link_bytes_per_s, on)
+    ses = jnp.where(on, rid % B, B)
+    return dataclasses.replace(
+        s, hand_s=s.hand_s.at[ses].set(land, mode="drop"), link_free_s=free,
+        link_j=s.link_j + jnp.sum(jnp.where(on, kv_bytes * 8.0 * pol.link_j_per_bit, 0.0)),
+        xfer_start_s=s.xfer_start_s.at[rid].set(start, mode="drop"),
+        xfer_land_s=s.xfer_land_s.at[rid].set(land, mode="drop"),
+        r_out=s.r_out.at[rid].set(1.0, mode="drop"), r_last_s=s.r_last_s.at[rid].set(t, mode="drop"),
+        prefilled=s.prefilled.at[pre_rid].set(False, mode="drop"))
+
+
 def step(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -> State:
     """One iteration: route the arrival due now, run due boundaries, advance time, check the stop rules."""
     live = ~s.done
     t = s.t_s
-    t_arr, first, a0, b = _next_arrival(s, load)
-    s = route(pol, req, load, s, shape, live & (t_arr <= t), t_arr, first, a0, b)
+    t_arr, first, a0, b, hand, h = _next_arrival(s, load)
+    s = route(pol, req, load, s, shape, live & (t_arr <= t), t_arr, first, a0, b, hand, h)
     s = boundaries(pol, req, load, s, shape)
-    t_arr, _, _, _ = _next_arrival(s, load)
+    t_arr = _next_arrival(s, load)[0]
     t_inst = jnp.min(jnp.where(s.awake, s.busy_until_s, jnp.inf))
     t_new = jnp.where(live, jnp.maximum(jnp.minimum(t_arr, t_inst), t), t)
     finished = live & ~jnp.isfinite(t_new)

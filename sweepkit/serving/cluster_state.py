@@ -32,6 +32,10 @@ PREFILL_PRIORITY, DECODE_PRIORITY, CHUNKED = 0, 1, 2
 LEAST_LOADED, SESSION = 0, 1
 """Routers (``Policy.router``)."""
 
+COLOCATED, PREFILL_POOL, DECODE_POOL = 0, 1, 2
+"""Instance roles (``Policy.role``): prefill and decode on one instance; a disaggregated prefill instance
+(computes prompts and the first token, then hands the KV over); a disaggregated decode instance."""
+
 
 class Shape(NamedTuple):
     """Static sizes of one compiled cluster simulation (hashable: a jit static argument).
@@ -39,7 +43,8 @@ class Shape(NamedTuple):
     instances: I.  slots: rows per instance (>= batch cap).  admits: queue entries examined per boundary.
     requests: N (turn k of session s is request k x sessions + s).  sessions: B.  turns: T.
     systems: shared system prompts (prefix-cache segments 0..systems-1).  gamma_max: draft passes priced.
-    prefix: static switch for the prefix cache arrays.  bins: ITL histogram bins.  max_iters: safety bound.
+    prefix: static switch for the prefix cache arrays.  disagg: static switch for the prefill -> decode
+    hand-off (prefill and decode pools, the KV link).  bins: ITL histogram bins.  max_iters: safety bound.
     """
 
     instances: int = 2
@@ -51,6 +56,7 @@ class Shape(NamedTuple):
     systems: int = 1
     gamma_max: int = 0
     prefix: bool = False
+    disagg: bool = False
     bins: int = 2000
     max_iters: int = 2_000_000
 
@@ -71,6 +77,9 @@ class Policy:
       + draft).  prefix: prefix caching on.  accept_survival: [G] P(a verify pass accepts at least j drafts) =
       prod_{i<=j} alpha_i for j = 1..G (zero past the lever's gamma).  spec_seed: acceptance seed.
       host_bytes_per_s, host_block_s, host_j_per_bit: the swap link.
+      role: [I] COLOCATED, PREFILL_POOL or DECODE_POOL.  prefill_inst, prefill_kv_units,
+      prefill_watermark_units: a prefill instance's replica and KV (disaggregated).  link_bytes_per_s,
+      link_latency_s, link_j_per_bit: the FIFO channel that carries the KV from prefill to decode.
     """
 
     inst: Instance
@@ -91,6 +100,13 @@ class Policy:
     host_bytes_per_s: jax.Array
     host_block_s: jax.Array
     host_j_per_bit: jax.Array
+    role: jax.Array
+    prefill_inst: Instance
+    prefill_kv_units: jax.Array
+    prefill_watermark_units: jax.Array
+    link_bytes_per_s: jax.Array
+    link_latency_s: jax.Array
+    link_j_per_bit: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -150,6 +166,9 @@ class State:
     """Loop state of one lane. Per instance [I]: step end time, awake flag, FIFO ring [I, N] with head and
     tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins, last use), counters.
     Per request [N]: arrival, first token, finish, tokens emitted so far, last-token time, rejected.
+    Disaggregated: per session [B] the time its request's KV lands (inf: none in flight); per request [N]
+    the KV transfer's start and landing and whether its prompt was computed by the prefill pool; the link's
+    next free time and its joules.
     """
 
     t_s: jax.Array
@@ -184,6 +203,12 @@ class State:
     misses: jax.Array
     in_system: jax.Array
     little_area: jax.Array
+    hand_s: jax.Array
+    link_free_s: jax.Array
+    link_j: jax.Array
+    xfer_start_s: jax.Array
+    xfer_land_s: jax.Array
+    prefilled: jax.Array
 
 
 STAT_NAMES = (
@@ -214,6 +239,7 @@ def init_state(load: Load, shape: Shape) -> State:
     I, S, N, B = shape.instances, shape.slots, shape.requests, shape.sessions
     K = RUN_STEPS
     M = shape.systems + N if shape.prefix else 1
+    Nd, Bd = (N, B) if shape.disagg else (1, 1)   # hand-off arrays only where the program disaggregates
     f = load.arrival0_s.dtype
     zf, zi = jnp.zeros((I, S), f), jnp.zeros((I, S), jnp.int32)
     rows = Rows(rid=zi - 1, phase=zi, target=zf, done=zf, out=zf, alloc=zf, hit=zf, pins=zf, last_s=zf, arr_s=zf)
@@ -232,5 +258,7 @@ def init_state(load: Load, shape: Shape) -> State:
         finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
         stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),
         zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), in_system=jnp.zeros((), f),
-        little_area=jnp.zeros((), f),
+        little_area=jnp.zeros((), f), hand_s=jnp.full((Bd,), jnp.inf, f), link_free_s=jnp.zeros((), f),
+        link_j=jnp.zeros((), f), xfer_start_s=jnp.full((Nd,), jnp.inf, f), xfer_land_s=jnp.full((Nd,), jnp.inf, f),
+        prefilled=jnp.zeros((Nd,), bool),
     )

@@ -24,7 +24,8 @@ from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens
 from sweepkit.costmodel.steps import Instance
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_state import CHUNKED, DECODE_PRIORITY, LEAST_LOADED, PREFILL_PRIORITY, SESSION, Policy
+from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, \
+    PREFILL_POOL, PREFILL_PRIORITY, SESSION, Policy
 from sweepkit.serving.levers import Lever, check_lever
 
 BLOCK_TOKENS = 16
@@ -33,6 +34,8 @@ WATERMARK = 0.01
 """Share of paged blocks kept free at admission (vLLM's watermark)."""
 HOST_LINK = dict(bytes_per_s=64e9, block_s=5e-6, j_per_bit=6e-12)
 """Swap link to host memory: PCIe 5.0 x16, 64 GB/s, 5 us per block, 6 pJ/bit."""
+KV_LINK = dict(bytes_per_s=50e9, latency_s=10e-6, j_per_bit=15e-12)
+"""Prefill -> decode KV link (disaggregated): InfiniBand NDR 400 Gb/s, 10 us + bytes / 50 GB/s, 15 pJ/bit."""
 SPEC_SEED = 0
 """Acceptance seed of every speculative lever."""
 _BATCHING = {"prefill-priority": PREFILL_PRIORITY, "decode-priority": DECODE_PRIORITY, "chunked": CHUNKED}
@@ -52,8 +55,11 @@ def resolve(cluster: Cluster, lever: Lever) -> dict:
     instances = pick(lever.instances, cluster.instances)
     tp = pick(lever.tp, cluster.tp)
     pp = pick(lever.pp, 1)
+    mode = pick(lever.mode, "colocated")
+    n_pre = pick(lever.prefill_instances, 1) if mode == "disagg" else 0
     return dict(
-        instances=instances, tp=tp, pp=pp, microbatches=pick(lever.microbatches, pp),
+        instances=instances, tp=tp, pp=pp, microbatches=pick(lever.microbatches, pp), mode=mode,
+        prefill_instances=n_pre, prefill_tp=pick(lever.prefill_tp, tp), total_instances=instances + n_pre,
         batching=pick(lever.batching, "prefill-priority"), token_budget=pick(lever.token_budget,
                                                                              cluster.prefill_token_budget),
         kv=pick(lever.kv, "reserved"), preemption=pick(lever.preemption, "recompute"),
@@ -66,28 +72,30 @@ def resolve(cluster: Cluster, lever: Lever) -> dict:
 def check(cluster: Cluster, cfg: Config, where: str) -> dict:
     """Resolve and validate a configuration; one-line :class:`InputError` naming ``where`` and the lever."""
     res = resolve(cluster, cfg.lever)
-    gpus = res["instances"] * res["tp"] * res["pp"]
+    gpus = res["instances"] * res["tp"] * res["pp"] + res["prefill_instances"] * res["prefill_tp"]
     if gpus != cluster.gpus:
-        raise InputError(f"{where}: lever {cfg.lever.name!r}: instances x tp x pp = {gpus} GPUs, expected the "
-                         f"cluster's {cluster.gpus}")
+        raise InputError(f"{where}: lever {cfg.lever.name!r}: instances x tp x pp (+ prefill_instances x prefill_tp)"
+                         f" = {gpus} GPUs, expected the cluster's {cluster.gpus}")
     check_lever(cfg.lever, res, cfg.device, where)
-    if kv_tokens(cluster, cfg, res) <= 0:
+    if kv_tokens(cluster, cfg, res) <= 0 or (res["prefill_instances"] and kv_tokens(cluster, cfg, res, True) <= 0):
         raise InputError(f"{where}: lever {cfg.lever.name!r} on {cfg.device}: the weights do not fit "
                          f"{res['tp'] * res['pp']} GPUs' memory (no room for KV)")
     return res
 
 
-def kv_tokens(cluster: Cluster, cfg: Config, res: dict) -> float:
-    """KV capacity of one instance, tokens (target + draft KV per token), in float64 whatever the caller's mode."""
+def kv_tokens(cluster: Cluster, cfg: Config, res: dict, prefill: bool = False) -> float:
+    """KV capacity of one instance (a prefill-pool one where ``prefill``), tokens (target + draft KV per
+    token), in float64 whatever the caller's mode."""
     with jax.enable_x64(True):
-        return _kv_tokens(cluster, cfg, res)
+        return _kv_tokens(cluster, cfg, res, prefill)
 
 
-def _kv_tokens(cluster: Cluster, cfg: Config, res: dict) -> float:
+def _kv_tokens(cluster: Cluster, cfg: Config, res: dict, prefill: bool) -> float:
     dev = device_arrays(get_device(cfg.device), jnp.float64)
     target = get_model(cluster.model)
     draft = get_draft(cfg.lever.draft, target)
-    return float(kv_capacity_tokens(dev, jnp.float64(res["tp"] * res["pp"]), model_arrays(target, jnp.float64),
+    gpus = res["prefill_tp"] if prefill else res["tp"] * res["pp"]
+    return float(kv_capacity_tokens(dev, jnp.float64(gpus), model_arrays(target, jnp.float64),
                                     model_arrays(draft, jnp.float64),
                                     get_format(res["weight_format"]).bytes_per_value,
                                     get_format(res["kv_format"]).bytes_per_value))
@@ -110,34 +118,56 @@ def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, st
     return np.full(lv.gamma, float(lv.alpha)), "iid"
 
 
-def policy(cluster: Cluster, cfg: Config, res: dict | None = None, workload: str | None = None,
-           gamma_max: int | None = None) -> Policy:
-    """The :class:`Policy` pytree of one configuration (float64 scalars; acceptance padded to ``gamma_max``)."""
-    res = res or resolve(cluster, cfg.lever)
-    alphas, _ = acceptance(cfg, workload)
-    G = max(cfg.lever.gamma if gamma_max is None else gamma_max, 1)
-    survival = np.zeros(G)
-    survival[:alphas.size] = np.cumprod(alphas)
+def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microbatches: int) -> Instance:
+    """The :class:`Instance` pytree of one replica of ``tp`` x ``pp`` GPUs (float64)."""
     dev = get_device(cfg.device)
     target = get_model(cluster.model)
-    draft = get_draft(cfg.lever.draft, target)
     f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
     darr = dataclasses.replace(device_arrays(dev, jnp.float64), pass_overhead_s=f(cluster.step_overhead_s))
-    tarr, drarr = model_arrays(target, jnp.float64), model_arrays(draft, jnp.float64)
-    wb, kb = get_format(res["weight_format"]).bytes_per_value, get_format(res["kv_format"]).bytes_per_value
-    inst = Instance(device=darr, target=tarr, draft=drarr, tp=f(res["tp"]), pp=f(res["pp"]),
-                    microbatches=f(res["microbatches"]), weight_bytes=f(wb), kv_bytes=f(kb),
+    return Instance(device=darr, target=model_arrays(target, jnp.float64),
+                    draft=model_arrays(get_draft(cfg.lever.draft, target), jnp.float64), tp=f(tp), pp=f(pp),
+                    microbatches=f(microbatches), weight_bytes=f(get_format(res["weight_format"]).bytes_per_value),
+                    kv_bytes=f(get_format(res["kv_format"]).bytes_per_value),
                     compute_speedup=f(dev.speedup(res["compute_format"])), gamma=f(cfg.lever.gamma))
+
+
+def roles(res: dict, instances_max: int) -> np.ndarray:
+    """[I] role of each instance slot: the prefill pool first, then the decode pool (COLOCATED when not
+    disaggregated; slots past the configuration's instances never receive a request)."""
+    n_pre = res["prefill_instances"]
+    role = np.full(max(instances_max, res["total_instances"]), COLOCATED, np.int32)
+    if res["mode"] == "disagg":
+        role[:n_pre], role[n_pre:] = PREFILL_POOL, DECODE_POOL
+    return role
+
+
+def policy(cluster: Cluster, cfg: Config, res: dict | None = None, workload: str | None = None,
+           gamma_max: int | None = None, instances_max: int | None = None) -> Policy:
+    """The :class:`Policy` pytree of one configuration (float64 scalars; acceptance padded to ``gamma_max``,
+    roles to ``instances_max``)."""
+    res = res or resolve(cluster, cfg.lever)
+    alphas, _ = acceptance(cfg, workload)
+    survival = np.zeros(max(cfg.lever.gamma if gamma_max is None else gamma_max, 1))
+    survival[:alphas.size] = np.cumprod(alphas)
+    f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
+    inst = _replica(cluster, cfg, res, res["tp"], res["pp"], res["microbatches"])
     paged = res["kv"] == "paged"
     block = BLOCK_TOKENS if paged else 1
     units = kv_tokens(cluster, cfg, res) // block
+    pre_units = kv_tokens(cluster, cfg, res, prefill=True) // block if res["prefill_instances"] else units
     return Policy(
-        inst=inst, instances=jnp.asarray(res["instances"], jnp.int32), batching=jnp.asarray(_BATCHING[res["batching"]], jnp.int32), token_budget=f(res["token_budget"]),
+        inst=inst, instances=jnp.asarray(res["total_instances"], jnp.int32),
+        batching=jnp.asarray(_BATCHING[res["batching"]], jnp.int32), token_budget=f(res["token_budget"]),
         batch_cap=f(cluster.batch_cap), router=jnp.asarray(SESSION if res["router"] == "session" else LEAST_LOADED,
                                                            jnp.int32),
         block_tokens=f(block), paged=f(paged), swap=f(paged and res["preemption"] == "swap"),
         watermark_units=f(int(WATERMARK * units) if paged else 0), kv_units=f(units),
-        kv_token_bytes=kv_bytes_per_token(tarr, drarr, f(kb)), prefix=f(res["prefix_caching"]),
+        kv_token_bytes=kv_bytes_per_token(inst.target, inst.draft, inst.kv_bytes), prefix=f(res["prefix_caching"]),
         accept_survival=f(survival), spec_seed=jnp.asarray(SPEC_SEED, jnp.uint64),
         host_bytes_per_s=f(HOST_LINK["bytes_per_s"]), host_block_s=f(HOST_LINK["block_s"]),
-        host_j_per_bit=f(HOST_LINK["j_per_bit"]))
+        host_j_per_bit=f(HOST_LINK["j_per_bit"]),
+        role=jnp.asarray(roles(res, instances_max or res["total_instances"])),
+        prefill_inst=_replica(cluster, cfg, res, res["prefill_tp"], 1, 1), prefill_kv_units=f(pre_units),
+        prefill_watermark_units=f(int(WATERMARK * pre_units) if paged else 0),
+        link_bytes_per_s=f(KV_LINK["bytes_per_s"]), link_latency_s=f(KV_LINK["latency_s"]),
+        link_j_per_bit=f(KV_LINK["j_per_bit"]))

@@ -1,7 +1,8 @@
 """Build the cluster engine's inputs for configurations x loads and run them as compiled programs.
 
-Configurations that share a static shape (instances per cluster, prefix cache on or off, draft passes)
-share one compiled program, ``vmap``-ped over configurations x loads; the sessions (lengths, think times,
+Configurations that share a static shape (instances per cluster, prefix cache on or off, disaggregated or
+not, draft passes) share one compiled program; every (configuration, load) lane is one call of it, the
+lanes spread over one thread per core (:func:`lane_pool`). The sessions (lengths, think times,
 unit-rate start times) are drawn once per workload and a load rescales the start times (common random
 numbers across loads and levers).
 """
@@ -80,12 +81,13 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
                 eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit)
 
 
-def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool) -> Shape:
+def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool,
+              disagg: bool = False) -> Shape:
     """Static sizes of one program: enough instances and draft passes for every configuration of the call,
     and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs)."""
-    return Shape(instances=max(r["instances"] for r in res), slots=cluster.batch_cap, admits=32,
+    return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
                  requests=n_ses * w.turns, sessions=n_ses, turns=w.turns, systems=max(w.system_prompts, 1),
-                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix)
+                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix, disagg=disagg)
 
 
 @partial(jax.jit, static_argnames="shape")
@@ -174,12 +176,12 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions) -> Lanes:
     loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
              for c in range(len(configs)) for k, r in enumerate(rates[c])}
     res = [resolve(cluster, cfg.lever) for cfg in configs]
-    prefix = [bool(r["prefix_caching"]) for r in res]
+    static = [(bool(r["prefix_caching"]), r["mode"] == "disagg") for r in res]
     groups, where = [], {}
-    for flag in dict.fromkeys(prefix):
-        idx = [c for c in range(len(configs)) if prefix[c] == flag]
-        shape = shape_for(w, cluster, res, [cfg.lever for cfg in configs], B, flag)
-        pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max) for c in idx]
+    for flags in dict.fromkeys(static):
+        idx = [c for c in range(len(configs)) if static[c] == flags]
+        shape = shape_for(w, cluster, res, [cfg.lever for cfg in configs], B, *flags)
+        pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
         t0 = time.perf_counter()
         out = _run_lanes(pols, [[loads[c, k] for k in range(rates.shape[1])] for c in idx], req, shape)
         LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,
@@ -189,4 +191,4 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions) -> Lanes:
             where[c] = (len(groups), k)
         groups.append(out)
     return Lanes(groups=groups, where=where, rates=rates, loads=loads, sessions=ses, n_sessions=B,
-                 instances=[r["instances"] for r in res])
+                 instances=[r["total_instances"] for r in res])

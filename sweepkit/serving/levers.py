@@ -9,6 +9,8 @@ optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
 * formats: ``weight_format``, ``kv_format``, ``compute_format`` (bf16, or the weight format: W8A8, W4A4);
 * speculation: ``draft`` (none, mtp or a catalogue model), ``gamma``, ``alpha`` (assumed, not measured);
 * routing: ``router`` = least-loaded | session;
+* disaggregation: ``mode`` = colocated | disagg, ``prefill_instances`` and ``prefill_tp`` (the prefill
+  pool; ``instances`` and ``tp`` are then the decode pool);
 * ``devices``: the devices a grid runs the lever on (e.g. FP4 on B200 only).
 
 A combination the engine cannot model is refused with one line naming the file, the lever and why
@@ -29,8 +31,9 @@ CHOICES = {
     "kv": ("reserved", "paged"),
     "preemption": ("recompute", "swap"),
     "router": ("least-loaded", "session"),
+    "mode": ("colocated", "disagg"),
 }
-_LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget")
+_LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget", "prefill_instances", "prefill_tp")
 _FIELDS = {"description", "source", "family", "devices", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
            "kv_format", "compute_format", *CHOICES, *_LAYOUT}
 
@@ -45,7 +48,8 @@ class Lever:
       alpha_from_workload: ``alpha = "workload"``: each workload's per-position acceptance model for the
         draft's kind (:func:`sweepkit.acceptance.workload_alphas`) instead of one i.i.d. alpha.
       batching, token_budget, kv, preemption, prefix_caching, router: scheduler levers.
-      instances, tp, pp, microbatches: parallel layout.  weight_format, kv_format, compute_format: formats.
+      instances, tp, pp, microbatches: parallel layout (the decode pool's when disaggregated).
+      mode, prefill_instances, prefill_tp: colocated, or a disaggregated prefill pool of that many instances.  weight_format, kv_format, compute_format: formats.
       devices: the devices a grid runs the lever on (empty: every device of the grid).
     """
 
@@ -67,6 +71,9 @@ class Lever:
     tp: int | None = None
     pp: int | None = None
     microbatches: int | None = None
+    mode: str | None = None
+    prefill_instances: int | None = None
+    prefill_tp: int | None = None
     weight_format: str | None = None
     kv_format: str | None = None
     compute_format: str | None = None
@@ -155,6 +162,12 @@ def check_lever(lever: Lever, resolved: dict, device: str, where: str) -> None:
         why = "prefix caching with preemption = 'swap' is not modelled (swapped rows would pin cached segments)"
     elif resolved["pp"] > 1 and lever.speculative:
         why = "speculative decoding with pipeline parallelism is not modelled"
+    elif resolved["mode"] == "disagg" and resolved["pp"] > 1:
+        why = "disaggregated pools with pipeline parallelism are not modelled"
+    elif resolved["mode"] == "disagg" and resolved["preemption"] == "swap":
+        why = "disaggregated pools with preemption = 'swap' are not modelled"
+    elif resolved["mode"] != "disagg" and (lever.prefill_instances or lever.prefill_tp):
+        why = "prefill_instances and prefill_tp need mode = 'disagg'"
     elif resolved["compute_format"] not in ("bf16", resolved["weight_format"]):
         why = (f"compute_format = {resolved['compute_format']!r} must be bf16 (weight-only) or the weight format "
                f"{resolved['weight_format']!r}")

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.passes import Work, chunk_work
 from sweepkit.costmodel.steps import step_cost
-from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, SWAPPED, bin_index
+from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, SWAPPED, \
+    bin_index
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.prefix import chain_nodes, evict, lookup, node_units
 
@@ -39,7 +40,7 @@ def no_events(S: int, N: int, bins: int) -> dict:
     """The event fields of a boundary that did nothing (request id N: none), shaped as :func:`boundary`'s."""
     from sweepkit.serving.cluster_state import RUN_STEPS
     none, zf = jnp.full((S,), N, jnp.int32), jnp.zeros((S,), jnp.float64)
-    return dict(first_rid=none, finish_rid=none, next_rid=none, itl_bin=jnp.zeros((S + RUN_STEPS,), jnp.int32),
+    return dict(first_rid=none, finish_rid=none, next_rid=none, hand_rid=none, itl_bin=jnp.zeros((S + RUN_STEPS,), jnp.int32),
                 itl_w=jnp.zeros((S + RUN_STEPS,), jnp.float64), zeros=jnp.zeros((), jnp.float64),
                 misses=jnp.zeros((), jnp.int32), pre_rid=none, pre_out=zf, pre_last_s=zf)
 
@@ -129,11 +130,16 @@ def complete(pol, req, load, iv, first_s, t, shape):
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
         iv = _emit_and_release(pol, req, iv, fin & (pol.prefix > 0), t, shape)
+    hand = promote & ~fin & (pol.role == PREFILL_POOL) if shape.disagg else jnp.zeros_like(fin)
+    if shape.prefix and shape.disagg:
+        ids, _, valid = chain_nodes(req, rid, shape)
+        iv = _pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(hand, iv["rows"].pins, 0.0), t, -1.0)
     r = iv["rows"]
     k = rid // shape.sessions
-    rows = dataclasses.replace(r, phase=jnp.where(fin, FREE, r.phase), rid=jnp.where(fin, -1, r.rid),
-                               alloc=jnp.where(fin, 0.0, r.alloc), pins=jnp.where(fin, 0.0, r.pins))
-    ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N),
+    gone = fin | hand
+    rows = dataclasses.replace(r, phase=jnp.where(gone, FREE, r.phase), rid=jnp.where(gone, -1, r.rid),
+                               alloc=jnp.where(gone, 0.0, r.alloc), pins=jnp.where(gone, 0.0, r.pins))
+    ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N), hand_rid=jnp.where(hand, rid, N),
               next_rid=jnp.where(fin & (k + 1 < shape.turns), rid + shape.sessions, N),
               itl_bin=jnp.concatenate([row_bin, bin_index(plan["dt"], shape.bins)]),
               itl_w=jnp.concatenate([row_w, run_w]), zeros=zeros,
@@ -246,8 +252,9 @@ def _grow(pol, req, iv, units_m, order, shape):
     return alloc, survive, run & ~survive
 
 
-def _candidates(pol, req, iv, r_out, t, shape):
-    """The first A queued requests: ids, prompt tokens to compute, cached hit, nodes hit, KV units needed."""
+def _candidates(pol, req, iv, r_out, prefilled, t, shape):
+    """The first A queued requests: ids, prompt tokens to compute, cached hit, nodes hit, KV units needed,
+    tokens emitted before, and whether the prompt's KV was handed over computed (disaggregated)."""
     N = iv["queue"].shape[0]
     ar = jnp.arange(shape.admits)
     valid = ar < iv["tail"] - iv["head"]
@@ -256,14 +263,15 @@ def _candidates(pol, req, iv, r_out, t, shape):
     o = req.output_tokens[rid].astype(jnp.float64)
     prev = r_out[rid]
     target = p + prev
+    computed = prefilled[rid] if shape.disagg else jnp.zeros(rid.shape, bool)   # KV handed over, prompt done
     if shape.prefix:
         hit, nodes = lookup(iv["c_in"], req, rid, target, shape)
-        hit, nodes = hit * pol.prefix, nodes * pol.prefix
+        hit, nodes = jnp.where(computed, 0.0, hit * pol.prefix), jnp.where(computed, 0.0, nodes * pol.prefix)
     else:
         hit = nodes = jnp.zeros_like(target)
     paged = pol.paged > 0
     need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), p + o - hit)
-    return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev
+    return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev, computed
 
 
 def _accepted(pol, rid, out, shape):
@@ -334,15 +342,15 @@ def _preempt(pol, req, iv, pre, t, order, shape):
 
 def _admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
     """Place the taken candidates in free slots as prompt rows (their hit segments pinned); pop the queue."""
-    valid, rid, target, hit, nodes, need, prev = cand
+    valid, rid, target, hit, nodes, need, prev, computed = cand
     r = iv["rows"]
     S, A = r.rid.shape[0], take.shape[0]
     free_idx = jnp.nonzero(r.phase == FREE, size=A, fill_value=S)[0]
     dest = jnp.where(take, free_idx, S)
-    done = hit + c_new
+    done = jnp.where(computed, target, hit + c_new)
     put = lambda a, v: a.at[dest].set(v, mode="drop")  # noqa: E731
     rows = dataclasses.replace(
-        r, rid=put(r.rid, rid), phase=put(r.phase, PREFILL), target=put(r.target, target), done=put(r.done, done),
+        r, rid=put(r.rid, rid), phase=put(r.phase, jnp.where(computed, DECODE, PREFILL)), target=put(r.target, target), done=put(r.done, done),
         out=put(r.out, prev), alloc=put(r.alloc, need), hit=put(r.hit, hit), pins=put(r.pins, nodes),
         last_s=put(r.last_s, r_last_s[rid]),
         arr_s=put(r.arr_s, arrival_s[rid]))
@@ -370,19 +378,20 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     alloc_g, survive, pre = _grow(pol, req, iv, units_m, order, shape)
     running = (r.phase == PREFILL) | (r.phase == DECODE)
     n_run0 = jnp.sum(running)
-    cand = _candidates(pol, req, iv, shared["r_out"], t, shape)
-    valid, rid, target, hit, nodes, need, prev = cand
+    cand = _candidates(pol, req, iv, shared["r_out"], shared["prefilled"], t, shape)
+    valid, rid, target, hit, nodes, need, prev, computed = cand
     private0, cache, pinned = _used(pol, iv, units_m)
     private_g = jnp.sum(jnp.where(survive, alloc_g, 0.0))
     room = pol.kv_units - pinned - jnp.where(chunked, private_g, private0) - pol.watermark_units
     n_run = jnp.where(chunked, jnp.sum(survive), n_run0)
     can = (jnp.sum(r.phase == SWAPPED) == 0) & ((pol.batching != DECODE_PRIORITY) | (n_run0 == 0))
     dec_rows = survive & (r.phase == DECODE)
-    c_part, c_new, budget_ok = _budget(pol, r, survive, target - hit, jnp.where(chunked, dec_rows, False), order)
+    cost = jnp.where(computed, 0.0, target - hit)
+    c_part, c_new, budget_ok = _budget(pol, r, survive, cost, jnp.where(chunked, dec_rows, False), order)
     ar = jnp.arange(1, valid.shape[0] + 1)
     ok = valid & can & budget_ok & (jnp.cumsum(need) <= room) & (n_run + ar <= pol.batch_cap)
     take = jnp.cumprod(ok).astype(bool)
-    prefill_step = ~chunked & jnp.any(take)
+    prefill_step = ~chunked & jnp.any(take & ~computed)   # handed-over prompts join as decode rows
     grow_now = chunked | ~prefill_step
     alloc = jnp.where(grow_now & running, alloc_g, r.alloc)
     iv = dict(iv, rows=dataclasses.replace(r, alloc=alloc))
@@ -394,7 +403,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     o = req.output_tokens[ridd].astype(jnp.float64)
     emit_dec = jnp.minimum(_accepted(pol, ridd, r.out, shape) + 1.0, o - r.out)
     part = (r.phase == PREFILL) & (c_part > 0)
-    chunks = _chunks(r.done, c_part, part, hit, c_new, take)
+    chunks = _chunks(r.done, c_part, part, hit, c_new, take & ~computed)
     done = r.done + jnp.where(part, c_part, 0.0)
     emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
     pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(pre & grow_now) & (jnp.sum(r.phase == SWAPPED) == 0)
@@ -406,8 +415,9 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     iv, dest, emit_new = _admit(pol, req, dict(iv, rows=dataclasses.replace(r, done=done)), take, cand, c_new,
                                 shared["r_last_s"], shared["arrival_s"], t, shape)
     emit = emit.at[dest].set(emit_new, mode="drop")
-    ctx = jnp.sum(jnp.where(dec, p + r.out, 0.0))
-    rows_dec = jnp.sum(dec).astype(jnp.float64)
+    joined = take & computed
+    ctx = jnp.sum(jnp.where(dec, p + r.out, 0.0)) + jnp.sum(jnp.where(joined, target, 0.0))
+    rows_dec = (jnp.sum(dec) + jnp.sum(joined)).astype(jnp.float64)
     t_s, e_j = step_cost(pol.inst, ctx, rows_dec, chunks, shape.gamma_max)
     K = run["dt"].shape[0]
     first_step = (jnp.arange(K) == 0)

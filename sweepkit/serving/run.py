@@ -51,7 +51,7 @@ METRIC_COLUMNS = [
     "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "itl_p50_s",
     "itl_p90_s", "itl_p99_s", "steps", "mean_running_batch", "tokens_per_pass", "kv_mean_fraction",
     "kv_peak_fraction", "preemptions", "recompute_tokens", "swap_out_bytes", "swap_in_bytes", "prefix_hit_rate",
-    "rejected", "busy_fraction", "stopped_early",
+    "kv_transfer_wait_s", "kv_transfer_s", "rejected", "busy_fraction", "stopped_early",
 ]
 
 
@@ -76,7 +76,8 @@ class ServingGrid:
 
     @property
     def n_points(self) -> int:
-        return len(self.workloads) * len(self.levers) * len(self.devices)
+        return len(self.workloads) * sum(1 for d in self.devices for lv in self.levers
+                                         if not lv.devices or d in lv.devices)
 
 
 def _names(raw: dict, key: str, known: dict | list, where: str, default=None) -> list[str]:
