@@ -121,3 +121,19 @@ def test_sigint_mid_simulation_exits_130_and_commits_nothing(tmp_path):
     assert "interrupted: nothing was committed" in err and "Traceback" not in err, err
     assert time.monotonic() - t0 < 60
     assert Warehouse(wh).query("select count(*) n from runs").column("n")[0].as_py() == 0
+
+
+def test_pareto_fronts_and_best_lever(warehouse):
+    """chat: MTP beats the baseline on goodput and cost but not on TTFT p99 (0.3580 vs 0.3555 s)."""
+    rows = run_query(warehouse, "pareto").to_pylist()
+    on = {(r["workload"], r["lever"], r["front"]): r["on_front"] for r in rows}
+    assert on[("chat", "mtp", "all")] and on[("chat", "baseline", "all")]
+    assert on[("chat", "mtp", "cost_per_mtok x goodput")] and not on[("chat", "baseline", "cost_per_mtok x goodput")]
+    assert on[("chat", "baseline", "itl_p99 x ttft_p99")]   # best TTFT: nothing dominates it
+    fronts = {r["front"] for r in rows}
+    assert len(fronts) == 16 and "all" in fronts          # 15 metric pairs + all six
+    keys = [(r["workload"], r["device"], r["lever"], r["front"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    best = {(r["workload"], r["device"]): r for r in run_query(warehouse, "best_lever").to_pylist()}
+    assert best[("chat", "H100")]["lever"] == "mtp" and best[("voice", "H100")]["lever"] == "mtp"
+    assert best[("chat", "H100")]["gain_x"] == pytest.approx(1.80 / 1.42)

@@ -48,14 +48,20 @@ def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
     from sweepkit.store import run_query
 
     devices = _check_matrix_args(wh, run_id, device)
+    import pyarrow.compute as pc
+
     table = run_query(wh, "matrix", {"run_id": run_id})
     if device:
-        import pyarrow.compute as pc
         table = table.filter(pc.equal(table["device"], device))
         if device not in devices:
             note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")
     emit(table, fmt, title="Lever matrix: change from the baseline (capacity metrics at capacity, "
                            "latencies at the reference load)")
+    if fmt in ("table", "markdown"):   # json and csv print the matrix alone
+        best = run_query(wh, "best_lever", {"run_id": run_id})
+        if device:
+            best = best.filter(pc.equal(best["device"], device))
+        emit(best, fmt, title="Best lever per workload and device (goodput per GPU at capacity; queries/best_lever.sql)")
 
 
 def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
