@@ -63,7 +63,7 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_
     rid = jnp.where(first, 0, s.next_turn[session]) * B + session
     r = s.rows
     loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED), axis=1)
-    pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL) if shape.disagg else True
+    pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
     loads = jnp.where((jnp.arange(I) < pol.instances) & pool, loads, jnp.iinfo(jnp.int32).max)
     least = jnp.argmin(loads).astype(jnp.int32)
     home = jnp.where(first | (s.home[session] < 0), least, s.home[session])
@@ -85,11 +85,9 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_
         arrival_s=s.arrival_s.at[at_rid].set(t_arr, mode="drop"),
         rejected=s.rejected.at[at_rid].set(reject, mode="drop"), misses=s.misses + miss.astype(jnp.int32),
         in_system=s.in_system + (ok & ~hand).astype(s.in_system.dtype))
-    if shape.disagg:
-        landed = do & hand
-        s = dataclasses.replace(s, hand_s=s.hand_s.at[jnp.where(landed, h, B)].set(jnp.inf, mode="drop"),
-                                prefilled=s.prefilled.at[jnp.where(landed, rid, N)].set(True, mode="drop"))
-    return s
+    landed = do & hand
+    return dataclasses.replace(s, hand_s=s.hand_s.at[jnp.where(landed, h, B)].set(jnp.inf, mode="drop"),
+                               prefilled=s.prefilled.at[jnp.where(landed, rid, N)].set(True, mode="drop"))
 
 
 def _cut(s: State, inst, ok, t_arr):
@@ -132,8 +130,8 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
     pre = drop(ev["pre_rid"])
     fin = drop(ev["finish_rid"])
     rel_s = t + req.think_s[jnp.minimum(nxt, N - 1)]
-    if shape.disagg:
-        s = hand_off(pol, req, s, drop(ev["hand_rid"]), pre, t, shape)
+    hand = drop(ev["hand_rid"])
+    s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, pre, t, shape), lambda s: s, s)
     return dataclasses.replace(
         s, rows=iv["rows"], stats=iv["stats"], **{k: iv[v] for k, v in zip(_INST, _VIEW)},
         first_s=s.first_s.at[drop(ev["first_rid"])].set(t, mode="drop"),
@@ -150,8 +148,6 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
 def instance_policy(pol: Policy, i, shape: Shape) -> Policy:
     """Instance ``i``'s policy: a prefill-pool instance prices its own replica and holds its own KV; the
     decode pool caches no prefixes (its prompts arrive computed)."""
-    if not shape.disagg:
-        return pol
     role = pol.role[i]
     pre = role == PREFILL_POOL
     pick = lambda a, b: jnp.where(pre, a, b)  # noqa: E731

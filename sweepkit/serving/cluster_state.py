@@ -43,8 +43,7 @@ class Shape(NamedTuple):
     instances: I.  slots: rows per instance (>= batch cap).  admits: queue entries examined per boundary.
     requests: N (turn k of session s is request k x sessions + s).  sessions: B.  turns: T.
     systems: shared system prompts (prefix-cache segments 0..systems-1).  gamma_max: draft passes priced.
-    prefix: static switch for the prefix cache arrays.  disagg: static switch for the prefill -> decode
-    hand-off (prefill and decode pools, the KV link).  bins: ITL histogram bins.  max_iters: safety bound.
+    prefix: static switch for the prefix cache arrays.  bins: ITL histogram bins.  max_iters: safety bound.
     """
 
     instances: int = 2
@@ -56,7 +55,6 @@ class Shape(NamedTuple):
     systems: int = 1
     gamma_max: int = 0
     prefix: bool = False
-    disagg: bool = False
     bins: int = 2000
     max_iters: int = 2_000_000
 
@@ -239,7 +237,6 @@ def init_state(load: Load, shape: Shape) -> State:
     I, S, N, B = shape.instances, shape.slots, shape.requests, shape.sessions
     K = RUN_STEPS
     M = shape.systems + N if shape.prefix else 1
-    Nd, Bd = (N, B) if shape.disagg else (1, 1)   # hand-off arrays only where the program disaggregates
     f = load.arrival0_s.dtype
     zf, zi = jnp.zeros((I, S), f), jnp.zeros((I, S), jnp.int32)
     rows = Rows(rid=zi - 1, phase=zi, target=zf, done=zf, out=zf, alloc=zf, hit=zf, pins=zf, last_s=zf, arr_s=zf)
@@ -258,7 +255,7 @@ def init_state(load: Load, shape: Shape) -> State:
         finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
         stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),
         zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), in_system=jnp.zeros((), f),
-        little_area=jnp.zeros((), f), hand_s=jnp.full((Bd,), jnp.inf, f), link_free_s=jnp.zeros((), f),
-        link_j=jnp.zeros((), f), xfer_start_s=jnp.full((Nd,), jnp.inf, f), xfer_land_s=jnp.full((Nd,), jnp.inf, f),
-        prefilled=jnp.zeros((Nd,), bool),
+        little_area=jnp.zeros((), f), hand_s=jnp.full((B,), jnp.inf, f), link_free_s=jnp.zeros((), f),
+        link_j=jnp.zeros((), f), xfer_start_s=inf_n, xfer_land_s=inf_n,
+        prefilled=jnp.zeros((N,), bool),
     )

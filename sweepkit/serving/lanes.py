@@ -1,7 +1,8 @@
 """Build the cluster engine's inputs for configurations x loads and run them as compiled programs.
 
-Configurations that share a static shape (instances per cluster, prefix cache on or off, disaggregated or
-not, draft passes) share one compiled program; every (configuration, load) lane is one call of it, the
+Configurations that share a static shape (instances per cluster, prefix cache on or off, draft passes;
+colocated and disaggregated levers alike) share one compiled program; every (configuration, load) lane is
+one call of it, the
 lanes spread over one thread per core (:func:`lane_pool`). The sessions (lengths, think times,
 unit-rate start times) are drawn once per workload and a load rescales the start times (common random
 numbers across loads and levers).
@@ -81,13 +82,12 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
                 eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit)
 
 
-def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool,
-              disagg: bool = False) -> Shape:
+def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool) -> Shape:
     """Static sizes of one program: enough instances and draft passes for every configuration of the call,
     and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs)."""
     return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
                  requests=n_ses * w.turns, sessions=n_ses, turns=w.turns, systems=max(w.system_prompts, 1),
-                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix, disagg=disagg)
+                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix)
 
 
 @partial(jax.jit, static_argnames="shape")
@@ -176,7 +176,7 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions) -> Lanes:
     loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
              for c in range(len(configs)) for k, r in enumerate(rates[c])}
     res = [resolve(cluster, cfg.lever) for cfg in configs]
-    static = [(bool(r["prefix_caching"]), r["mode"] == "disagg") for r in res]
+    static = [(bool(r["prefix_caching"]),) for r in res]
     groups, where = [], {}
     for flags in dict.fromkeys(static):
         idx = [c for c in range(len(configs)) if static[c] == flags]

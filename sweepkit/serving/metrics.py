@@ -77,7 +77,7 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
         goodput, tok_s = (a.size - 1) / span, o[:-1].sum() / span
     s = {k: np.asarray(v) for k, v in st.stats.items()}
     energy = idle_w * gpus * horizon + float(s["energy_j"].sum() + s["swap_j"].sum()) + float(st.link_j)
-    sent = np.isfinite(np.asarray(st.xfer_land_s)) & np.isfinite(np.asarray(st.first_s)[:np.size(st.xfer_land_s)])
+    sent = np.isfinite(np.asarray(st.xfer_land_s)) & np.isfinite(first)
     tokens_done = out[done_all].sum()
     steps = float(s["steps"].sum())
     busy = float(s["busy_s"].sum())
@@ -99,8 +99,8 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
         preemptions=float(s["preemptions"].sum()), recompute_tokens=float(s["recompute_tokens"].sum()),
         swap_out_bytes=float(s["swap_out_bytes"].sum()), swap_in_bytes=float(s["swap_in_bytes"].sum()),
         prefix_hit_rate=float(s["hit_tokens"].sum() / max(float(s["first_prompt_tokens"].sum()), 1.0)),
-        kv_transfer_wait_s=float(np.mean((st.xfer_start_s - st.first_s[:sent.size])[sent])) if sent.any() else 0.0,
-        kv_transfer_s=float(np.mean((st.xfer_land_s - st.first_s[:sent.size])[sent])) if sent.any() else 0.0,
+        kv_transfer_wait_s=float(np.mean(st.xfer_start_s[sent] - first[sent])) if sent.any() else 0.0,
+        kv_transfer_s=float(np.mean(st.xfer_land_s[sent] - first[sent])) if sent.any() else 0.0,
         kv_mean_fraction=float(s["kv_area"].sum() / busy) if busy else 0.0,
         kv_peak_fraction=float(s["kv_peak"].max()),
         busy_fraction=busy / (horizon * lanes.instances[c]),

@@ -130,8 +130,8 @@ def complete(pol, req, load, iv, first_s, t, shape):
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
         iv = _emit_and_release(pol, req, iv, fin & (pol.prefix > 0), t, shape)
-    hand = promote & ~fin & (pol.role == PREFILL_POOL) if shape.disagg else jnp.zeros_like(fin)
-    if shape.prefix and shape.disagg:
+    hand = promote & ~fin & (pol.role == PREFILL_POOL)
+    if shape.prefix:
         ids, _, valid = chain_nodes(req, rid, shape)
         iv = _pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(hand, iv["rows"].pins, 0.0), t, -1.0)
     r = iv["rows"]
@@ -263,7 +263,7 @@ def _candidates(pol, req, iv, r_out, prefilled, t, shape):
     o = req.output_tokens[rid].astype(jnp.float64)
     prev = r_out[rid]
     target = p + prev
-    computed = prefilled[rid] if shape.disagg else jnp.zeros(rid.shape, bool)   # KV handed over, prompt done
+    computed = prefilled[rid]   # KV handed over by the prefill pool: the prompt is done
     if shape.prefix:
         hit, nodes = lookup(iv["c_in"], req, rid, target, shape)
         hit, nodes = jnp.where(computed, 0.0, hit * pol.prefix), jnp.where(computed, 0.0, nodes * pol.prefix)
