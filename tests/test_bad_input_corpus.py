@@ -427,7 +427,7 @@ API: list[Api] = [
         "drop_runs(Warehouse(WH), ['nope'])", "run_id", "'nope'"),
     Api("run-query", "from sweepkit.store import Warehouse, run_query; run_query(Warehouse(WH), 'nope')",
         "query", "'nope'"),
-    Api("trace-scenario", "from sweepkit.report.trace import Scenario; Scenario(seed=2**64).checked()", "seed",
+    Api("trace-scenario", "from sweepkit.trace.scheduler import Scenario; Scenario(seed=2**64).checked()", "seed",
         str(2**64)),
     Api("hf-config", "from sweepkit.catalogue import load_hf_config; load_hf_config('s/w/random.csv')",
         "random.csv", "is not UTF-8"),

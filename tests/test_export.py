@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sweepkit.cli import main
-from sweepkit.report.feed import FEED
+from sweepkit.store.feed import FEED
 from sweepkit.store import Warehouse
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "dashboards.md"
@@ -114,10 +114,10 @@ def test_export_to_stdout_and_bad_view(wh):
 
 
 def test_v_matrix_is_matrix_sql_with_its_defaults_inlined(wh, tmp_path, monkeypatch):
-    """v_matrix runs queries/matrix.sql (header defaults inlined); a matrix.sql that does not bind leaves
+    """v_matrix runs sweepkit/queries/matrix.sql (header defaults inlined); a matrix.sql that does not bind leaves
     the view empty with its promised columns instead of failing the commit."""
     import sweepkit.store.queries as queries_mod
-    from sweepkit.report.feed import create_feed_views
+    from sweepkit.store.feed import create_feed_views
 
     folder = tmp_path / "queries"
     folder.mkdir()

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from sweepkit.cli import COMMANDS, main
 from sweepkit.report import charts
-from sweepkit.report.browser import find_chromium, inspect_page
+from support.browser import find_chromium, inspect_page
 from sweepkit.report.build import SECTIONS, build_report
 from sweepkit.store import Warehouse
 

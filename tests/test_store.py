@@ -17,6 +17,7 @@ import pytest
 
 from sweepkit.store import Warehouse
 from sweepkit.store import writer as writer_mod
+import sweepkit.queries
 from sweepkit.store.db import schema_sql
 from sweepkit.store.queries import queries_dir
 from sweepkit.sweep.engine import iter_decode_chunks
@@ -88,10 +89,16 @@ def count(wh: Warehouse) -> int:
     return wh.query("select count(*) as n from decode").column("n")[0].as_py()
 
 
-def test_schema_and_queries_single_source():
-    assert (ROOT / "sweepkit/store/schema.sql").read_text() == (ROOT / "warehouse/schema.sql").read_text()
-    assert schema_sql() == (ROOT / "warehouse/schema.sql").read_text()
-    assert queries_dir().resolve() == (ROOT / "queries").resolve()
+def test_schema_is_idempotent_and_queries_are_packaged():
+    """schema.sql runs twice on one database without error (every commit applies it), and the report folder
+    is the sweepkit.queries package's own folder holding the documented reports."""
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    con.execute(schema_sql())
+    assert {"runs", "run_files", "warehouse_meta", "contract_decode"} <= {
+        r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
+    assert queries_dir() == Path(sweepkit.queries.__file__).parent
+    assert {"speedup_table", "matrix", "break_even"} <= {p.stem for p in queries_dir().glob("*.sql")}
 
 
 def test_contract_matches_engine_and_every_column_has_a_comment():

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from sweepkit import evaluate
 from sweepkit.cli import main
-from sweepkit.report.trace import Scenario, accepted_drafts, run_mode, summary
-from sweepkit.report.trace_store import SCHEMA, write_trace
+from sweepkit.trace.scheduler import Scenario, accepted_drafts, run_mode, summary
+from sweepkit.store.trace_steps import SCHEMA, write_trace
 from sweepkit.speculative import expected_tokens
 from sweepkit.store import Warehouse, run_query
 

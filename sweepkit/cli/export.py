@@ -31,7 +31,7 @@ def export(view: str, fmt: str, out_path: str | None, warehouse: str | None) -> 
     """
     import pyarrow.csv as pacsv
 
-    from sweepkit.report.feed import FEED
+    from sweepkit.store.feed import FEED
 
     if view not in FEED:
         raise bad_value("VIEW", view, list(FEED))

@@ -1,4 +1,4 @@
-"""``sweepkit query NAME``: run a report from queries/ (no NAME: list them)."""
+"""``sweepkit query NAME``: run a report from sweepkit/queries/ (no NAME: list them)."""
 
 from __future__ import annotations
 

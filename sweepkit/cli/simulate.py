@@ -145,7 +145,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
 @click.option("--device", default=None, help="Only this device's rows.")
 @format_option
 def matrix(warehouse: str | None, run_id: str, device: str | None, fmt: str) -> None:
-    """Print the lever matrix of a serving run from the warehouse (queries/matrix.sql).
+    """Print the lever matrix of a serving run from the warehouse (sweepkit/queries/matrix.sql).
 
     \b
     Example: sweepkit matrix --device H100 --format markdown

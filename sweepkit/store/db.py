@@ -37,7 +37,7 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def schema_sql() -> str:
-    """The text of ``schema.sql`` (packaged; ``warehouse/schema.sql`` in a checkout)."""
+    """The text of ``sweepkit/store/schema.sql`` (package data, read through :mod:`importlib.resources`)."""
     return resources.files("sweepkit.store").joinpath("schema.sql").read_text(encoding="utf-8")
 
 
@@ -217,7 +217,7 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
       root: warehouse root the relative file paths hang from.
       temp: temporary views (a read-only connection, or a warehouse moved since its last commit).
       tables: a commit's tables: only their views (and any view not there yet) are recreated, and the feed
-        views only when missing or defined differently (``sweepkit.report.feed.feed_digest``). A view reads
+        views only when missing or defined differently (:func:`sweepkit.store.feed.feed_digest`). A view reads
         its own files only and the feed views name the others, so nothing else changes. None: all of them.
       feed: also (re)create the feed views (v_*); False leaves them to the caller.
     """
@@ -238,8 +238,8 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
         con.execute(_view_statement(name, root, files.get(name, []), declared.get(name), temp, bad))
         if not temp:
             _comment_view(con, name, declared.get(name, []))
-    # >>> feed views (report issue; owner sweepkit/report/feed.py): v_decode, v_serving, v_capacity, v_matrix >>>
-    from sweepkit.report.feed import FEED, create_feed_views, feed_digest
+    # the feed views (sweepkit/store/feed.py): v_decode, v_serving, v_capacity, v_matrix
+    from sweepkit.store.feed import FEED, create_feed_views, feed_digest
 
     if not feed:
         return names
@@ -251,7 +251,6 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
         create_feed_views(con, temp=False)
         con.execute("insert or replace into warehouse_meta values ('feed_sha256', ?)", [digest])
     names += list(FEED)
-    # <<< feed views <<<
     return names
 
 

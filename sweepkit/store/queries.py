@@ -1,4 +1,4 @@
-"""SQL reports: one ``queries/<name>.sql`` per report, its header documents and parameterises it.
+"""SQL reports: one ``sweepkit/queries/<name>.sql`` per report, its header documents and parameterises it.
 
 Header convention (comment lines before the SQL; docs/warehouse.md has a full example)::
 
@@ -18,8 +18,8 @@ A default is ``null``, ``true``/``false``, a number, ``'quoted text'`` or a bare
 bound by DuckDB's named-parameter binding (``$name``), never by string formatting; every declared parameter
 is bound, so the SQL must use each one. ``latest`` is plain text the SQL resolves itself (against ``runs``).
 
-The query files live in the repository's ``queries/`` folder; the package reaches them through
-``sweepkit/store/query_files``, a symlink to it that a wheel build copies in.
+The query files are package data of :mod:`sweepkit.queries` (declared in ``pyproject.toml``), read through
+:mod:`importlib.resources`, so an installed wheel needs no checkout.
 """
 
 from __future__ import annotations
@@ -131,11 +131,8 @@ def parse_header(name: str, text: str, path: str = "") -> Query:
 
 
 def queries_dir() -> Path:
-    """The folder of the query files (the package's ``query_files``; the checkout's ``queries/`` as fallback)."""
-    packaged = resources.files("sweepkit.store").joinpath("query_files")
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "queries"
+    """The folder of the query files: the :mod:`sweepkit.queries` package's own folder."""
+    return Path(str(resources.files("sweepkit.queries")))
 
 
 def list_queries() -> list[Query]:

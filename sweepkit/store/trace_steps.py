@@ -1,7 +1,7 @@
-"""Mechanism traces into the warehouse: the ``trace_steps`` table (contract in warehouse/schema.sql).
+"""Mechanism traces into the warehouse: the ``trace_steps`` table (contract in sweepkit/store/schema.sql).
 
-A trace run holds both modes of one :class:`~sweepkit.report.trace.Scenario` (``plain``, then
-``speculative``); ``queries/trace_summary.sql`` turns it into tokens per pass and TTFT/TPOT p99.
+A trace run holds both modes of one :class:`~sweepkit.trace.scheduler.Scenario` (``plain``, then
+``speculative``); ``sweepkit/queries/trace_summary.sql`` turns it into tokens per pass and TTFT/TPOT p99.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from sweepkit.report.trace import Scenario, run_mode
+from sweepkit.trace.scheduler import Scenario, run_mode
 
 SCHEMA = pa.schema([
     ("mode", pa.string()), ("device", pa.string()), ("model", pa.string()), ("draft", pa.string()),

@@ -34,7 +34,7 @@ from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.passes import Work, decode_work, pass_cost, verify_work
 from sweepkit.costmodel.roofline import BOUNDS
-from sweepkit.evaluate import check_alpha, check_int, check_tp
+from sweepkit.checks import check_alpha, check_int, check_tp
 from sweepkit.errors import bad_value
 
 MAX_REQUESTS, MAX_PROMPT_TOKENS, MAX_OUTPUT_TOKENS, MAX_TOTAL_OUTPUT_TOKENS = 1024, 131_072, 4_096, 1 << 18
@@ -179,7 +179,7 @@ def run_mode(sc: Scenario, speculative: bool) -> dict[str, np.ndarray]:
     """Simulate the scenario without (``speculative=False``) or with its draft; one record per pass x row.
 
     Returns:
-      Columns (numpy arrays of equal length), see :data:`sweepkit.report.trace_store.COLUMNS`.
+      Columns (numpy arrays of equal length), see :data:`sweepkit.store.trace_steps.COLUMNS`.
     """
     gamma = sc.gamma if speculative else 0
     prompts = np.asarray(sc.prompt_tokens, np.int64)
