@@ -47,10 +47,8 @@ def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
     from sweepkit.store import run_query
 
     devices = _check_matrix_args(wh, run_id, device)
-    table = run_query(wh, "matrix", {"run_id": run_id})
+    table = run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False)
     if device:
-        import pyarrow.compute as pc
-        table = table.filter(pc.equal(table["device"], device))
         if device not in devices:
             note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")
     emit(table, fmt, title="Lever matrix: change from the baseline (capacity metrics at capacity, "
@@ -95,7 +93,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
     Progress goes to stderr; the matrix to stdout.
 
     \b
-    Example: sweepkit simulate grids/serving-seed.toml --warehouse /tmp/wh --device H100 --format markdown
+    Example: sweepkit simulate grids/serving-small.toml --warehouse /tmp/wh --device H100 --format markdown
     """
     from sweepkit.serving.run import load_serving_grid, run_grid
 
@@ -104,10 +102,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
     run_id = None if force else wh.committed_run("serving", spec.sha256)
     if run_id is not None:
         note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")
-    else:
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
+    else:                                   # float64 is scoped by the serving entry points (run_configs)
         t0 = time.perf_counter()
         bar = _progress(spec.n_points)
         def stop_now(signum, frame):   # nothing is written before run_grid returns: leave at once

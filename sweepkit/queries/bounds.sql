@@ -2,6 +2,8 @@
 --
 -- Grain: one row per device x model x draft x bound of one decode run, for the chosen pass.
 --
+-- Key: device, model, draft, bound
+--
 -- Parameters:
 --   $run_id = latest    decode run to read; latest = the newest committed decode run
 --   $pass = verify      which pass's bound: verify (the speculative step's target pass) or plain
@@ -20,21 +22,12 @@
 --   tokens_min          smallest total cached context B x S, tokens
 --   tokens_max          largest total cached context B x S, tokens
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'decode' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-points as (
+with points as (
     select
         device, model, draft,
         case when $pass = 'plain' then plain_bound else verify_bound end as bound,
         batch, context
-    from decode
-    semi join run using (run_id)
+    from decode_points($run_id)
 ),
 
 regimes as (

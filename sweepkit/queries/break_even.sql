@@ -4,6 +4,8 @@
 -- alpha, decay) of one decode run (the batch axis is folded into the columns). Works for every acceptance
 -- model: each point's speed-up already carries its E.
 --
+-- Key: device, model, draft, tp, formats, context, gamma, acceptance, alpha, decay
+--
 -- Parameters:
 --   $run_id = latest     decode run to read; latest = the newest committed decode run
 --   $fits_only = false   true: only grid points whose weights and KV fit in HBM
@@ -28,23 +30,12 @@
 --   break_even_batch_p10   smallest swept batch whose [bands] p10 speed-up is below 1 (10% of draws lose); null: none
 --   break_even_batch_p90   smallest swept batch whose [bands] p90 speed-up is below 1 (90% of draws lose); null: none
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'decode' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-points as (
+with points as (
     select
-        device, model, draft, tp,
-        weight_format || '/' || kv_format || '/' || compute_format as formats,
-        context, gamma, coalesce(acceptance, 'iid') as acceptance, alpha,
-        case when acceptance is null then 1.0 else decay end as decay,
+        device, model, draft, tp, formats,
+        context, gamma, acceptance, alpha, decay,
         batch, speedup, speedup_p10, speedup_p90
-    from decode
-    semi join run using (run_id)
+    from labelled_points($run_id)
     where not $fits_only or fits_in_memory
 ),
 

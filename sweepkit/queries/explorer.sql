@@ -2,6 +2,8 @@
 --
 -- Grain: one row per device x lever x workload of one serving run.
 --
+-- Key: device, lever, workload
+--
 -- Parameters:
 --   $run_id = latest       serving run to read; latest = the newest committed serving run
 --   $x = goodput           first metric (see below)
@@ -18,42 +20,24 @@
 --   y_metric    the second metric's name
 --   y_value     its value
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'serving' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-long as (
-    select device, lever, workload, m.metric, m.value
-    from capacity
-    semi join run using (run_id),
-    lateral (values
-        ('goodput', goodput_per_gpu_per_s), ('capacity', capacity_per_s), ('tokens_per_gpu', tokens_per_gpu_per_s),
-        ('cost_per_mtok', cost_per_mtok_usd), ('energy_per_token', energy_per_token_j),
-        ('ttft_p50', ttft_p50_s_at_ref), ('ttft_p90', ttft_p90_s_at_ref), ('ttft_p99', ttft_p99_s_at_ref),
-        ('tpot_p50', tpot_p50_s_at_ref), ('tpot_p90', tpot_p90_s_at_ref), ('tpot_p99', tpot_p99_s_at_ref),
-        ('itl_p50', itl_p50_s_at_ref), ('itl_p90', itl_p90_s_at_ref), ('itl_p99', itl_p99_s_at_ref)
-    ) as m(metric, value)
+with long as (
+    select device, lever, workload, metric, value
+    from capacity_long($run_id)
 ),
 
 checked as (
-    select case when $x not in ('goodput', 'capacity', 'tokens_per_gpu', 'cost_per_mtok', 'energy_per_token',
-                                'ttft_p50', 'ttft_p90', 'ttft_p99', 'tpot_p50', 'tpot_p90', 'tpot_p99', 'itl_p50',
-                                'itl_p90', 'itl_p99')
-                  or $y not in ('goodput', 'capacity', 'tokens_per_gpu', 'cost_per_mtok', 'energy_per_token',
-                                'ttft_p50', 'ttft_p90', 'ttft_p99', 'tpot_p50', 'tpot_p90', 'tpot_p99', 'itl_p50',
-                                'itl_p90', 'itl_p99')
-                then error('x/y must be one of goodput, capacity, tokens_per_gpu, cost_per_mtok, energy_per_token, '
-                           || 'ttft_p50, ttft_p90, ttft_p99, tpot_p50, tpot_p90, tpot_p99, itl_p50, itl_p90, itl_p99')
+    select case when $x not in (select metric from metric_catalogue()) or $y not in (select metric from metric_catalogue())
+                then error('x/y must be one of ' || (select string_agg(metric, ', ' order by ord) from metric_catalogue()))
                 else true end as ok
+),
+
+final as (
+    select x.device, x.lever, x.workload, $x as x_metric, x.value as x_value, $y as y_metric, y.value as y_value
+    from long x
+    join long y on y.device = x.device and y.lever = x.lever and y.workload = x.workload and y.metric = $y
+    cross join checked
+    where x.metric = $x and checked.ok
 )
 
-select x.device, x.lever, x.workload, $x as x_metric, x.value as x_value, $y as y_metric, y.value as y_value
-from long x
-join long y on y.device = x.device and y.lever = x.lever and y.workload = x.workload and y.metric = $y
-cross join checked
-where x.metric = $x and checked.ok
-order by x.workload, x.device, x.lever
+select * from final
+order by workload, device, lever

@@ -6,6 +6,8 @@
 -- always charges the draft (c > 0) and the verify pass, so it cannot reproduce c = 0; the closed forms are
 -- computed here from tokens_per_pass and the cost model's own speed-up is shown beside them.
 --
+-- Key: alpha, gamma, device, model, draft, tp, batch, context
+--
 -- Parameters:
 --   $run_id = latest           decode run to read; latest = the newest committed decode run of grid $grid
 --   $grid = leviathan          the grid name latest looks for
@@ -31,7 +33,7 @@
 with run as (
     select run_id
     from runs
-    where kind = 'decode' and status = 'committed'
+    where kind = 'decode'
       and (($run_id = 'latest' and grid_name = $grid) or run_id = $run_id)
     order by ended_at desc
     limit 1

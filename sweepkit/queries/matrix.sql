@@ -5,8 +5,11 @@
 -- the workload's reference load (0.5 x the H100 baseline capacity; the same offered load for every lever and
 -- device). The baseline is the same device's baseline lever on the same workload.
 --
+-- Key: device, lever, workload, metric
+--
 -- Parameters:
 --   $run_id = latest       serving run to read; latest = the newest committed serving run
+--   $device = null         only this device; null = all
 --   $baseline = baseline   the lever every other lever is compared with
 --   $same_pct = 2.0        |change| <= this (%) is "same"
 --
@@ -23,32 +26,9 @@
 --   caveats           E (capacity at least doubles: the baseline sits at a latency cliff; capacity metrics),
 --                     $ (illustrative prices; cost), α (speculative acceptance assumed, not measured)
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'serving' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-cap as (
-    select *
-    from capacity
-    semi join run using (run_id)
-),
-
-long as (
-    select device, lever, workload, draft, saturated, capacity_per_s, goodput_per_gpu_per_s, m.metric, m.unit,
-           m.value, m.higher_is_better, m.capacity_metric, m.ord
-    from cap,
-    lateral (values
-        ('goodput',          'req/s per GPU', goodput_per_gpu_per_s, true,  true,  1),
-        ('cost_per_mtok',    'USD per M tok', cost_per_mtok_usd,     false, true,  2),
-        ('energy_per_token', 'J per token',   energy_per_token_j,    false, true,  3),
-        ('ttft_p99',         's',             ttft_p99_s_at_ref,     false, false, 4),
-        ('tpot_p99',         's',             tpot_p99_s_at_ref,     false, false, 5),
-        ('itl_p99',          's',             itl_p99_s_at_ref,      false, false, 6)
-    ) as m(metric, unit, value, higher_is_better, capacity_metric, ord)
+with long as (
+    from capacity_long($run_id)
+    where in_matrix and ($device is null or device = $device)
 ),
 
 paired as (
@@ -60,23 +40,27 @@ paired as (
     from long l
     join long b on b.device = l.device and b.workload = l.workload and b.metric = l.metric and b.lever = $baseline
     where l.lever <> $baseline
+),
+
+final as (
+    select
+        device,
+        lever,
+        workload,
+        metric,
+        unit,
+        baseline_value,
+        lever_value,
+        change_pct,
+        case when change_pct is null then null
+             when abs(change_pct) <= $same_pct then 'same'
+             when (change_pct > 0) = higher_is_better then 'better'
+             else 'worse' end as verdict,
+        concat(case when capacity_metric and doubles then 'E' else '' end,
+               case when metric = 'cost_per_mtok' then '$' else '' end,
+               case when draft <> 'none' then 'α' else '' end) as caveats
+    from paired
 )
 
-select
-    device,
-    lever,
-    workload,
-    metric,
-    unit,
-    baseline_value,
-    lever_value,
-    change_pct,
-    case when change_pct is null then null
-         when abs(change_pct) <= $same_pct then 'same'
-         when (change_pct > 0) = higher_is_better then 'better'
-         else 'worse' end as verdict,
-    concat(case when capacity_metric and doubles then 'E' else '' end,
-           case when metric = 'cost_per_mtok' then '$' else '' end,
-           case when draft <> 'none' then 'α' else '' end) as caveats
-from paired
-order by workload, device, lever, ord
+select * from final
+order by workload, device, lever, (select ord from metric_catalogue() as m where m.metric = final.metric)

@@ -4,6 +4,8 @@
 -- alpha, decay) of one decode run (the gamma axis is folded into the columns; ties go to the smaller gamma).
 -- Works for every acceptance model: the speed-up of each gamma already carries its E.
 --
+-- Key: device, model, draft, tp, formats, context, batch, acceptance, alpha, decay
+--
 -- Parameters:
 --   $run_id = latest    decode run to read; latest = the newest committed decode run
 --   $device = null      only this device; null = all
@@ -31,23 +33,12 @@
 --   best_speedup_p90    x, p90 of the same, 3 decimals; null without bands
 --   share_spec_faster   share of the draws in which speculation at best_gamma beats plain decoding; null without bands
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'decode' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-points as (
+with points as (
     select
-        device, model, draft, tp,
-        weight_format || '/' || kv_format || '/' || compute_format as formats,
-        context, batch, coalesce(acceptance, 'iid') as acceptance, alpha,
-        case when acceptance is null then 1.0 else decay end as decay,
+        device, model, draft, tp, formats,
+        context, batch, acceptance, alpha, decay,
         gamma, speedup, s_per_token_spec, tokens_per_pass, verify_bound, speedup_p10, speedup_p90, share_spec_faster
-    from decode
-    semi join run using (run_id)
+    from labelled_points($run_id)
     where ($device is null or device = $device)
       and ($context is null or context = $context)
 ),

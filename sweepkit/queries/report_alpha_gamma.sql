@@ -4,6 +4,8 @@
 -- Times come from the run (the verify and draft passes do not depend on alpha); alpha enters through the
 -- closed form E = (1 - alpha^(gamma+1)) / (1 - alpha), so any alpha is exact, not only the swept ones.
 --
+-- Key: device, model, draft, batch, context, gamma, alpha
+--
 -- Parameters:
 --   $run_id = latest    decode run; latest = the newest committed decode run with the most gammas
 --   $device = null      device; null = the run's first (alphabetical)
@@ -21,24 +23,12 @@
 --   tokens_per_pass     E, expected tokens per verify pass
 --   speedup             x, s_per_token_plain / ((t_verify_pass_s + t_draft_s) / (batch x E))
 
-with candidates as (
-    select r.run_id, r.ended_at, count(distinct d.gamma) as n_gamma
-    from runs as r
-    join decode as d using (run_id)
-    where r.kind = 'decode' and r.status = 'committed' and d.draft <> 'none'
-      and ($run_id = 'latest' or r.run_id = $run_id)
-    group by r.run_id, r.ended_at
-),
-
-run as (
-    select run_id from candidates order by n_gamma desc, ended_at desc limit 1
+with run as (
+    select run_id from decode_runs($run_id) where n_gamma > 0 order by n_gamma desc, ended_at desc limit 1
 ),
 
 points as (
-    select d.*
-    from decode as d
-    semi join run using (run_id)
-    where d.draft <> 'none'
+    from drafted_points((select run_id from run))
 ),
 
 pick as (

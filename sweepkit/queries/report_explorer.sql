@@ -3,6 +3,8 @@
 -- Grain: one row per device x lever x workload of the latest serving run (the v_matrix view pivoted),
 -- the baseline included as lever 'baseline'.
 --
+-- Key: device, lever, workload
+--
 -- Parameters:
 --   $device = null      only this device; null = all
 --

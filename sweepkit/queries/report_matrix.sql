@@ -2,6 +2,8 @@
 --
 -- Grain: one row per device x lever x workload x metric of the latest serving run (the v_matrix view).
 --
+-- Key: device, lever, workload, metric
+--
 -- Parameters:
 --   $device = null      only this device; null = all
 --
@@ -26,15 +28,7 @@ with cells as (
 
 final as (
     select
-        device,
-        lever,
-        workload,
-        metric,
-        baseline_value,
-        lever_value,
-        change_pct,
-        verdict,
-        coalesce(caveats, '') as caveats,
+        * replace (coalesce(caveats, '') as caveats),
         case verdict when 'better' then '✓' when 'worse' then '✗' else '=' end as mark,
         case when change_pct is null then 'n/a'
              else (case when change_pct >= 0 then '+' else '' end) || round(change_pct)::bigint || '%' end

@@ -2,6 +2,8 @@
 --
 -- Grain: one row per device x model x draft x context x batch of one decode run, at one (gamma, alpha).
 --
+-- Key: device, model, draft, context, batch, gamma, alpha, acceptance
+--
 -- Parameters:
 --   $run_id = latest    decode run; latest = the newest committed decode run with at least two batch sizes
 --   $gamma = null       drafted tokens per verify pass; null = the run's smallest gamma
@@ -24,47 +26,29 @@
 --   speedup_p10         x, p10 of the speed-up over the grid's [bands] draws; null without bands
 --   speedup_p90         x, p90 of the same; null without bands
 
-with candidates as (
-    select r.run_id, r.ended_at, count(distinct d.batch) as n_batch
-    from runs as r
-    join decode as d using (run_id)
-    where r.kind = 'decode' and r.status = 'committed' and ($run_id = 'latest' or r.run_id = $run_id)
-    group by r.run_id, r.ended_at
-),
-
-run as (
-    select run_id
-    from candidates
-    order by (n_batch >= 2) desc, ended_at desc
-    limit 1
+with run as (
+    select run_id from decode_runs($run_id) order by (n_batch >= 2) desc, ended_at desc limit 1
 ),
 
 points as (
-    select d.*
-    from decode as d
-    semi join run using (run_id)
-    where d.draft <> 'none'
+    from drafted_points((select run_id from run))
 ),
 
 pick as (
     select
-        coalesce($gamma, min(gamma)) as gamma,
-        coalesce($alpha, arg_min(alpha, (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7)))) as alpha,
-        arg_min(coalesce(acceptance, 'iid'), (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7))) as acceptance,
-        arg_min(decay, (case when coalesce(acceptance, 'iid') = 'iid' then 0 else 2 end + abs(alpha - 0.7))) as decay
-    from points
+        coalesce($gamma, (select min(gamma) from points)) as gamma,
+        coalesce($alpha, h.alpha) as alpha,
+        h.acceptance,
+        h.decay
+    from headline_acceptance((select run_id from run)) as h
 ),
 
 final as (
     select
-        p.device,
-        p.model,
-        p.draft,
-        p.context,
-        p.batch,
+        p.device, p.model, p.draft, p.context, p.batch,
         p.gamma,
         p.alpha,
-        coalesce(p.acceptance, 'iid') as acceptance,
+        acceptance_label(p.acceptance) as acceptance,
         p.s_per_token_plain * 1e3 as ms_per_token_plain,
         p.s_per_token_spec * 1e3 as ms_per_token_spec,
         p.speedup::double as speedup,
@@ -74,7 +58,7 @@ final as (
         p.speedup_p90::double as speedup_p90
     from points as p
     join pick as k on p.gamma = k.gamma and abs(p.alpha - k.alpha) < 1e-9
-        and ($alpha is not null or (coalesce(p.acceptance, 'iid') = k.acceptance and p.decay is not distinct from k.decay))
+        and ($alpha is not null or (acceptance_label(p.acceptance) = k.acceptance and p.decay is not distinct from k.decay))
 )
 
 select * from final

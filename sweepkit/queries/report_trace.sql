@@ -2,6 +2,8 @@
 --
 -- Grain: one row per mode x step x request of one trace run (sweepkit trace).
 --
+-- Key: mode, request, pass_index
+--
 -- Parameters:
 --   $run_id = latest    trace run; latest = the newest committed trace run
 --
@@ -23,18 +25,8 @@
 --   tokens_done         output tokens of the request after the step
 --   bound               memory | compute | power: what limits the target pass
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'trace' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-steps as (
-    select t.*
-    from trace_steps as t
-    semi join run using (run_id)
+with steps as (
+    from trace_run_steps($run_id)
 ),
 
 final as (

@@ -2,6 +2,8 @@
 --
 -- Grain: one row per modelled point of one validation run (sweepkit validate).
 --
+-- Key: source, setup, metric, measured
+--
 -- Parameters:
 --   $run_id = latest    validation run; latest = the newest committed validation run
 --
@@ -17,11 +19,7 @@
 --   ratio               modelled / measured (1 on the y = x line)
 
 with run as (
-    select run_id
-    from runs
-    where kind = 'validation' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
+    from latest_run('validation', $run_id)
 ),
 
 final as (

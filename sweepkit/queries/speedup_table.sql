@@ -3,6 +3,8 @@
 -- Grain: one row per device x model x draft x tp x formats x context x batch x gamma x alpha of one decode
 -- run (every grid point of the run, filtered by the parameters).
 --
+-- Key: device, model, draft, tp, formats, context, batch, gamma, alpha, acceptance, decay
+--
 -- Parameters:
 --   $run_id = latest    decode run to read; latest = the newest committed decode run
 --   $device = null          only this device; null = all
@@ -32,18 +34,9 @@
 --   speedup             x, ms_per_token_plain / ms_per_token_spec (unrounded times), 2 decimals
 --   fits_in_memory      the point's weights and KV fit in HBM
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'decode' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-points as (
+with points as (
     select d.*
-    from decode as d
-    semi join run using (run_id)
+    from decode_points($run_id) as d
     where ($device is null or d.device = $device)
       and ($context is null or d.context = $context)
       and ($model is null or d.model = $model)
@@ -60,13 +53,13 @@ final as (
         model,
         draft,
         tp,
-        weight_format || '/' || kv_format || '/' || compute_format as formats,
+        formats_label(weight_format, kv_format, compute_format) as formats,
         context,
         batch,
         gamma,
         alpha,
-        coalesce(acceptance, 'iid') as acceptance,
-        case when acceptance is null then 1.0 else decay end as decay,
+        acceptance_label(acceptance) as acceptance,
+        decay_value(acceptance, decay) as decay,
         round(s_per_token_plain * 1e3, 3) as ms_per_token_plain,
         round(s_per_token_spec * 1e3, 3) as ms_per_token_spec,
         verify_bound,

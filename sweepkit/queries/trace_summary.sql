@@ -2,6 +2,8 @@
 --
 -- Grain: one row per mode (plain, speculative) of one trace run.
 --
+-- Key: mode
+--
 -- Parameters:
 --   $run_id = latest    trace run to read; latest = the newest committed trace run
 --
@@ -23,18 +25,8 @@
 --   makespan_ms           ms, last step end - first arrival, 2 decimals
 --   energy_per_token_j    J per output token over all steps, 4 decimals
 
-with run as (
-    select run_id
-    from runs
-    where kind = 'trace' and status = 'committed' and ($run_id = 'latest' or run_id = $run_id)
-    order by ended_at desc
-    limit 1
-),
-
-steps as (
-    select t.*
-    from trace_steps as t
-    semi join run using (run_id)
+with steps as (
+    from trace_run_steps($run_id)
 ),
 
 per_request as (

@@ -41,6 +41,24 @@ def schema_sql() -> str:
     return resources.files("sweepkit.store").joinpath("schema.sql").read_text(encoding="utf-8")
 
 
+def macros_sql(*, temp: bool = False) -> str:
+    """``sweepkit/store/macros.sql``, the reports' shared SQL, with the metric catalogue filled in.
+
+    DuckDB binds a macro when it is created, so they are applied once the tables' views exist
+    (:func:`create_views`); ``temp`` makes them temporary macros (a read-only connection).
+
+    Example:
+      >>> "create or replace macro latest_run" in macros_sql() and "'goodput', 'req/s per GPU'" in macros_sql()
+      True
+    """
+    from sweepkit.catalogue.metrics import values_sql
+
+    text = resources.files("sweepkit.store").joinpath("macros.sql").read_text(encoding="utf-8")
+    rows = "\n".join("        " + line for line in values_sql().splitlines())
+    text = text.replace("{metrics}", rows)
+    return text.replace("create or replace macro", "create or replace temp macro") if temp else text
+
+
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(con.execute(
         "select count(*) from duckdb_tables() where database_name = current_database() and schema_name = 'main' "
@@ -238,6 +256,7 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
         con.execute(_view_statement(name, root, files.get(name, []), declared.get(name), temp, bad))
         if not temp:
             _comment_view(con, name, declared.get(name, []))
+    con.execute(macros_sql(temp=temp))
     # the feed views (sweepkit/store/feed.py): v_decode, v_serving, v_capacity, v_matrix
     from sweepkit.store.feed import FEED, create_feed_views, feed_digest
 
@@ -245,7 +264,7 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
         return names
     if temp:
         return names + create_feed_views(con, temp=True)
-    digest = feed_digest(schema_sql())
+    digest = feed_digest(schema_sql() + macros_sql())
     stored = con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchall()
     if tables is None or stored != [(digest,)] or not set(FEED) <= existing:
         create_feed_views(con, temp=False)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from sweepkit.store.db import sql_str
+from sweepkit.store.db import macros_sql, sql_str
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,7 @@ def _binds(con: duckdb.DuckDBPyConnection, body: str) -> bool:
     try:
         for table, cols in tables.items():
             scratch.execute(f'create table "{table}" ({", ".join(cols)})')
+        scratch.execute(macros_sql())
         scratch.execute(f"describe {body}")
         return True
     except duckdb.Error:

@@ -93,7 +93,7 @@ def _feed_views(con: duckdb.DuckDBPyConnection, records: dict[str, pa.Table] | N
     stored = dict(zip(*(records["feed_views"].column(c).to_pylist() for c in ("view_name", "sql")))) \
         if records else {}
     meta = con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchall()
-    if set(stored) != set(FEED) or meta != [(feed_digest(db.schema_sql()),)]:
+    if set(stored) != set(FEED) or meta != [(feed_digest(db.schema_sql() + db.macros_sql()),)]:
         create_feed_views(con, temp=True)
         return
     con.execute(";\n".join(stored[name].rstrip().rstrip(";").replace("CREATE VIEW", "CREATE TEMP VIEW", 1)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
        "JAX_PLATFORMS": "cpu"}
 
@@ -339,7 +339,7 @@ CLI: list[Cli] = [
     Cli("sql-warehouse-missing", ("sql", "select 1", "--warehouse", "{files}/no-such-warehouse"), "--warehouse",
         "no-such-warehouse"),
     Cli("runs-warehouse-missing", ("runs", "--warehouse", "{files}/typo"), "--warehouse", "typo"),
-    Cli("runs-drop", ("runs", "--drop", "nope"), "run_id", "'nope'"),
+    Cli("drop", ("drop", "nope", "--yes"), "run_id", "'nope'"),
     Cli("runs-format", ("runs", "--format", "yaml"), "--format", "'yaml'"),
     Cli("query-unknown", ("query", "nope"), "query", "'nope'"),
     Cli("query-param", ("query", "speedup_table", "--param", "colour=red"), "query speedup_table", "'colour'"),
@@ -350,13 +350,13 @@ CLI: list[Cli] = [
     Cli("query-file-two", ("query", "q/two.sql"), "q/two.sql", "2 statements"),
     Cli("query-warehouse-missing", ("query", "bounds", "--warehouse", "{files}/typo"), "--warehouse", "typo"),
     Cli("export-view", ("export", "decode"), "VIEW", "'decode'"),
-    Cli("export-into-db", ("export", "v_decode", "--format", "csv", "--out", "{wh}/sweepkit.duckdb"), "--out",
+    Cli("export-into-db", ("export", "v_decode", "--as", "csv", "--out", "{wh}/sweepkit.duckdb"), "--out",
         "outside the warehouse"),
     Cli("export-into-parquet", ("export", "v_decode", "--out", "{wh}/parquet/x.parquet"), "--out",
         "outside the warehouse"),
     Cli("export-no-folder", ("export", "v_decode", "--out", "no/such/folder/x.parquet"), "--out",
         "an existing folder"),
-    Cli("export-format", ("export", "v_decode", "--format", "xlsx"), "--format", "'xlsx'"),
+    Cli("export-format", ("export", "v_decode", "--as", "xlsx"), "--as", "'xlsx'"),
     Cli("matrix-run-id", ("matrix", "--run-id", "bogus"), "--run-id", "'bogus'"),
     Cli("matrix-decode-run", ("matrix", "--run-id", "{decode_run}"), "--run-id", "decode run"),
     Cli("matrix-device", ("matrix", "--device", "Z9"), "--device", "'Z9'"),

@@ -19,9 +19,7 @@ from support.browser import find_chromium, inspect_page
 from sweepkit.report.build import SECTIONS, build_report
 from sweepkit.store import Warehouse
 
-ROOT = Path(__file__).resolve().parents[1]
-SERVING_GRID = os.environ.get("SWEEPKIT_TEST_SERVING_GRID", "tests/grids/serving-small.toml")
-"""The serving grid the report test simulates when the simulator is there (a smaller one may be named)."""
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _invoke(*args: str) -> str:
@@ -31,16 +29,9 @@ def _invoke(*args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def full(tmp_path_factory):
-    """A fresh warehouse after `sweepkit run grids/seed.toml`, `sweepkit trace` and, when the serving
-    simulator exists, `sweepkit simulate <serving grid>`."""
-    root = tmp_path_factory.mktemp("report") / "wh"
-    _invoke("run", "grids/seed.toml", "--warehouse", str(root), "--format", "json")
-    _invoke("trace", "--warehouse", str(root), "--format", "json")
-    serving = "simulate" in COMMANDS and (ROOT / SERVING_GRID).is_file()
-    if serving:
-        _invoke("simulate", SERVING_GRID, "--warehouse", str(root), "--format", "json")
-    return Warehouse(root), serving
+def full(full_warehouse):
+    """The shared warehouse (tests/conftest.py): seed decode run, trace, validation, serving simulation."""
+    return Warehouse(full_warehouse), True
 
 
 @pytest.fixture(scope="module")

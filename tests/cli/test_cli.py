@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from sweepkit.cli import COMMANDS, main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
        "JAX_PLATFORMS": "cpu"}
 TINY = 'name = "tiny"\n[axes]\ndevice = ["H100", "A100"]\nbatch = [1, 8, 64]\n'

@@ -15,7 +15,7 @@ from sweepkit.cli import main
 from sweepkit.store.feed import FEED
 from sweepkit.store import Warehouse
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "dashboards.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "dashboards.md"
 
 PROMISE = {
     "v_decode": "run_id VARCHAR, grid_name VARCHAR, run_ended_at TIMESTAMP WITH TIME ZONE, device VARCHAR, "
@@ -88,7 +88,7 @@ def test_docs_list_every_promised_column():
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
 def test_export_formats(wh, tmp_path, fmt):
     out = tmp_path / f"v_decode.{fmt}"
-    res = CliRunner().invoke(main, ["export", "v_decode", "--format", fmt, "--out", str(out),
+    res = CliRunner().invoke(main, ["export", "v_decode", "--as", fmt, "--out", str(out),
                                     "--warehouse", str(wh.root)])
     assert res.exit_code == 0, res.output
     names = [c.split(" ")[0] for c in PROMISE["v_decode"].split(", ")]
@@ -105,7 +105,7 @@ def test_export_formats(wh, tmp_path, fmt):
 
 def test_export_to_stdout_and_bad_view(wh):
     runner = CliRunner()
-    res = runner.invoke(main, ["export", "v_matrix", "--format", "json", "--warehouse", str(wh.root)])
+    res = runner.invoke(main, ["export", "v_matrix", "--as", "json", "--warehouse", str(wh.root)])
     assert res.exit_code == 0 and json.loads(res.stdout) == []
     res = runner.invoke(main, ["export", "decode", "--warehouse", str(wh.root)])
     assert res.exit_code == 2

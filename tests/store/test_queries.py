@@ -13,7 +13,7 @@ from sweepkit.store import Warehouse, list_queries, load_query, run_query
 from sweepkit.sweep.engine import iter_decode_chunks
 from sweepkit.sweep.grid import load_grid, parse_grid
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MINE = ("speedup_table", "break_even", "optimal_gamma", "bounds", "leviathan_table1")
 # The chapter's six rows (seed chapter 10 / results.md sec. 25): device, batch at context 512 ->
 # ms/token plain, ms/token speculative, verify bound, speed-up.

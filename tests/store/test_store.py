@@ -23,7 +23,7 @@ from sweepkit.store.queries import queries_dir
 from sweepkit.sweep.engine import iter_decode_chunks
 from sweepkit.sweep.grid import load_grid, parse_grid
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
        "JAX_PLATFORMS": "cpu"}
 SLOW_GRID = """name = "slow"
@@ -422,7 +422,7 @@ def test_drop_runs_removes_a_run_from_every_view_and_repairs_a_deleted_file(tmp_
     files = sorted((wh.root / "parquet" / "decode" / f"run_id={gone}").glob("*.parquet"))
     files[0].unlink()
     res = CliRunner().invoke(main, ["sql", "select count(*) from decode", "--warehouse", str(wh.root)])
-    assert res.exit_code == 2 and f"sweepkit runs --drop {gone}" in res.output
+    assert res.exit_code == 2 and f"sweepkit drop {gone}" in res.output
     assert drop_runs(wh, [gone]) == {gone: len(files)}
     assert wh.query("select distinct run_id from decode").column(0).to_pylist() == [keep]
     assert wh.query("select count(*) from runs").column(0)[0].as_py() == 1
@@ -432,5 +432,5 @@ def test_drop_runs_removes_a_run_from_every_view_and_repairs_a_deleted_file(tmp_
     drop_runs(wh, [keep])                                   # the last run: the view falls back to its contract
     assert wh.query("select count(*) from decode").column(0)[0].as_py() == 0
     assert wh.query("select count(*) from v_decode").column(0)[0].as_py() == 0
-    res = CliRunner().invoke(main, ["runs", "--drop", "nope", "--warehouse", str(wh.root)])
+    res = CliRunner().invoke(main, ["drop", "nope", "--yes", "--warehouse", str(wh.root)])
     assert res.exit_code == 2 and "run_id = 'nope' is not allowed" in res.output

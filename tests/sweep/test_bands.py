@@ -105,7 +105,7 @@ def test_shipped_decode_grids_parse():
     from pathlib import Path
 
     from sweepkit.sweep.grid import load_grid
-    grids = Path(__file__).resolve().parents[1] / "grids"
+    grids = Path(__file__).resolve().parents[2] / "grids"
     specs = {p.stem: load_grid(p) for p in grids.glob("*.toml") if "[serving]" not in p.read_text()}
     assert specs["bands"].bands.draws == 256 and specs["acceptance"].n_points == 7 * 7 * 9
 

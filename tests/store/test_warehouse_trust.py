@@ -22,7 +22,7 @@ import pytest
 from sweepkit.errors import InputError
 from sweepkit.store import Warehouse
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
        "JAX_PLATFORMS": "cpu"}
 
@@ -109,7 +109,7 @@ def test_export_refuses_targets_inside_the_warehouse_and_writes_atomically(wh, t
     before = fingerprint(root)
     victim = next((root / "parquet").rglob("*.parquet"))
     for target in (root / "sweepkit.duckdb", victim, root / "new.csv", root / "parquet" / "x.csv"):
-        res = sweepkit("export", "v_decode", "--format", "csv", "--warehouse", str(root), "--out", str(target))
+        res = sweepkit("export", "v_decode", "--as", "csv", "--warehouse", str(root), "--out", str(target))
         assert res.returncode == 2 and "a file outside the warehouse folder" in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1
     link = tmp_path / "link.parquet"
@@ -135,7 +135,7 @@ def test_a_damaged_file_is_named_and_other_runs_still_commit(wh, tmp_path, damag
         pq.write_table(pa.table({"y": pa.array(["a", "b", "c", "d", "e"])}), victim)
     res = sweepkit("sql", "select count(*) from t", "--warehouse", str(wh.root))
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
-    assert f"committed run {first} is damaged" in res.stderr and f"sweepkit runs --drop {first}" in res.stderr
+    assert f"committed run {first} is damaged" in res.stderr and f"sweepkit drop {first}" in res.stderr
     assert wh.damaged().keys() == {first}
     res = sweepkit("runs", "--warehouse", str(wh.root), "--format", "json")
     assert res.returncode == 0 and f"run {first} is damaged" in res.stderr and len(json.loads(res.stdout)) == 2
@@ -143,7 +143,7 @@ def test_a_damaged_file_is_named_and_other_runs_still_commit(wh, tmp_path, damag
     assert wh.query("select count(*) from runs").column(0)[0].as_py() == 3
     with pytest.raises(duckdb.Error, match=f"run {first} is damaged"):
         wh.query("select count(*) from t")
-    res = sweepkit("runs", "--drop", first, "--warehouse", str(wh.root), "--format", "json")
+    res = sweepkit("drop", first, "--yes", "--warehouse", str(wh.root))
     assert res.returncode == 0, res.stderr
     assert wh.query("select count(*) from t").column(0)[0].as_py() == 10 and third
 
@@ -157,14 +157,14 @@ def test_the_report_skips_a_damaged_section_and_says_so(tmp_path):
     res = sweepkit("report", "--warehouse", str(root), "--out", str(tmp_path / "r"), "--no-png", "--format", "json",
                    timeout=300)
     assert res.returncode == 0, res.stderr
-    assert "skipped: " in res.stderr and "sweepkit runs --drop" in res.stderr
+    assert "skipped: " in res.stderr and "sweepkit drop" in res.stderr
     html = (tmp_path / "r" / "report.html").read_text()
     assert 'data-damaged="speedup"' in html or "data-damaged=" in html
     assert json.loads(res.stdout)[0]["kind"] == "html"
     res = sweepkit("run", str(ROOT / "grids/leviathan.toml"), "--warehouse", str(root), timeout=300)
     assert res.returncode == 1 and "is committed, but its table cannot be shown" in res.stderr, res.stderr
     lines = res.stderr.strip().splitlines()                  # the run's own note, then the one error line
-    assert len(lines) == 2 and lines[1].startswith("Error: run ") and "sweepkit runs --drop" in lines[1]
+    assert len(lines) == 2 and lines[1].startswith("Error: run ") and "sweepkit drop" in lines[1]
     assert Warehouse(root).query("select count(*) from runs").column(0)[0].as_py() == 2
 
 

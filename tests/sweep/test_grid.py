@@ -11,7 +11,7 @@ import pytest
 from sweepkit.errors import InputError
 from sweepkit.sweep.grid import AXES, DEFAULTS, load_grid, parse_grid
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_fill_missing_axes_in_fixed_order():

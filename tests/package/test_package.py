@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "sweepkit"
+PACKAGE = Path(__file__).resolve().parents[2] / "sweepkit"
 
 LAYERS = {
     "errors": 0, "inputs": 0, "checks": 0, "catalogue": 0, "speculative": 0, "acceptance": 0, "jaxcache": 0,

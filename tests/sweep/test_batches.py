@@ -31,11 +31,11 @@ def test_a_slab_is_free_only_when_no_batch_holds_its_memory(monkeypatch, mapped)
     del cursor
     assert pool.busy() == [True]
     pool.take(4096)                                                # busy: a second slab is made
-    assert len(pool._slabs) == 2
+    assert len(pool.busy()) == 2
     del table
     assert pool.busy() == [False, False]
     pool.take(8192)                                                # too small: a third slab
-    assert len(pool._slabs) == 3
+    assert len(pool.busy()) == 3
 
 
 def test_populated_slabs_are_zeroed_writable_and_sized():
@@ -62,7 +62,7 @@ def test_a_busy_slab_is_never_handed_out_again():
 def test_the_pool_keeps_at_most_max_kept_slabs():
     pool = B._Slabs()
     held = [pool.take(64).empty(8, np.uint8) for _ in range(B._Slabs.MAX_KEPT + 3)]
-    assert len(pool._slabs) == B._Slabs.MAX_KEPT and all(pool.busy())
+    assert len(pool.busy()) == B._Slabs.MAX_KEPT and all(pool.busy())
     assert held[-1].ctypes.data not in {slab.ctypes.data for slab in pool._slabs}   # lent out, not kept
     del held
     assert not any(pool.busy())

@@ -1,16 +1,13 @@
 """The engine agrees with an independent plain-numpy implementation of the same maths (float64)."""
 
-import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from sweepkit.sweep.engine import iter_decode_chunks
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from numpy_reference import evaluate_numpy  # noqa: E402
+from sweepkit.sweep.numpy_reference import evaluate_numpy
 
 AXES = dict(device=("H100", "B200", "A100-40GB"), model=("llama-3-8b", "llama-3-70b"),
             draft=("none", "mtp", "llama-3.2-1b"), tp=(1, 4), weight_format=("bf16", "fp8"), kv_format=("bf16",),
