@@ -94,3 +94,17 @@ def values_sql() -> str:
     rows = [f"('{m.name}', '{m.unit}', {m.column}, {b(m.higher_is_better)}, {b(m.at_capacity)}, "
             f"{b(m.in_matrix)}, {order.get(m.name, len(MATRIX) + i + 1)})" for i, m in enumerate(METRICS)]
     return ",\n".join(rows)
+
+
+def markdown_table() -> str:
+    """The catalogue as the Markdown table docs/serving.md prints (a test keeps the two equal).
+
+    Example:
+      >>> markdown_table().splitlines()[2]
+      '| `goodput` | `goodput_per_gpu_per_s` | req/s per GPU | higher | at capacity | yes |'
+    """
+    rows = ["| name | capacity column | unit | better | read | in the matrix |", "|---|---|---|---|---|---|"]
+    rows += [f"| `{m.name}` | `{m.column}` | {m.unit} | {'higher' if m.higher_is_better else 'lower'} | "
+             f"{'at capacity' if m.at_capacity else 'at the reference load'} | {'yes' if m.in_matrix else 'no'} |"
+             for m in METRICS]
+    return "\n".join(rows)

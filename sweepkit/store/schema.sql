@@ -165,7 +165,7 @@ comment on column contract_decode.energy_per_token_spec_j_p50 is 'J per output t
 comment on column contract_decode.energy_per_token_spec_j_p90 is 'J per output token, speculative: p90 over the [bands] draws of the point (null without bands)';
 comment on column contract_decode.share_spec_faster is 'Share of the [bands] draws in which speculative decoding is faster than plain (speed-up > 1), 0..1; null without bands';
 
--- >>> trace_steps (added by the report/trace issue; owner: sweepkit/report/trace_store.py) >>>
+-- >>> trace_steps (written by sweepkit/store/trace_steps.py) >>>
 -- trace_steps: one row per pass x request of a mechanism trace (sweepkit trace), plain and speculative.
 create table if not exists contract_trace_steps (
     run_id           varchar,
@@ -225,7 +225,7 @@ comment on column contract_trace_steps.bound is 'What limits the target pass: me
 comment on column contract_trace_steps.pass_energy_j is 'J, energy of the whole step (all rows: target + draft passes, idle power included)';
 -- <<< trace_steps <<<
 
--- >>> serving, capacity (added by the serving-simulator issue; owner: sweepkit/serving/run.py) >>>
+-- >>> serving, capacity (written by sweepkit/serving/run.py) >>>
 -- Definitions (docs/serving.md): TTFT = first token - arrival; TPOT = (finish - first token) / (output - 1);
 -- ITL = gap before each token after the first (tokens of one verify pass after the first: 0). Measured window:
 -- requests sorted by arrival, first 10% dropped, arrivals after the last session start dropped. Attainment =
@@ -384,7 +384,7 @@ comment on column contract_capacity.itl_p99_s_at_ref is 's, 99th percentile ITL 
 comment on column contract_capacity.attainment_at_ref is 'SLO attainment at the reference load';
 -- <<< serving, capacity <<<
 
--- >>> validation (owner: sweepkit/validation/store.py) >>>
+-- >>> validation (written by sweepkit/validation/store.py) >>>
 -- validation: one row per measured point of a `sweepkit validate` run, with the cost model's value beside it.
 create table if not exists contract_validation (
     run_id               varchar,

@@ -319,3 +319,11 @@ def test_a_reader_that_stops_reading_is_no_error(wh):
                        f"--warehouse {wh / 'wh'} | head -1", shell=True, env=ENV, capture_output=True, text=True,
                        timeout=120)
     assert p.stdout == "range\n" and p.stderr == "", p.stderr
+
+
+def test_drop_asks_first_and_refuses_when_it_cannot_ask(wh):
+    """`sweepkit drop` without --yes and no terminal to ask on: one line, exit 2, the run is kept."""
+    run_id = json.loads(cli("runs", "--warehouse", str(wh / "wh"), "--format", "json").stdout)[0]["run_id"]
+    res = cli("drop", run_id, "--warehouse", str(wh / "wh"))
+    assert res.exit_code == 2 and "--yes not given and stdin is not a terminal" in res.stderr, res.output
+    assert json.loads(cli("runs", "--warehouse", str(wh / "wh"), "--format", "json").stdout)[0]["run_id"] == run_id

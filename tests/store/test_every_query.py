@@ -88,3 +88,16 @@ def test_query_key_is_unique_and_values_are_accepted(wh, name):
             continue
         seen = {r[column] for r in rows} - {None}
         assert seen <= allowed, f"{name}.{column}: {sorted(seen - allowed)} not in {sorted(allowed)}"
+
+
+def test_one_quantity_has_one_type_in_every_table(wh):
+    """gamma is INTEGER wherever it appears, whichever writer made the Parquet (the serving tables write
+    int64; the store narrows it to the contract's type)."""
+    con = wh.connect()
+    try:
+        types = con.execute("select table_name, data_type from duckdb_columns() where column_name = 'gamma' "
+                            "and table_name in ('decode', 'serving', 'capacity', 'trace_steps', 'validation')"
+                            ).fetchall()
+    finally:
+        con.close()
+    assert {t for _, t in types} == {"INTEGER"} and len(types) == 5, types
