@@ -51,8 +51,7 @@ def _argv(command: str, base: Path, run_id: str) -> list[str]:
     out = []
     for w in words[1:]:
         w = w.replace("RUN_ID", run_id)
-        w = re.sub(r"^/tmp/wh$", str(base / "wh"), w)
-        out.append(re.sub(r"^/tmp/", str(base) + "/", w))
+        out.append(str(base / "wh") if w == "/tmp/wh" else re.sub(r"^/tmp/", str(base) + "/", w))
     return out
 
 

@@ -26,12 +26,14 @@ model = ["llama-3-8b"]
 draft = ["mtp", "none"]
 context = [512]
 batch = [1, 256]
-gamma = [1, 3]
+gamma = [2, 3]
 alpha = [0.6, 0.8]
 decay = [1.0, 0.9]
 """
 ACCEPTED = re.compile(r"^([\w.-]+(?:\s*\|\s*[\w.-]+)+)(?=$|[:(\s])")
 """A column description starting ``a | b | c`` lists the column's accepted values."""
+PARAMS = {"leviathan_table1": {"grid": "every-query"}}
+"""Parameters a report needs to read the test's decode run (leviathan_table1 reads a grid by name)."""
 OPEN = {"draft"}
 """Columns whose listed values are examples, not a closed set (a draft may be any catalogue model)."""
 
@@ -75,7 +77,7 @@ def test_every_query_declares_a_key_and_ends_in_final():
 @pytest.mark.parametrize("name", QUERIES)
 def test_query_key_is_unique_and_values_are_accepted(wh, name):
     q = next(x for x in list_queries() if x.name == name)
-    table = run_query(wh, name)
+    table = run_query(wh, name, PARAMS.get(name))
     assert table.column_names == [c for c, _ in q.columns], name
     assert table.num_rows > 0, f"{name}: no rows on the test warehouse"
     rows = table.to_pylist()
