@@ -26,7 +26,7 @@ def test_kv_bytes_per_token_bf16(name, kv):
 
 
 def test_seed_anchor_streamed_bytes_and_mtp_layer():
-    # seed-system.md sec. 3: "Llama-3-8B streamed 15,009,316,864 B"; sec. 4: 70B layer = 855.6 M params;
+    # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): "Llama-3-8B streamed 15,009,316,864 B"; 70B layer = 855.6 M params;
     # sec. 3 (decode table): the 8B MTP draft has 743.4 M matmul params (1 layer + shared LM head).
     assert get_model("llama-3-8b").matmul_params * 2 == 15_009_316_864
     assert get_model("llama-3-70b").params_per_layer == pytest.approx(855.6e6, rel=1e-4)
@@ -36,14 +36,14 @@ def test_seed_anchor_streamed_bytes_and_mtp_layer():
 
 
 def test_seed_residency_of_70b_at_tp4():
-    # seed-system.md sec. 4: 70.55 B params x 2 B = 141.1 GB -> 35.276 GB per GPU at TP4; MTP adds 1.711 GB.
+    # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): 70.55 B params x 2 B = 141.1 GB -> 35.276 GB per GPU at TP4; MTP adds 1.711 GB.
     target = get_model("llama-3-70b")
     assert target.resident_params * 2 / 4 / 1e9 == pytest.approx(35.276, abs=1e-3)
     assert get_draft("mtp", target).resident_params * 2 / 1e9 == pytest.approx(1.711, abs=1e-3)
 
 
 def test_formats_bytes_per_value():
-    # seed-system.md sec. 3 "Formats": bf16 2, fp8 1, int8 1, int4 0.515625 (AWQ g128), fp4 0.53125 (MXFP4).
+    # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim), "Formats": bf16 2, fp8 1, int8 1, int4 0.515625 (AWQ g128), fp4 0.53125 (MXFP4).
     expected = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.515625, "fp4": 0.53125}
     assert {f: get_format(f).bytes_per_value for f in format_names()} == expected
 
@@ -52,7 +52,7 @@ def test_devices_have_sources_and_dense_flops():
     for name in ["A100", "A100-40GB", "H100", "H200", "B200", "MI300X"]:
         dev = get_device(name)
         assert dev.source and dev.peak_flops_per_s < 3e15      # dense bf16, never the 2:4-sparse figure
-    assert get_device("H100").ridge_flop_per_byte == pytest.approx(203, abs=0.5)  # seed-system.md sec. 3
+    assert get_device("H100").ridge_flop_per_byte == pytest.approx(203, abs=0.5)  # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim)
     assert (get_device("H100").price_usd_per_gpu_hour, get_device("H200").price_usd_per_gpu_hour,
             get_device("B200").price_usd_per_gpu_hour) == (3.0, 3.5, 5.0)
     assert get_device("B200").speedup("fp4") == 4.0 and get_device("A100").speedup("fp8") == 1.0

@@ -1,4 +1,4 @@
-"""Cost model against the seed's hand check, decode table and anchors (seed-system.md sec. 3)."""
+"""Cost model against the seed's hand check, decode table and anchors (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim)."""
 
 import dataclasses
 
@@ -13,7 +13,7 @@ from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.passes import allreduce, chunk_work, combine, decode_work, flops_and_bytes, pass_cost
 from sweepkit.costmodel.roofline import CLOCK_FLOOR, _cardano_root, cubic_root_newton, roofline
 
-# The chapter's decode table (../shared/seed, "Why it helps at low batch and hurts at high"; results.md sec. 25):
+# The chapter's decode table (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim, "Why it helps at low batch and hurts at high"):
 # Llama-3-8B, MTP draft, gamma 3, alpha 0.7, context 512.
 SEED_TABLE = [
     ("H100", 1, 6.126, 3.076, "memory", 1.99),
@@ -35,7 +35,7 @@ def test_seed_decode_table(device, batch, plain_ms, spec_ms, bound, speedup):
 
 
 def test_seed_hand_check_to_three_digits():
-    # seed-system.md sec. 3: bytes 15.0766e9 / (3.35e12 x 0.8) = 5.626 ms + 0.5 ms = 6.126 ms; verify 6.126 ms;
+    # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): bytes 15.0766e9 / (3.35e12 x 0.8) = 5.626 ms + 0.5 ms = 6.126 ms; verify 6.126 ms;
     # one MTP pass 1.489e9 B -> 0.556 ms, x 3 = 1.667 ms; (6.126 + 1.667) / 2.533 = 3.076 ms -> 1.99x.
     r = evaluate(device="H100", model="llama-3-8b", draft="mtp", batch=1, context=512, gamma=3, alpha=0.7)
     assert round(r["t_plain_pass_s"] * 1e3, 3) == 6.126
@@ -57,13 +57,13 @@ def test_decode_bytes_of_the_hand_check():
 @pytest.mark.parametrize("model, draft, tp, expected", [
     ("llama-3-8b", "none", 1, 426_788), ("llama-3-8b", "mtp", 1, 410_628), ("llama-3-70b", "none", 4, 448_288)])
 def test_kv_capacity_anchors(model, draft, tp, expected):
-    # seed-system.md sec. 3: 8B on 1 x H100 426,788 (410,628 with MTP); 70B on 4 x H100 448,288 tokens.
+    # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): 8B on 1 x H100 426,788 (410,628 with MTP); 70B on 4 x H100 448,288 tokens.
     r = evaluate(device="H100", model=model, draft=draft, tp=tp, batch=1, context=1)
     assert r["kv_capacity_tokens"] == pytest.approx(expected, abs=2)
 
 
 def test_tp4_70b_decode_step_and_allreduce_share():
-    # seed-system.md sec. 3: TP4 70B decode b=1: 18.3 ms of which 26.2% all-reduce (4.8 ms, latency-dominated).
+    # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): TP4 70B decode b=1: 18.3 ms of which 26.2% all-reduce (4.8 ms, latency-dominated).
     r = evaluate(device="H100", model="llama-3-70b", draft="none", tp=4, batch=1, context=1)
     assert r["t_plain_pass_s"] * 1e3 == pytest.approx(18.3, abs=0.05)
     seconds, _ = allreduce(1.0, model_arrays(get_model("llama-3-70b")), device_arrays(get_device("H100")), 4.0)

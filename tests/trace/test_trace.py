@@ -92,7 +92,7 @@ def test_per_pass_times_equal_the_cost_model():
 
 
 def test_seed_scenario_step_times():
-    """seed-system.md sec. 4: plain decode step at b = 2 is 6.144 ms, the speculative step 7.813 ms."""
+    """the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): plain decode step at b = 2 is 6.144 ms, the speculative step 7.813 ms."""
     plain = run_mode(Scenario().checked(), False)
     spec = run_mode(Scenario().checked(), True)
     first = lambda c: np.flatnonzero(c["pass_kind"] == "decode")[0]  # noqa: E731
