@@ -22,4 +22,7 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_sweep.py
 
-.PHONY: setup run test bench
+docs: setup
+	$(BIN)/python -m sweepkit.cli.docs > docs/cli.md
+
+.PHONY: setup run test bench docs

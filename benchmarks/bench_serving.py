@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SEED_CPU_S = 20 * 60.0
-"""The seed simulator's CPU time for the same 45 points (the issue: ~20 CPU-minutes)."""
+"""The reference simulator's CPU time for the same 45 points (~20 CPU-minutes, as its sweep reports)."""
 
 
 def main() -> None:

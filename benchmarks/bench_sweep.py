@@ -4,7 +4,7 @@ Usage:  python benchmarks/bench_sweep.py [--grid grids/large.toml] [--repeats 3]
 
 Prints, measured in one run on the same grid:
   1. compute-only points/s of the JAX engine (jit + vmap, results left on the device) against a numpy
-     implementation of the same maths broadcasting over the same axes (benchmarks/numpy_reference.py),
+     implementation of the same maths broadcasting over the same axes (sweepkit/sweep/numpy_reference.py),
      on the same leading points of the grid; medians over --repeats, and their ratio (target >= 1.5x);
   2. the end-to-end time of `sweepkit run GRID --force` (grid to committed Parquet, as the CLI reports it,
      into one warehouse; the first run, with empty compilation caches and a new warehouse, is shown apart
@@ -35,9 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from numpy_reference import _tables, evaluate_numpy  # noqa: E402
+from sweepkit.sweep.numpy_reference import _tables, evaluate_numpy  # noqa: E402
 from sweepkit.sweep import engine  # noqa: E402
 from sweepkit.sweep.grid import load_grid  # noqa: E402
 

@@ -9,40 +9,9 @@ from typing import Any
 from sweepkit.acceptance import get_table, parametric
 from sweepkit.catalogue import devices_file as devices_file_scope
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model, load_models_file
+from sweepkit.checks import check_alpha, check_int, check_tp, gamma_bucket
 from sweepkit.errors import bad_value
 from sweepkit.sweep.grid import INT_MAX
-
-
-def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
-    """An integer (or integer-valued number) in [minimum, maximum], else a clear InputError."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-        and float(value).is_integer() and value >= minimum and (maximum is None or value <= maximum)
-    if not ok:
-        allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum:,}]"
-        raise bad_value(name, value, allowed)
-    return int(value)
-
-
-def check_tp(tp: int, model) -> int:
-    """A TP degree must divide the model's attention heads (each device holds whole heads)."""
-    if model.n_heads % tp:
-        divisors = [d for d in range(1, model.n_heads + 1) if model.n_heads % d == 0]
-        raise bad_value("tp", tp, f"a divisor of {model.name}'s {model.n_heads} attention heads "
-                        f"({', '.join(map(str, divisors))})")
-    return tp
-
-
-def check_alpha(value: Any, name: str = "alpha") -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-        and 0.0 <= value <= 1.0
-    if not ok:
-        raise bad_value(name, value, "a number in [0, 1]")
-    return float(value)
-
-
-def gamma_bucket(gamma: int) -> int:
-    """Static draft-loop length: the next power of two >= gamma (limits recompiles)."""
-    return 1 << max(0, (max(gamma, 1) - 1).bit_length())
 
 
 def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, context: int = 512,

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from sweepkit.cli import main
 from sweepkit.cli.serve import bind, url
-from sweepkit.report.browser import find_chromium, open_page
+from support.browser import find_chromium, open_page
 from sweepkit.serve.api import build_context, recorded
 from sweepkit.serve.app import create_app
 from sweepkit.store import Warehouse

@@ -4,7 +4,6 @@ The full 45-point comparison (every workload) is in docs/serving.md and benchmar
 keeps one workload so CI stays fast on 2 cores.
 """
 
-import jax
 import numpy as np
 import pytest
 
@@ -16,7 +15,6 @@ from sweepkit.serving.levers import load_levers
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import load_workloads
 
-jax.config.update("jax_enable_x64", True)
 
 # seed-system.md, "Section 26 baselines": voice, H100
 SEED_VOICE_H100 = dict(capacity=0.4395, goodput_per_gpu=0.322, usd_per_mtok=54.22, j_per_tok=15.78,

@@ -6,7 +6,7 @@ Each command lives in its own module and is registered in :data:`COMMANDS` below
 module changes. Modules are imported only when their command runs (or for ``sweepkit --help``), so a slow or
 broken import in one command does not affect the others.
 
-Conventions every command follows (tests/test_cli.py checks them):
+Conventions every command follows (tests/cli/test_cli.py checks them):
   * ``--help`` text ends with an ``Example:`` line that runs as written;
   * commands that read data take ``--warehouse PATH`` and ``--format table|csv|json|markdown``
     (``sweepkit.cli.common``); with ``--format json`` stdout carries one JSON array and nothing else;
@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "query": "sweepkit.cli.query:query",
     "sql": "sweepkit.cli.sql:sql",
     "runs": "sweepkit.cli.runs:runs",
+    "drop": "sweepkit.cli.drop:drop",
     "devices": "sweepkit.cli.catalog:devices",
     "models": "sweepkit.cli.catalog:models",
     "acceptance": "sweepkit.cli.catalog:acceptance",

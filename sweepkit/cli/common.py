@@ -40,7 +40,7 @@ def with_hint(message: str) -> str:
     if "No files found that match the pattern" in message and "run_id=" in message:
         run_id = message.split("run_id=", 1)[1].split("/", 1)[0]
         return (f"{message} (a Parquet file of committed run {run_id} is missing; "
-                f"`sweepkit runs --drop {run_id}` removes that run)")
+                f"`sweepkit drop {run_id}` removes that run)")
     return message
 
 

@@ -18,8 +18,8 @@ EXPORT_FORMATS = ("parquet", "csv", "json")
 
 @click.command(context_settings={"max_content_width": 100})
 @click.argument("view")
-@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="parquet", show_default=True,
-              help="File format; json is one array of row objects.")
+@click.option("--as", "fmt", type=click.Choice(EXPORT_FORMATS), default="parquet", show_default=True,
+              help="File type written; json is one array of row objects.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="Output file; csv/json default to stdout, parquet to ./VIEW.parquet.")
 @warehouse_option
@@ -27,11 +27,11 @@ def export(view: str, fmt: str, out_path: str | None, warehouse: str | None) -> 
     """Export a feed VIEW, whose columns are a promise (docs/dashboards.md), as Parquet, CSV or JSON.
 
     \b
-    Example: sweepkit export v_decode --format csv --warehouse /tmp/wh --out /tmp/v_decode.csv
+    Example: sweepkit export v_decode --as csv --warehouse /tmp/wh --out /tmp/v_decode.csv
     """
     import pyarrow.csv as pacsv
 
-    from sweepkit.report.feed import FEED
+    from sweepkit.store.feed import FEED
 
     if view not in FEED:
         raise bad_value("VIEW", view, list(FEED))

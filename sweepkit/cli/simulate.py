@@ -50,9 +50,8 @@ def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
     devices = _check_matrix_args(wh, run_id, device)
     import pyarrow.compute as pc
 
-    table = run_query(wh, "matrix", {"run_id": run_id})
+    table = run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False)
     if device:
-        table = table.filter(pc.equal(table["device"], device))
         if device not in devices:
             note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")
     emit(table, fmt, title="Lever matrix: change from the baseline (capacity metrics at capacity, "
@@ -105,7 +104,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
     capacity search as a resumable part (docs/scale-out.md).
 
     \b
-    Example: sweepkit simulate grids/serving-seed.toml --warehouse /tmp/wh --device H100 --format markdown
+    Example: sweepkit simulate grids/serving-small.toml --warehouse /tmp/wh --device H100 --format markdown
     """
     from sweepkit.serving.run import load_serving_grid, run_grid
 
@@ -117,10 +116,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
     elif wants_parts(executor, resume, address):
         run_id = run_in_parts("serving", spec, wh, executor=executor, address=address, workers=workers,
                               resume=resume, retries=retries)
-    else:
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
+    else:                                   # float64 is scoped by the serving entry points (run_configs)
         t0 = time.perf_counter()
         bar = _progress(spec.n_points)
         def stop_now(signum, frame):   # nothing is written before run_grid returns: leave at once
@@ -158,7 +154,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
 @click.option("--device", default=None, help="Only this device's rows.")
 @format_option
 def matrix(warehouse: str | None, run_id: str, device: str | None, fmt: str) -> None:
-    """Print the lever matrix of a serving run from the warehouse (queries/matrix.sql).
+    """Print the lever matrix of a serving run from the warehouse (sweepkit/queries/matrix.sql).
 
     \b
     Example: sweepkit matrix --device H100 --format markdown

@@ -42,8 +42,8 @@ def trace(device: str, model: str, draft: str, gamma: int, alpha: float, prompts
     \b
     Example: sweepkit trace --warehouse /tmp/wh --seed 1 --format markdown
     """
-    from sweepkit.report.trace import Scenario
-    from sweepkit.report.trace_store import write_trace
+    from sweepkit.trace.scheduler import Scenario
+    from sweepkit.store.trace_steps import write_trace
     from sweepkit.store import run_query
 
     p = _lengths(prompts, "--prompts")

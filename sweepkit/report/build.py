@@ -1,6 +1,6 @@
 """``sweepkit report``: one self-contained HTML file (scripts and data inlined) plus a PNG per chart.
 
-Every chart is built from the warehouse by one query in ``queries/`` (``report_*.sql``) and drawn by one
+Every chart is built from the warehouse by one query in ``sweepkit/queries/`` (``report_*.sql``) and drawn by one
 function of :mod:`sweepkit.report.charts` (Altair / Vega-Lite). The HTML inlines the Vega, Vega-Lite and
 Vega-Embed scripts (``vl_convert.javascript_bundle``) and every chart's spec with its data, so it opens with
 no network; the PNGs are rendered by vl-convert from the same specs. A section whose data is missing (no
@@ -175,7 +175,7 @@ def build_report(warehouse, out_dir: str | Path, *, png: bool = True) -> dict[st
         "<h1>sweepkit report</h1>"
         f"<p class='note'>Which inference lever helps which workload, on which hardware, at what cost. "
         f"Built {stamp} from <code>{html.escape(str(warehouse.root))}</code>; every chart is a query in "
-        f"<code>queries/report_*.sql</code>. Speculative acceptance α is assumed, not measured.</p>"
+        f"<code>sweepkit/queries/report_*.sql</code>. Speculative acceptance α is assumed, not measured.</p>"
         + "".join(parts)
         + f"<section><h2>Runs in the warehouse</h2>{runs}</section>"
         f"<script type='application/json' id='sweepkit-specs'>{payload}</script>"

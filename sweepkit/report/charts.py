@@ -1,6 +1,6 @@
 """The report's charts as Altair (Vega-Lite) specifications, one function per chart, rows in -> chart out.
 
-Every function takes the rows of its query (``queries/report_*.sql``, a list of dicts) and returns an
+Every function takes the rows of its query (``sweepkit/queries/report_*.sql``, a list of dicts) and returns an
 ``alt.Chart`` (or layered / concatenated chart) with the data inlined, so the spec renders anywhere with no
 network. Colours mean the same thing everywhere: bound memory blue, power orange, compute red; verdict
 better green, worse red, same grey.
@@ -12,10 +12,12 @@ import json
 
 import altair as alt
 
+from sweepkit.catalogue.metrics import MATRIX
+
 BOUND_COLOURS = alt.Scale(domain=["memory", "power", "compute"], range=["#4c78a8", "#f58518", "#e45756"])
 VERDICT_COLOURS = alt.Scale(domain=["better", "worse", "same"], range=["#54a24b", "#e45756", "#bab0ac"])
-METRICS = ["goodput", "cost_per_mtok", "energy_per_token", "ttft_p99", "tpot_p99", "itl_p99"]
-"""Matrix metrics, in the seed's column order."""
+METRICS = [m.name for m in MATRIX]
+"""The lever matrix's metrics in display order (sweepkit/catalogue/metrics.py)."""
 WIDTH = 520
 
 
@@ -140,7 +142,8 @@ def explorer(rows: list[dict]) -> alt.Chart:
         y=alt.Y("y:Q", title="y: the metric picked below", scale=alt.Scale(zero=False)),
         color=alt.Color("lever:N", title="lever"),
         shape=alt.Shape("workload:N", title="workload"),
-        tooltip=["device:N", "lever:N", "workload:N"] + [alt.Tooltip(f"{m}:Q", format=".4g") for m in METRICS],
+        tooltip=["device:N", "lever:N", "workload:N"] + [alt.Tooltip(f"{m.name}:Q", format=".4g", title=m.label)
+                                                         for m in MATRIX],
     ).add_params(xm, ym).properties(width=WIDTH, height=320, title=alt.TitleParams(
         text=alt.ExprRef("'Explorer: ' + y_metric + ' against ' + x_metric"),
         subtitle="one point per device x lever x workload; pick the metrics below the chart"))

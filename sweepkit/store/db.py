@@ -37,8 +37,26 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def schema_sql() -> str:
-    """The text of ``schema.sql`` (packaged; ``warehouse/schema.sql`` in a checkout)."""
+    """The text of ``sweepkit/store/schema.sql`` (package data, read through :mod:`importlib.resources`)."""
     return resources.files("sweepkit.store").joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+def macros_sql(*, temp: bool = False) -> str:
+    """``sweepkit/store/macros.sql``, the reports' shared SQL, with the metric catalogue filled in.
+
+    DuckDB binds a macro when it is created, so they are applied once the tables' views exist
+    (:func:`create_views`); ``temp`` makes them temporary macros (a read-only connection).
+
+    Example:
+      >>> "create or replace macro latest_run" in macros_sql() and "'goodput', 'req/s per GPU'" in macros_sql()
+      True
+    """
+    from sweepkit.catalogue.metrics import values_sql
+
+    text = resources.files("sweepkit.store").joinpath("macros.sql").read_text(encoding="utf-8")
+    rows = "\n".join("        " + line for line in values_sql().splitlines())
+    text = text.replace("{metrics}", rows)
+    return text.replace("create or replace macro", "create or replace temp macro") if temp else text
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -217,7 +235,7 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
       root: warehouse root the relative file paths hang from.
       temp: temporary views (a read-only connection, or a warehouse moved since its last commit).
       tables: a commit's tables: only their views (and any view not there yet) are recreated, and the feed
-        views only when missing or defined differently (``sweepkit.report.feed.feed_digest``). A view reads
+        views only when missing or defined differently (:func:`sweepkit.store.feed.feed_digest`). A view reads
         its own files only and the feed views name the others, so nothing else changes. None: all of them.
       feed: also (re)create the feed views (v_*); False leaves them to the caller.
     """
@@ -238,20 +256,20 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
         con.execute(_view_statement(name, root, files.get(name, []), declared.get(name), temp, bad))
         if not temp:
             _comment_view(con, name, declared.get(name, []))
-    # >>> feed views (report issue; owner sweepkit/report/feed.py): v_decode, v_serving, v_capacity, v_matrix >>>
-    from sweepkit.report.feed import FEED, create_feed_views, feed_digest
+    con.execute(macros_sql(temp=temp))
+    # the feed views (sweepkit/store/feed.py): v_decode, v_serving, v_capacity, v_matrix
+    from sweepkit.store.feed import FEED, create_feed_views, feed_digest
 
     if not feed:
         return names
     if temp:
         return names + create_feed_views(con, temp=True)
-    digest = feed_digest(schema_sql())
+    digest = feed_digest(schema_sql() + macros_sql())
     stored = con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchall()
     if tables is None or stored != [(digest,)] or not set(FEED) <= existing:
         create_feed_views(con, temp=False)
         con.execute("insert or replace into warehouse_meta values ('feed_sha256', ?)", [digest])
     names += list(FEED)
-    # <<< feed views <<<
     return names
 
 

@@ -4,7 +4,7 @@ A commit records, per Parquet file, its size in bytes and the SHA-256 of its foo
 ``8 + footer length`` bytes: the schema, every row group's offsets, row counts and statistics). A reader
 compares both with the file on disk: one ``stat`` and one small read per file, no data pages. A file that
 is missing, truncated, replaced or rewritten with another schema fails the check, and every view over its
-table then fails with one line naming the run and ``sweepkit runs --drop RUN_ID``, the way out.
+table then fails with one line naming the run and ``sweepkit drop RUN_ID``, the way out.
 """
 
 from __future__ import annotations
@@ -88,4 +88,4 @@ def damaged_runs(root: Path, files: Iterable[tuple[str, str, str, int, str | Non
 def damage_message(table: str, run_id: str, problem: str) -> str:
     """The one line a query of a damaged table fails with."""
     return (f"warehouse: table {table}: a file of committed run {run_id} is damaged ({problem}); "
-            f"`sweepkit runs --drop {run_id}` removes that run")
+            f"`sweepkit drop {run_id}` removes that run")

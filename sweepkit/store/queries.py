@@ -1,10 +1,12 @@
-"""SQL reports: one ``queries/<name>.sql`` per report, its header documents and parameterises it.
+"""SQL reports: one ``sweepkit/queries/<name>.sql`` per report, its header documents and parameterises it.
 
 Header convention (comment lines before the SQL; docs/warehouse.md has a full example)::
 
     -- speedup_table: plain against speculative decoding, time per output token
     --
     -- Grain: one row per device x context x batch of one decode run.
+    --
+    -- Key: device, context, batch
     --
     -- Parameters:
     --   $run_id = latest    decode run to read; latest = the newest committed decode run
@@ -18,8 +20,8 @@ A default is ``null``, ``true``/``false``, a number, ``'quoted text'`` or a bare
 bound by DuckDB's named-parameter binding (``$name``), never by string formatting; every declared parameter
 is bound, so the SQL must use each one. ``latest`` is plain text the SQL resolves itself (against ``runs``).
 
-The query files live in the repository's ``queries/`` folder; the package reaches them through
-``sweepkit/store/query_files``, a symlink to it that a wheel build copies in.
+The query files are package data of :mod:`sweepkit.queries` (declared in ``pyproject.toml``), read through
+:mod:`importlib.resources`, so an installed wheel needs no checkout.
 """
 
 from __future__ import annotations
@@ -50,12 +52,14 @@ class Param:
 
 @dataclass(frozen=True)
 class Query:
-    """A report: name, file path, purpose line, grain, parameters, output columns (name, description), SQL."""
+    """A report: name, file path, purpose line, grain, key (the columns no two rows share), parameters, output
+    columns (name, description), SQL."""
 
     name: str
     path: str
     purpose: str
     grain: str
+    key: tuple[str, ...]
     params: tuple[Param, ...]
     columns: tuple[tuple[str, str], ...]
     sql: str
@@ -100,6 +104,8 @@ def parse_value(text: str) -> Any:
 def parse_header(name: str, text: str, path: str = "") -> Query:
     """Read a query file's header (see the module docstring)."""
     purpose, grain, section = "", "", None
+    key: tuple[str, ...] = ()
+    col_indent = 0
     params: list[Param] = []
     columns: list[tuple[str, str]] = []
     for line in text.splitlines():
@@ -114,6 +120,8 @@ def parse_header(name: str, text: str, path: str = "") -> Query:
             continue
         if body.lower().startswith("grain:"):
             grain, section = body.split(":", 1)[1].strip(), "grain"
+        elif body.lower().startswith("key:"):
+            key, section = tuple(k.strip() for k in body.split(":", 1)[1].split(",") if k.strip()), None
         elif body.lower().rstrip(":") == "parameters":
             section = "params"
         elif body.lower().rstrip(":") == "columns":
@@ -124,18 +132,18 @@ def parse_header(name: str, text: str, path: str = "") -> Query:
             grain += " " + body
         elif section == "params" and (m := _PARAM.match(s)):
             params.append(Param(m.group(1), parse_value(m.group(2)), m.group(3).strip()))
+        elif section == "columns" and columns and len(s) - len(s[2:].lstrip()) > col_indent:
+            columns[-1] = (columns[-1][0], f"{columns[-1][1]} {body}")      # a wrapped description
         elif section == "columns" and (m := _COLUMN.match(s)):
+            col_indent = len(s) - len(s[2:].lstrip())
             columns.append((m.group(1), m.group(2).strip()))
-    return Query(name=name, path=path, purpose=purpose, grain=grain, params=tuple(params),
+    return Query(name=name, path=path, purpose=purpose, grain=grain, key=key, params=tuple(params),
                  columns=tuple(columns), sql=text)
 
 
 def queries_dir() -> Path:
-    """The folder of the query files (the package's ``query_files``; the checkout's ``queries/`` as fallback)."""
-    packaged = resources.files("sweepkit.store").joinpath("query_files")
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "queries"
+    """The folder of the query files: the :mod:`sweepkit.queries` package's own folder."""
+    return Path(str(resources.files("sweepkit.queries")))
 
 
 def list_queries() -> list[Query]:

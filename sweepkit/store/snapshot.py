@@ -37,7 +37,7 @@ def read_records(db_path: Path, gate_path: Path) -> dict[str, pa.Table] | None:
 
     The file is open read-only for the copy only (milliseconds), so no commit waits on a long query.
     """
-    from sweepkit.report.feed import FEED
+    from sweepkit.store.feed import FEED
 
     if not db_path.exists():
         return None
@@ -88,12 +88,12 @@ def open_snapshot(root: Path, records: dict[str, pa.Table] | None) -> duckdb.Duc
 def _feed_views(con: duckdb.DuckDBPyConnection, records: dict[str, pa.Table] | None) -> None:
     """The feed views (v_*): the definitions the last commit persisted when they are current (no bind checks
     to repeat, ~0.2 s saved per read), else built afresh."""
-    from sweepkit.report.feed import FEED, create_feed_views, feed_digest
+    from sweepkit.store.feed import FEED, create_feed_views, feed_digest
 
     stored = dict(zip(*(records["feed_views"].column(c).to_pylist() for c in ("view_name", "sql")))) \
         if records else {}
     meta = con.execute("select value from warehouse_meta where key = 'feed_sha256'").fetchall()
-    if set(stored) != set(FEED) or meta != [(feed_digest(db.schema_sql()),)]:
+    if set(stored) != set(FEED) or meta != [(feed_digest(db.schema_sql() + db.macros_sql()),)]:
         create_feed_views(con, temp=True)
         return
     con.execute(";\n".join(stored[name].rstrip().rstrip(";").replace("CREATE VIEW", "CREATE TEMP VIEW", 1)

@@ -29,6 +29,38 @@ def declared_columns() -> dict[str, list[str]]:
         con.close()
 
 
+@lru_cache(maxsize=1)
+def declared_types() -> dict[str, dict[str, str]]:
+    """Contract column types per view (DuckDB type names, e.g. ``INTEGER``), from schema.sql."""
+    con = duckdb.connect()
+    try:
+        con.execute(db.schema_sql())
+        rows = con.execute("select table_name, column_name, data_type from duckdb_columns() "
+                           "where table_name like 'contract\\_%' escape '\\'").fetchall()
+    finally:
+        con.close()
+    out: dict[str, dict[str, str]] = {}
+    for table, column, type_ in rows:
+        out.setdefault(table[len(db.CONTRACT_PREFIX):], {})[column] = type_
+    return out
+
+
+_NARROW = {"INTEGER": pa.int32(), "SMALLINT": pa.int16()}
+"""Contract integer types a writer's wider integers are narrowed to (checked: an overflow raises)."""
+
+
+def _narrowed(batch: pa.RecordBatch, types: dict[str, str]) -> pa.RecordBatch:
+    """``batch`` with every int64 column whose contract type is narrower cast to it, so one quantity (gamma,
+    tp, ...) has one type across tables, whichever writer made it."""
+    casts = {i: _NARROW[types[f.name]] for i, f in enumerate(batch.schema)
+             if pa.types.is_int64(f.type) and types.get(f.name) in _NARROW}
+    if not casts:
+        return batch
+    cols = [batch.column(i).cast(casts[i], safe=True) if i in casts else batch.column(i)
+            for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
+
+
 class RunLock:
     """``staging/<id>.lock``, created already locked (flock), so a cleaner never sees it unlocked while live."""
 
@@ -64,8 +96,10 @@ def held_by_live_writer(lock_path: Path) -> bool:
 
 
 def checked(table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Pass batches through, refusing the first one whose columns differ from the table's contract."""
+    """Pass batches through, refusing the first one whose columns differ from the table's contract, with
+    int64 columns narrowed to the contract's integer type."""
     want = declared_columns().get(table)
+    types = declared_types().get(table, {})
     first = True
     for batch in batches:
         if first and want is not None:
@@ -77,4 +111,4 @@ def checked(table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
                 raise ValueError(f"table {table!r} does not match contract_{table} in schema.sql: "
                                  f"missing {missing or 'nothing'}, undeclared {extra or 'nothing'}")
         first = False
-        yield batch
+        yield _narrowed(batch, types)

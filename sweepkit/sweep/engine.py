@@ -28,7 +28,7 @@ from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.decode import (DecodeInputs, finish_gamma, finish_outer, finish_point, hardware_stage,
                                        tokens_per_pass, verify_stage)
-from sweepkit.evaluate import gamma_bucket
+from sweepkit.checks import gamma_bucket
 from sweepkit.jaxcache import compile_cached
 from sweepkit.sweep.background import started  # noqa: F401  (re-exported: engine.started)
 from sweepkit.sweep.bands import BAND_COLUMNS, BANDED, QUANTILES

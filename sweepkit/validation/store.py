@@ -1,4 +1,4 @@
-"""Validation runs into the warehouse: the ``validation`` table (contract in warehouse/schema.sql).
+"""Validation runs into the warehouse: the ``validation`` table (contract in sweepkit/store/schema.sql).
 
 A run holds one row per measured point: the measurement, the cost model's value in the file's unit, the
 error and whether the point is modelled. It commits atomically like every run (``Warehouse.write_run``).

@@ -1,0 +1,40 @@
+-- report_matrix: the lever matrix, each lever's change from the baseline, for the report's coloured grid
+--
+-- Grain: one row per device x lever x workload x metric of the latest serving run (the v_matrix view).
+--
+-- Key: device, lever, workload, metric
+--
+-- Parameters:
+--   $device = null      only this device; null = all
+--
+-- Columns:
+--   device              accelerator, catalogue name
+--   lever               lever name
+--   workload            workload name
+--   metric              goodput | cost_per_mtok | energy_per_token | ttft_p99 | tpot_p99 | itl_p99
+--   baseline_value      the baseline's value (metric's unit)
+--   lever_value         the lever's value (metric's unit)
+--   change_pct          %, (lever - baseline) / baseline x 100
+--   verdict             better | worse | same
+--   caveats             caveat marks (E, $, α, ...)
+--   mark                ✓ better, ✗ worse, = same
+--   label               change and caveat marks as the seed prints them, e.g. +27% α
+
+with cells as (
+    select *
+    from v_matrix
+    where ($device is null or device = $device)
+),
+
+final as (
+    select
+        * replace (coalesce(caveats, '') as caveats),
+        case verdict when 'better' then '✓' when 'worse' then '✗' else '=' end as mark,
+        case when change_pct is null then 'n/a'
+             else (case when change_pct >= 0 then '+' else '' end) || round(change_pct)::bigint || '%' end
+            || case when coalesce(caveats, '') = '' then '' else ' ' || caveats end as label
+    from cells
+)
+
+select * from final
+order by device, lever, workload, metric

@@ -1,0 +1,1 @@
+"""Test helpers that do not ship in the wheel (the headless-browser driver)."""
