@@ -57,6 +57,10 @@ SECTIONS = (
             "Each lever's change from the baseline per workload and metric, latest serving run. Caveat marks: "
             "E baseline at a latency cliff, $ illustrative prices, α assumed acceptance. Hover for the numbers.",
             "report_matrix", charts.lever_matrix, SERVING_HINT),
+    Section("best", "Best lever per workload",
+            "For each workload and device, the lever with the most goodput per GPU at capacity, its gain over the "
+            "baseline and its cost per million tokens (sweepkit/queries/best_lever.sql).",
+            "best_lever", charts.best_lever, SERVING_HINT),
     Section("explorer", "Explorer",
             "Any two metrics: one point per device x lever x workload (the baseline included).",
             "report_explorer", charts.explorer, SERVING_HINT),

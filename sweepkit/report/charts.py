@@ -107,14 +107,30 @@ def alpha_gamma_map(rows: list[dict]) -> alt.LayerChart:
     return alt.layer(cells, text).properties(width=WIDTH, height=160, title=title)
 
 
+def lever_order(names) -> list[str]:
+    """Levers in the packaged file's order (grouped by family: batching, KV, prefix caching, disaggregation,
+    parallelism, formats, speculation, combinations); levers it does not know follow, by name."""
+    from sweepkit.serving.levers import load_levers
+
+    packaged = load_levers()
+    family = {}
+    for lv in packaged.values():
+        family.setdefault(lv.family, len(family))
+    known = sorted((n for n in names if n in packaged),
+                   key=lambda n: (family[packaged[n].family], list(packaged).index(n)))
+    return known + sorted(n for n in set(names) if n not in packaged)
+
+
 def lever_matrix(rows: list[dict]) -> alt.FacetChart:
-    """Lever x workload rows, metric columns: ✓ better / ✗ worse / = same, with the caveat marks.
+    """Lever rows (grouped by family), metric columns, one panel per workload and device: ✓ better / ✗ worse /
+    = same, with the caveat marks.
 
     Hover shows the absolute numbers (baseline and lever value) and the caveats.
     """
-    base = alt.Chart().transform_calculate(row="datum.lever + ' · ' + datum.workload").encode(
+    order = lever_order(list(dict.fromkeys(r["lever"] for r in rows)))
+    base = alt.Chart().encode(
         x=alt.X("metric:N", sort=METRICS, title=None, axis=alt.Axis(orient="top", labelAngle=0)),
-        y=alt.Y("row:N", title=None),
+        y=alt.Y("lever:N", sort=order, title=None),
     )
     cells = base.mark_rect(stroke="white").encode(
         color=alt.Color("verdict:N", scale=VERDICT_COLOURS, title="vs baseline"),
@@ -125,8 +141,24 @@ def lever_matrix(rows: list[dict]) -> alt.FacetChart:
     text = base.mark_text(fontSize=10).encode(text=alt.Text("cell:N"))
     chart = alt.layer(cells, text, data=_data(rows)).transform_calculate(
         cell="datum.mark + ' ' + datum.label").properties(width=WIDTH, height=alt.Step(18))
-    return chart.facet(row=alt.Row("device:N", title=None),
+    return chart.facet(row=alt.Row("workload:N", title=None), column=alt.Column("device:N", title=None),
                        title="Lever matrix: change from the baseline (✓ better, ✗ worse, = same, by more than ±2%)")
+
+
+def best_lever(rows: list[dict]) -> alt.Chart:
+    """The lever with the most goodput per GPU for each workload and device, with its gain over the baseline."""
+    base = alt.Chart(_data(rows)).transform_calculate(
+        row="datum.workload + ' · ' + datum.device",
+        label="datum.lever + '  ' + format(datum.gain_x, '.2f') + 'x, $' + format(datum.cost_per_mtok_usd, '.3g')"
+              " + '/M tok'").encode(y=alt.Y("row:N", title=None))
+    bars = base.mark_bar().encode(
+        x=alt.X("gain_x:Q", title="goodput per GPU / the baseline's"), color=alt.Color("device:N", title="device"),
+        tooltip=["workload:N", "device:N", "lever:N", alt.Tooltip("goodput_per_gpu_per_s:Q", format=".4g"),
+                 alt.Tooltip("cost_per_mtok_usd:Q", format=".4g"), alt.Tooltip("energy_per_token_j:Q", format=".4g"),
+                 alt.Tooltip("gain_x:Q", format=".2f"), "levers_compared:Q"])
+    text = base.mark_text(align="left", dx=4, fontSize=10).encode(x="gain_x:Q", text="label:N")
+    return alt.layer(bars, text).properties(width=WIDTH, height=alt.Step(18),
+                                           title="Best lever per workload and device (goodput per GPU at capacity)")
 
 
 def explorer(rows: list[dict]) -> alt.Chart:

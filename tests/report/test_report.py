@@ -51,7 +51,7 @@ def test_report_builds_in_under_a_minute_and_is_self_contained(built):
     assert not re.search(r"<script[^>]+src=", html), "scripts must be inlined"
     assert not re.search(r"<link[^>]+href=", html), "no external stylesheets"
     specs = json.loads(re.search(r"id='sweepkit-specs'>(.*?)</script>", html, re.S).group(1).replace("<\\/", "</"))
-    expected = {"speedup", "regime", "alpha_gamma", "trace"} | ({"matrix", "explorer"} if serving else set())
+    expected = {"speedup", "regime", "alpha_gamma", "trace"} | ({"matrix", "best", "explorer"} if serving else set())
     assert {k.removeprefix("chart-") for k in specs} >= expected
     for spec in specs.values():
         assert "url" not in json.dumps(spec.get("data", {})), "data must be inlined"
@@ -59,7 +59,7 @@ def test_report_builds_in_under_a_minute_and_is_self_contained(built):
         assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(result["pngs"]) == len(result["charts"])
     if not serving:
-        assert set(result["empty"]) == {"matrix", "explorer", "validation"}
+        assert set(result["empty"]) == {"matrix", "best", "explorer", "validation"}
         assert "sweepkit simulate grids/serving-seed.toml" in html
 
 
@@ -71,8 +71,8 @@ def test_report_renders_in_headless_chromium(built, tmp_path):
     assert page.errors == [], page.errors
     assert page.rendered == str(len(result["charts"]))
     assert sorted(c["id"] for c in page.charts) == sorted(result["charts"])
-    for chart in page.charts:
-        assert chart["area"] > 10_000 and chart["marks"] > 20, chart
+    for chart in page.charts:   # the best-lever chart has one bar and one label per workload x device
+        assert chart["area"] > 10_000 and chart["marks"] > (1 if chart["id"] == "chart-best" else 20), chart
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
     if os.environ.get("SWEEPKIT_WRITE_SCREENSHOT"):
         shutil.copy(shot, ROOT / "docs" / "report.png")
@@ -129,3 +129,12 @@ def test_speedup_chart_shades_the_bands_when_the_rows_have_them():
                           for layer in spec["layer"] if "mark" in layer]
     assert "area" in marks(banded) and "area" not in marks(plain)
     assert "eagle-llama2-chat-70b" in plain["title"] and "band p10-p90" in banded["title"]
+
+
+def test_lever_rows_follow_the_families_and_the_best_lever_chart_renders():
+    assert charts.lever_order(["mtp", "zz-mine", "paged", "decode-priority", "disagg-1p1d", "fp8-all"]) == \
+        ["decode-priority", "paged", "disagg-1p1d", "fp8-all", "mtp", "zz-mine"]
+    rows = [dict(workload="chat", device="H100", lever="mtp", goodput_per_gpu_per_s=1.8, cost_per_mtok_usd=1.45,
+                 energy_per_token_j=1.06, baseline_goodput_per_gpu_per_s=1.42, gain_x=1.8 / 1.42, levers_compared=2)]
+    svg = vlc.vegalite_to_svg(charts.best_lever(rows).to_dict())
+    assert "Best lever per workload and device" in svg and "mtp" in svg
