@@ -101,11 +101,16 @@ def _compiled(pol, req, load, shape: Shape):
     key = (shape, leaves)
     with _LOCK:
         if key not in _COMPILED:
+            t0 = time.perf_counter()
             _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape))
+            COMPILE_STATS["programs"] += 1
+            COMPILE_STATS["seconds"] += time.perf_counter() - t0
         return _COMPILED[key]
 
 
 _COMPILED: dict = {}
+COMPILE_STATS = {"programs": 0, "seconds": 0.0}
+"""Programs built (or loaded from the executable cache) by this process, and the seconds spent on them."""
 _LOCK = threading.Lock()
 _POOL: list = []
 
