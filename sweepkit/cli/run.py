@@ -89,7 +89,7 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
 
     \b
     Example: sweepkit run grids/seed.toml --warehouse /tmp/wh --format markdown
-    Example: sweepkit run grids/large.toml --executor ray --address 10.0.0.1:6379
+    Example: sweepkit run grids/seed.toml --executor local --warehouse /tmp/wh --force
     """
     from sweepkit.store import run_query
     from sweepkit.sweep.grid import load_grid

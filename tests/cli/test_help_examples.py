@@ -64,5 +64,41 @@ def test_help_example_runs_as_written(scratch, name, monkeypatch):
     for line in examples(name):
         for command in line.split("&&"):
             argv = _argv(command.strip(), scratch, run_id)
+            if argv[0] == "serve":      # a server runs until stopped: start it, ask it, stop it
+                _serve_until_healthy(argv, scratch)
+                continue
             res = runner.invoke(main, argv, env={"SWEEPKIT_WAREHOUSE": str(scratch / "wh")})
             assert res.exit_code == 0, f"{command.strip()} -> exit {res.exit_code}\n{res.output}"
+
+
+def _serve_until_healthy(argv: list[str], scratch: Path) -> None:
+    """Run ``sweepkit serve`` as written (on a free port if the written one is taken), wait for its URL, get
+    /api/health, stop it with Ctrl-C."""
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    if "--port" in argv:
+        i = argv.index("--port") + 1
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", int(argv[i]))) == 0:
+                argv = argv[:i] + ["0"] + argv[i + 1:]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SWEEPKIT_WAREHOUSE": str(scratch / "wh")}
+    proc = subprocess.Popen([sys.executable, "-m", "sweepkit.cli", *argv, "--no-warm"], cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "http://" not in line:
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, "sweepkit serve exited before printing its URL"
+        url = line[line.index("http://"):].split()[0].rsplit("/", 1)[0]
+        with urllib.request.urlopen(url + "/api/health", timeout=30) as r:
+            assert json.load(r)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
