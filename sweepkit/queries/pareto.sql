@@ -19,8 +19,8 @@
 --   on_front     true: no point of the workload dominates this one on the front's metrics
 --   dominated_by points of the workload that dominate it (0 when on_front)
 
--- the matrix's six metrics as "lower is better" (goodput negated), one row per point x metric
 with long as (
+    -- the matrix's six metrics as "lower is better" (goodput negated), one row per point x metric
     select workload, device, lever, metric, case when higher_is_better then -value else value end as score
     from capacity_long($run_id)
     where in_matrix and value is not null and isfinite(value) and goodput_per_gpu_per_s > 0

@@ -10,7 +10,7 @@
 -- Columns:
 --   source              where the measurement was published
 --   setup               short description of the measured setup
---   metric              step_time | decode_tok_s
+--   metric              step_time | decode_tok_s | max_output_throughput | output_throughput | ttft | tpot | itl
 --   unit                unit of measured and modelled
 --   split               train | test (the rows sweepkit calibrate fits on are train)
 --   measured            the measured value, in unit

@@ -20,7 +20,7 @@ LAYERS = {
     "errors": 0, "inputs": 0, "checks": 0, "catalogue": 0, "speculative": 0, "acceptance": 0, "jaxcache": 0,
     "costmodel": 1,
     "sweep": 2, "serving": 2, "trace": 2, "validation": 2, "evaluate": 2,
-    "store": 3, "queries": 3, "report": 4, "cli": 5,
+    "store": 3, "queries": 3, "report": 4, "scale": 4, "serve": 4, "cli": 5,
 }
 
 
