@@ -105,10 +105,16 @@ def _compiled(pol, req, load, shape: Shape):
             _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape))
             COMPILE_STATS["programs"] += 1
             COMPILE_STATS["seconds"] += time.perf_counter() - t0
+            while len(_COMPILED) > MAX_PROGRAMS:   # the oldest first: each holds JIT code mappings of its own
+                _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = _COMPILED.pop(key)        # most recently used last
         return _COMPILED[key]
 
 
 _COMPILED: dict = {}
+MAX_PROGRAMS = 12
+"""Compiled programs kept in memory (least recently used dropped): a long sweep over many session buckets would
+otherwise exhaust the process's memory mappings (vm.max_map_count) with XLA:CPU's JIT code."""
 COMPILE_STATS = {"programs": 0, "seconds": 0.0}
 """Programs built (or loaded from the executable cache) by this process, and the seconds spent on them."""
 _LOCK = threading.Lock()
