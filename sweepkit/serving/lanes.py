@@ -170,7 +170,8 @@ class Lanes:
 
 def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, early_stop=True,
                 cap_sessions: bool = False) -> Lanes:
-    """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled call per static shape.
+    """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled program per static shape, one
+    call of it per (configuration, load) lane.
 
     Times are float64 whatever the caller's JAX mode (a float32 clock loses a step's duration after hours)."""
     with jax.enable_x64(True):

@@ -30,15 +30,14 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.passes import Work, chunk_work
 from sweepkit.costmodel.steps import step_cost
-from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, SWAPPED, \
-    bin_index
+from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, RUN_STEPS, \
+    SWAPPED, bin_index
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.prefix import chain_nodes, evict, lookup, node_units
 
 
 def no_events(S: int, N: int, bins: int) -> dict:
     """The event fields of a boundary that did nothing (request id N: none), shaped as :func:`boundary`'s."""
-    from sweepkit.serving.cluster_state import RUN_STEPS
     none, zf = jnp.full((S,), N, jnp.int32), jnp.zeros((S,), jnp.float64)
     return dict(first_rid=none, finish_rid=none, next_rid=none, hand_rid=none, itl_bin=jnp.zeros((S + RUN_STEPS,), jnp.int32),
                 itl_w=jnp.zeros((S + RUN_STEPS,), jnp.float64), zeros=jnp.zeros((), jnp.float64),

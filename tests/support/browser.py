@@ -106,27 +106,8 @@ def inspect_page(html_path: str | Path, screenshot: str | Path | None = None, *,
     Raises:
       RuntimeError: no Chromium, or it did not start / the page did not finish within ``timeout_s``.
     """
-    binary = chromium or find_chromium()
-    if binary is None:
-        raise RuntimeError("chromium is not installed (apt-get install chromium)")
-    profile = tempfile.mkdtemp(prefix="sweepkit-chromium-")
-    proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                             f"--window-size={width_px},1000", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    cdp = None
-    try:
-        port_file = Path(profile) / "DevToolsActivePort"
-        deadline = time.monotonic() + timeout_s
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"chromium did not start (exit status {proc.poll()})")
-            time.sleep(0.05)
-        port = port_file.read_text().split()[0]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-            pages = [t for t in json.load(r) if t.get("type") == "page"]
-        cdp = _Cdp(pages[0]["webSocketDebuggerUrl"])
-        for domain in ("Runtime", "Log", "Page"):
-            cdp.call(f"{domain}.enable")
+    deadline = time.monotonic() + timeout_s
+    with _chromium(chromium, width_px, timeout_s) as cdp:
         cdp.call("Page.navigate", url=Path(html_path).resolve().as_uri())
         rendered = None
         while time.monotonic() < deadline:
@@ -149,6 +130,34 @@ def inspect_page(html_path: str | Path, screenshot: str | Path | None = None, *,
             shot = str(screenshot)
         cdp.evaluate("0")  # flush pending events
         return PageReport(errors=_errors(cdp.events), charts=charts, rendered=rendered, screenshot=shot)
+
+
+@contextlib.contextmanager
+def _chromium(chromium: str | None, width_px: int, timeout_s: float):
+    """Headless Chromium with the Runtime, Log and Page domains on; yields its DevTools connection, then stops
+    the browser and deletes its profile."""
+    binary = chromium or find_chromium()
+    if binary is None:
+        raise RuntimeError("chromium is not installed (apt-get install chromium)")
+    profile = tempfile.mkdtemp(prefix="sweepkit-chromium-")
+    proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+                             f"--window-size={width_px},1000", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cdp = None
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + timeout_s
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"chromium did not start (exit status {proc.poll()})")
+            time.sleep(0.05)
+        port = port_file.read_text().split()[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+            pages = [t for t in json.load(r) if t.get("type") == "page"]
+        cdp = _Cdp(pages[0]["webSocketDebuggerUrl"])
+        for domain in ("Runtime", "Log", "Page"):
+            cdp.call(f"{domain}.enable")
+        yield cdp
     finally:
         if cdp is not None:
             cdp.close()
@@ -204,39 +213,9 @@ def open_page(url: str, *, width_px: int = 1280, timeout_s: float = 60.0, chromi
     Raises:
       RuntimeError: no Chromium, or it did not start within ``timeout_s``.
     """
-    binary = chromium or find_chromium()
-    if binary is None:
-        raise RuntimeError("chromium is not installed (apt-get install chromium)")
-    profile = tempfile.mkdtemp(prefix="sweepkit-chromium-")
-    proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                             f"--window-size={width_px},1000", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    cdp = None
-    try:
-        port_file = Path(profile) / "DevToolsActivePort"
-        deadline = time.monotonic() + timeout_s
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"chromium did not start (exit status {proc.poll()})")
-            time.sleep(0.05)
-        port = port_file.read_text().split()[0]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-            pages = [t for t in json.load(r) if t.get("type") == "page"]
-        cdp = _Cdp(pages[0]["webSocketDebuggerUrl"])
-        for domain in ("Runtime", "Log", "Page"):
-            cdp.call(f"{domain}.enable")
+    with _chromium(chromium, width_px, timeout_s) as cdp:
         cdp.call("Page.navigate", url=url)
         yield LivePage(cdp)
-    finally:
-        if cdp is not None:
-            cdp.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 if os.environ.get("SWEEPKIT_BROWSER_DEBUG"):  # pragma: no cover
