@@ -2,7 +2,8 @@
 
 A prefill instance computes the prompt and the first token; the KV (prompt + first token) crosses one FIFO link
 (10 us + bytes / 50 GB/s) to the least-loaded decode instance, which never stalls for a prompt (DistServe,
-arXiv:2401.09670; Splitwise, arXiv:2311.18677).
+arXiv:2401.09670; Splitwise, arXiv:2311.18677). With the pull hand-off the decode instance reserves room before
+the transfer starts and the prefill instance holds the KV until it lands (Mooncake, arXiv:2407.00079, sec. 5).
 """
 
 import dataclasses
@@ -80,5 +81,27 @@ def test_bad_disaggregated_layouts_are_refused_in_one_line():
         check(TWO, Config("H100", dataclasses.replace(DISAGG, prefill_tp=2)), "levers.toml")
     with pytest.raises(InputError, match="need mode = 'disagg'"):
         check(TWO, Config("H100", Lever("x", prefill_instances=1)), "levers.toml")
+    with pytest.raises(InputError, match="need mode = 'disagg'"):
+        check(TWO, Config("H100", Lever("x", handoff="push")), "levers.toml")
     with pytest.raises(InputError, match="preemption = 'swap' are not modelled"):
         check(TWO, Config("H100", dataclasses.replace(DISAGG, kv="paged", preemption="swap")), "levers.toml")
+
+
+def test_a_full_decode_pool_backs_pressure_up_into_prefill_admission():
+    """Decode is the bottleneck (1,024-token outputs, reserved KV on a 40 GB A100), prefill is not (2 sessions/s
+    of 6,000-token prompts). Pull: transfers wait for decode room, the held KV fills the prefill instance's
+    memory and its admissions stall, so TTFT grows; push: the prefill instance frees the KV at hand-off and the
+    transfer never waits for room (the landed KV queues on the decode side instead)."""
+    cluster = dataclasses.replace(TWO, devices=("A100-40GB",))
+    w = dataclasses.replace(_prefill_heavy(80), output_mean_tokens=1024)
+    pull = dataclasses.replace(DISAGG, name="pull")
+    push = dataclasses.replace(DISAGG, name="push", handoff="push")
+    lanes = run_configs(w, cluster, [Config("A100-40GB", pull), Config("A100-40GB", push)], np.full((2, 1), 2.0),
+                        early_stop=False)
+    m_pull, m_push = (lane_metrics(lanes, c, 0, w, cluster.gpus, 100.0, 3.0) for c in range(2))
+    peak_pull, peak_push = (np.asarray(lanes.state(c, 0).stats["kv_peak"]) for c in range(2))
+    assert m_pull["completed"] == m_push["completed"] == 80
+    assert peak_pull[0] > 0.9 and peak_push[0] < 0.2          # the prefill instance holds KV until it lands
+    assert max(peak_pull[1], peak_push[1]) <= 1.0 + 1e-12      # decode KV never exceeds its capacity
+    assert m_pull["kv_transfer_wait_s"] > 1.0 and m_push["kv_transfer_wait_s"] < 0.01
+    assert m_pull["ttft_p90_s"] > 2.0 * m_push["ttft_p90_s"], (m_pull["ttft_p90_s"], m_push["ttft_p90_s"])

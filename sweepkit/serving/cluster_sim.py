@@ -22,8 +22,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import DECODE_POOL, LEAST_LOADED, DECODE, PREFILL_POOL, SWAPPED, Load, Policy, Requests, Shape, State, \
-    init_state
+from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
+    Requests, Shape, State, init_state
 from sweepkit.serving.phases import boundary, no_events
 
 MISS_SHARE = 0.1
@@ -62,16 +62,19 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_
     session = jnp.where(hand, h, jnp.where(first, a0, b))
     rid = jnp.where(first, 0, s.next_turn[session]) * B + session
     r = s.rows
-    loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED), axis=1)
+    loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
     pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
     loads = jnp.where((jnp.arange(I) < pol.instances) & pool, loads, jnp.iinfo(jnp.int32).max)
     least = jnp.argmin(loads).astype(jnp.int32)
     home = jnp.where(first | (s.home[session] < 0), least, s.home[session])
-    inst = jnp.where((pol.router == LEAST_LOADED) | hand, least, home)
+    pulled = hand & (pol.pull > 0)        # its room is reserved on xfer_to: wake it, enqueue nothing
+    inst = jnp.where(pulled, s.xfer_to[rid], jnp.where((pol.router == LEAST_LOADED) | hand, least, home))
     reject = do & ~hand & (_full_need(pol, req, rid) > pol.kv_units)
     ok = do & ~reject
+    enq = ok & ~pulled
     onehot = (jnp.arange(I) == inst) & ok
-    queue = s.queue.at[jnp.where(ok, inst, I), s.q_tail[inst] % N].set(rid, mode="drop")
+    wake = onehot | ((jnp.arange(I) == s.xfer_from[rid]) & ok & pulled)
+    queue = s.queue.at[jnp.where(enq, inst, I), s.q_tail[inst] % N].set(rid, mode="drop")
     busy_until, plan_n = _cut(s, inst, ok, t_arr)
     miss = reject & (t_arr <= load.eligible_to_s)
     new = do & ~hand
@@ -80,14 +83,16 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_
         s, a0=s.a0 + (new & first).astype(jnp.int32),
         buf_s=s.buf_s.at[jnp.where(new & ~first, b, B)].set(jnp.inf, mode="drop"),
         home=s.home.at[jnp.where(new, session, B)].set(home, mode="drop"), queue=queue,
-        q_tail=s.q_tail + onehot.astype(jnp.int32), awake=s.awake | onehot, busy_until_s=busy_until,
+        q_tail=s.q_tail + (onehot & enq).astype(jnp.int32), awake=s.awake | wake, busy_until_s=busy_until,
         plan=dict(s.plan, n=plan_n),
         arrival_s=s.arrival_s.at[at_rid].set(t_arr, mode="drop"),
         rejected=s.rejected.at[at_rid].set(reject, mode="drop"), misses=s.misses + miss.astype(jnp.int32),
         in_system=s.in_system + (ok & ~hand).astype(s.in_system.dtype))
     landed = do & hand
+    at_land = jnp.where(landed, rid, N)
     return dataclasses.replace(s, hand_s=s.hand_s.at[jnp.where(landed, h, B)].set(jnp.inf, mode="drop"),
-                               prefilled=s.prefilled.at[jnp.where(landed, rid, N)].set(True, mode="drop"))
+                               prefilled=s.prefilled.at[at_land].set(True, mode="drop"),
+                               handed=s.handed.at[at_land].set(False, mode="drop"))
 
 
 def _cut(s: State, inst, ok, t_arr):
@@ -116,13 +121,13 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
     t, N, B = s.t_s, shape.requests, shape.sessions
     due = ~s.done & s.awake & (s.busy_until_s <= t)
     any_due = jnp.any(due)
-    i = jnp.argmax(due)
+    i = jnp.argmax(due).astype(jnp.int32)
     shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s,
-                  prefilled=s.prefilled)
+                  prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s)
     old = jax.tree_util.tree_map(lambda a: a[i], _view(s))
     pol_i = instance_policy(pol, i, shape)
     new, ev = jax.lax.cond(any_due, lambda v: boundary(pol_i, req, load, v, shared, t, shape),
-                           lambda v: (v, no_events(shape.slots, N, shape.bins)), old)
+                           lambda v: (v, no_events(shape.slots, N, shape.bins, shape.admits)), old)
     iv = jax.tree_util.tree_map(lambda a, n, o: a.at[i].set(jnp.where(any_due, n, o)), _view(s), new, old)
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
     nxt = drop(ev["next_rid"])
@@ -130,9 +135,7 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
     pre = drop(ev["pre_rid"])
     fin = drop(ev["finish_rid"])
     rel_s = t + req.think_s[jnp.minimum(nxt, N - 1)]
-    hand = drop(ev["hand_rid"])
-    s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, pre, t, shape), lambda s: s, s)
-    return dataclasses.replace(
+    s = dataclasses.replace(
         s, rows=iv["rows"], stats=iv["stats"], **{k: iv[v] for k, v in zip(_INST, _VIEW)},
         first_s=s.first_s.at[drop(ev["first_rid"])].set(t, mode="drop"),
         finish_s=s.finish_s.at[fin].set(t, mode="drop"),
@@ -143,6 +146,9 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
         zeros=s.zeros + jnp.where(any_due, ev["zeros"], 0.0),
         misses=s.misses + jnp.where(any_due, ev["misses"], 0).astype(jnp.int32),
         in_system=s.in_system - jnp.sum(fin < N))
+    hand, xfer = drop(ev["hand_rid"]), drop(ev["xfer_rid"])     # after the instance arrays are written back
+    s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, pre, i, t, shape), lambda s: s, s)
+    return jax.lax.cond(jnp.any(xfer < N), lambda s: start_transfers(pol, req, s, xfer, i, t, shape), lambda s: s, s)
 
 
 def instance_policy(pol: Policy, i, shape: Shape) -> Policy:
@@ -172,10 +178,9 @@ def link_transfers(t, free_s, dur_s, on):
     return land - d, land, jnp.where(jnp.any(on), start0 + jnp.sum(d), free_s)
 
 
-def hand_off(pol: Policy, req: Requests, s: State, rid, pre_rid, t, shape: Shape) -> State:
-    """Requests whose prompt the prefill pool finished (``rid`` [S], N: none) send their KV (prompt + first
-    token, target + draft) over the link; each lands at its session's hand-off time. A request preempted by
-    recompute on the decode pool (``pre_rid``) recomputes its prompt there."""
+def start_transfers(pol: Policy, req: Requests, s: State, rid, dest, t, shape: Shape) -> State:
+    """KV transfers of requests ``rid`` [A or S] (N: none) start at ``t`` in slot order on the FIFO link, to
+    decode instance ``dest``; each lands at its session's hand-off time (prompt + first token, target + draft)."""
     N, B = shape.requests, shape.sessions
     on = rid < N
     r = jnp.minimum(rid, N - 1)
@@ -187,8 +192,40 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, pre_rid, t, shape: Shape
         link_j=s.link_j + jnp.sum(jnp.where(on, kv_bytes * 8.0 * pol.link_j_per_bit, 0.0)),
         xfer_start_s=s.xfer_start_s.at[rid].set(start, mode="drop"),
         xfer_land_s=s.xfer_land_s.at[rid].set(land, mode="drop"),
-        r_out=s.r_out.at[rid].set(1.0, mode="drop"), r_last_s=s.r_last_s.at[rid].set(t, mode="drop"),
-        prefilled=s.prefilled.at[pre_rid].set(False, mode="drop"))
+        xfer_to=s.xfer_to.at[rid].set(dest, mode="drop"))
+
+
+def hand_off(pol: Policy, req: Requests, s: State, rid, pre_rid, src, t, shape: Shape) -> State:
+    """Requests whose prompt prefill instance ``src`` finished at ``t`` (``rid`` [S], N: none; first token
+    emitted) are handed to the decode pool. Push: their KV transfers start now and each is routed to the
+    least-loaded decode instance when it lands. Pull: they join the least-loaded decode instance's queue now,
+    where admission reserves their room and starts the transfer. A request preempted by recompute on the
+    decode pool (``pre_rid``) recomputes its prompt there."""
+    N, I = shape.requests, shape.instances
+    on = rid < N
+    s = dataclasses.replace(s, r_out=s.r_out.at[rid].set(1.0, mode="drop"),
+                            r_last_s=s.r_last_s.at[rid].set(t, mode="drop"),
+                            prefilled=s.prefilled.at[pre_rid].set(False, mode="drop"),
+                            xfer_from=s.xfer_from.at[rid].set(src, mode="drop"))
+
+    def push(s):
+        return start_transfers(pol, req, s, rid, 0, t, shape)
+
+    def pull(s):
+        r = s.rows
+        loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == RESERVED), axis=1)
+        dest = jnp.argmin(jnp.where((jnp.arange(I) < pol.instances) & (pol.role == DECODE_POOL), loads,
+                                    jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
+        rank = jnp.cumsum(on.astype(jnp.int32)) - 1
+        slot = jnp.where(on, (s.q_tail[dest] + rank) % N, N)
+        queue = s.queue.at[dest, slot].set(rid, mode="drop")
+        busy_until, plan_n = _cut(s, dest, jnp.any(on), t)
+        return dataclasses.replace(
+            s, queue=queue, q_tail=s.q_tail.at[dest].add(jnp.sum(on).astype(jnp.int32)),
+            awake=s.awake.at[dest].set(True), busy_until_s=busy_until, plan=dict(s.plan, n=plan_n),
+            handed=s.handed.at[rid].set(True, mode="drop"))
+
+    return jax.lax.cond(pol.pull > 0, pull, push, s)
 
 
 def step(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -> State:

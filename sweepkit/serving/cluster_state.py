@@ -23,8 +23,10 @@ HIST_LOG10_HI = 3.0
 RUN_STEPS = 16
 """Most decode steps planned at one boundary (see :mod:`sweepkit.serving.decode_run`)."""
 
-FREE, PREFILL, DECODE, SWAPPED = 0, 1, 2, 3
-"""Row phases of a slot: free; admitted, prompt not yet computed; decoding; swapped out to host memory."""
+FREE, PREFILL, DECODE, SWAPPED, HELD, RESERVED = 0, 1, 2, 3, 4, 5
+"""Row phases of a slot: free; admitted, prompt not yet computed; decoding; swapped out to host memory;
+(disaggregated, pull hand-off) a prefill instance's computed prompt whose KV is held until it lands on the
+decode pool; a decode instance's room reserved for a prompt whose KV is crossing the link."""
 
 PREFILL_PRIORITY, DECODE_PRIORITY, CHUNKED = 0, 1, 2
 """Batching policies (``Policy.batching``)."""
@@ -78,6 +80,9 @@ class Policy:
       role: [I] COLOCATED, PREFILL_POOL or DECODE_POOL.  prefill_inst, prefill_kv_units,
       prefill_watermark_units: a prefill instance's replica and KV (disaggregated).  link_bytes_per_s,
       link_latency_s, link_j_per_bit: the FIFO channel that carries the KV from prefill to decode.
+      pull: 1 for the pull hand-off (the decode instance reserves room before the transfer starts, the
+      prefill instance holds the KV until it lands: a full decode pool backs pressure up into prefill
+      admission), 0 for push (the transfer starts at once; the decode instance admits it once landed).
     """
 
     inst: Instance
@@ -105,6 +110,7 @@ class Policy:
     link_bytes_per_s: jax.Array
     link_latency_s: jax.Array
     link_j_per_bit: jax.Array
+    pull: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -165,8 +171,9 @@ class State:
     tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins, last use), counters.
     Per request [N]: arrival, first token, finish, tokens emitted so far, last-token time, rejected.
     Disaggregated: per session [B] the time its request's KV lands (inf: none in flight); per request [N]
-    the KV transfer's start and landing and whether its prompt was computed by the prefill pool; the link's
-    next free time and its joules.
+    the KV transfer's start and landing, whether its prompt was computed by the prefill pool, whether it waits
+    in a decode queue for room before its transfer (pull), and the prefill and decode instances of its
+    hand-off; the link's next free time and its joules.
     """
 
     t_s: jax.Array
@@ -207,6 +214,9 @@ class State:
     xfer_start_s: jax.Array
     xfer_land_s: jax.Array
     prefilled: jax.Array
+    handed: jax.Array
+    xfer_from: jax.Array
+    xfer_to: jax.Array
 
 
 STAT_NAMES = (
@@ -257,5 +267,6 @@ def init_state(load: Load, shape: Shape) -> State:
         zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), in_system=jnp.zeros((), f),
         little_area=jnp.zeros((), f), hand_s=jnp.full((B,), jnp.inf, f), link_free_s=jnp.zeros((), f),
         link_j=jnp.zeros((), f), xfer_start_s=inf_n, xfer_land_s=inf_n,
-        prefilled=jnp.zeros((N,), bool),
+        prefilled=jnp.zeros((N,), bool), handed=jnp.zeros((N,), bool), xfer_from=jnp.zeros((N,), jnp.int32),
+        xfer_to=jnp.zeros((N,), jnp.int32),
     )

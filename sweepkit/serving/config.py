@@ -60,6 +60,7 @@ def resolve(cluster: Cluster, lever: Lever) -> dict:
     return dict(
         instances=instances, tp=tp, pp=pp, microbatches=pick(lever.microbatches, pp), mode=mode,
         prefill_instances=n_pre, prefill_tp=pick(lever.prefill_tp, tp), total_instances=instances + n_pre,
+        handoff=pick(lever.handoff, "pull") if mode == "disagg" else "none",
         batching=pick(lever.batching, "prefill-priority"), token_budget=pick(lever.token_budget,
                                                                              cluster.prefill_token_budget),
         kv=pick(lever.kv, "reserved"), preemption=pick(lever.preemption, "recompute"),
@@ -170,4 +171,4 @@ def policy(cluster: Cluster, cfg: Config, res: dict | None = None, workload: str
         prefill_inst=_replica(cluster, cfg, res, res["prefill_tp"], 1, 1), prefill_kv_units=f(pre_units),
         prefill_watermark_units=f(int(WATERMARK * pre_units) if paged else 0),
         link_bytes_per_s=f(KV_LINK["bytes_per_s"]), link_latency_s=f(KV_LINK["latency_s"]),
-        link_j_per_bit=f(KV_LINK["j_per_bit"]))
+        link_j_per_bit=f(KV_LINK["j_per_bit"]), pull=f(res["handoff"] == "pull"))

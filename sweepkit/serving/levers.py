@@ -10,7 +10,9 @@ optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
 * speculation: ``draft`` (none, mtp or a catalogue model), ``gamma``, ``alpha`` (assumed, not measured);
 * routing: ``router`` = least-loaded | session;
 * disaggregation: ``mode`` = colocated | disagg, ``prefill_instances`` and ``prefill_tp`` (the prefill
-  pool; ``instances`` and ``tp`` are then the decode pool);
+  pool; ``instances`` and ``tp`` are then the decode pool), ``handoff`` = pull | push (pull, the default:
+  the decode instance reserves room before the KV transfer starts and the prefill instance holds the KV
+  until it lands; push: the transfer starts at once and the KV waits on the decode side for room);
 * ``devices``: the devices a grid runs the lever on (e.g. FP4 on B200 only).
 
 A combination the engine cannot model is refused with one line naming the file, the lever and why
@@ -32,6 +34,7 @@ CHOICES = {
     "preemption": ("recompute", "swap"),
     "router": ("least-loaded", "session"),
     "mode": ("colocated", "disagg"),
+    "handoff": ("pull", "push"),
 }
 _LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget", "prefill_instances", "prefill_tp")
 _FIELDS = {"description", "source", "family", "devices", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
@@ -49,7 +52,8 @@ class Lever:
         draft's kind (:func:`sweepkit.acceptance.workload_alphas`) instead of one i.i.d. alpha.
       batching, token_budget, kv, preemption, prefix_caching, router: scheduler levers.
       instances, tp, pp, microbatches: parallel layout (the decode pool's when disaggregated).
-      mode, prefill_instances, prefill_tp: colocated, or a disaggregated prefill pool of that many instances.  weight_format, kv_format, compute_format: formats.
+      mode, prefill_instances, prefill_tp: colocated, or a disaggregated prefill pool of that many instances.
+      handoff: pull or push KV hand-off (disaggregated only).  weight_format, kv_format, compute_format: formats.
       devices: the devices a grid runs the lever on (empty: every device of the grid).
     """
 
@@ -74,6 +78,7 @@ class Lever:
     mode: str | None = None
     prefill_instances: int | None = None
     prefill_tp: int | None = None
+    handoff: str | None = None
     weight_format: str | None = None
     kv_format: str | None = None
     compute_format: str | None = None
@@ -166,8 +171,8 @@ def check_lever(lever: Lever, resolved: dict, device: str, where: str) -> None:
         why = "disaggregated pools with pipeline parallelism are not modelled"
     elif resolved["mode"] == "disagg" and resolved["preemption"] == "swap":
         why = "disaggregated pools with preemption = 'swap' are not modelled"
-    elif resolved["mode"] != "disagg" and (lever.prefill_instances or lever.prefill_tp):
-        why = "prefill_instances and prefill_tp need mode = 'disagg'"
+    elif resolved["mode"] != "disagg" and (lever.prefill_instances or lever.prefill_tp or lever.handoff):
+        why = "prefill_instances, prefill_tp and handoff need mode = 'disagg'"
     elif resolved["compute_format"] not in ("bf16", resolved["weight_format"]):
         why = (f"compute_format = {resolved['compute_format']!r} must be bf16 (weight-only) or the weight format "
                f"{resolved['weight_format']!r}")

@@ -76,3 +76,14 @@ def evict(c_in, c_refs, c_last_s, units, shortfall):
     lo, hi = jax.lax.fori_loop(0, BISECTIONS, half, (lo, hi))
     gone = free_able & (c_last_s <= hi) & (shortfall > 0)
     return c_in & ~gone, jnp.sum(jnp.where(gone, units, 0.0))
+
+
+def pin_range(iv, ids, valid, lo, hi, t, delta=1.0):
+    """Add ``delta`` pins to valid chain positions lo < position <= hi (1-based among valid) of each row."""
+    pos = jnp.cumsum(valid.astype(jnp.float64), axis=-1)
+    on = valid & (pos > lo[:, None]) & (pos <= hi[:, None])
+    M = iv["c_in"].shape[0]
+    flat = jnp.where(on, ids, M).ravel()
+    refs = iv["c_refs"].at[flat].add(jnp.where(on, delta, 0.0).ravel(), mode="drop")
+    last = iv["c_last_s"].at[flat].set(t, mode="drop")
+    return dict(iv, c_refs=refs, c_last_s=last)

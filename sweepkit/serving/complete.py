@@ -1,0 +1,149 @@
+"""The first phase of a boundary: the ended step (or run of decode steps) lands.
+
+Tokens are counted, first tokens and inter-token gaps recorded, finished prompts become decode rows (their
+prompt segments enter the prefix cache, pinned), finished rows retire (their turn's segment is cached, their KV
+freed, the session's next turn released after its think time), and a disaggregated prefill instance's finished
+prompts are handed over to the decode pool.
+
+References:
+  Yu et al., "Orca: A Distributed Serving System for Transformer-Based Generative Models", OSDI 2022
+  (iteration-level scheduling).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
+from sweepkit.serving.kv_phases import kv_used
+from sweepkit.serving.prefix import chain_nodes, node_units, pin_range
+
+
+def complete(pol, req, load, iv, first_s, t, shape):
+    """Land the ended step (or run of decode steps): tokens, first tokens, gaps, energy, promotions, prefix
+    inserts, retirements.
+
+    Returns:
+      (instance arrays, per-slot event fields as a dict).
+    """
+    r, plan = iv["rows"], iv["plan"]
+    N = req.prompt_tokens.shape[0]
+    K = plan["dt"].shape[0]
+    rid = jnp.maximum(r.rid, 0)
+    o = req.output_tokens[rid].astype(jnp.float64)
+    on = jnp.arange(K) < plan["n"]
+    E = jnp.where(on[:, None] & (r.phase != FREE)[None, :], plan["E"], 0.0)
+    got = E[0] > 0
+    first = got & (r.out <= 0)
+    win = ((r.arr_s >= load.itl_from_s) & (r.arr_s <= load.itl_to_s)).astype(jnp.float64)
+    ends = plan["t0"] + jnp.cumsum(plan["dt"])
+    row_w = jnp.where(got & ~first, win, 0.0)
+    row_bin = bin_index(ends[0] - r.last_s, shape.bins)
+    run_w = jnp.where(on & (jnp.arange(K) >= 1), jnp.sum(jnp.where(E > 0, win[None, :], 0.0), axis=1), 0.0)
+    zeros = jnp.sum(jnp.where(first[None, :], 0.0, jnp.maximum(E - 1.0, 0.0) * win[None, :]))
+    eligible = r.arr_s <= load.eligible_to_s
+    ttft_miss = first & (t - r.arr_s > load.ttft_slo_s) & eligible
+    promote = (r.phase == PREFILL) & (r.done >= r.target)
+    out = r.out + jnp.sum(E, axis=0)
+    last = jnp.maximum(plan["n"] - 1, 0)
+    r = dataclasses.replace(r, out=out, last_s=jnp.where(jnp.sum(E, axis=0) > 0, t, r.last_s),
+                            phase=jnp.where(promote, DECODE, r.phase),
+                            alloc=jnp.where((plan["n"] >= 1) & (r.phase != FREE), plan["alloc"][last], r.alloc))
+    dt = jnp.sum(jnp.where(on, plan["dt"], 0.0))
+    st = iv["stats"]
+    st = dict(st, energy_j=st["energy_j"] + jnp.sum(jnp.where(on, plan["en"], 0.0)), busy_s=st["busy_s"] + dt,
+              kv_area=st["kv_area"] + plan["frac"] * dt, batch_area=st["batch_area"] + plan["rows"] * dt,
+              steps=st["steps"] + plan["n"], decode_rows=st["decode_rows"] + plan["n"] * plan["dec"])
+    iv = dict(iv, rows=r, stats=st, plan=dict(plan, n=jnp.zeros_like(plan["n"])))
+    if shape.prefix:
+        iv = insert_prefix(pol, req, iv, promote & (pol.prefix > 0), t, shape)
+    fin = (r.phase == DECODE) & (out >= o)
+    first_t = jnp.where(first, t, first_s[rid])
+    tpot = (t - first_t) / jnp.maximum(o - 1.0, 1.0)
+    tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
+    if shape.prefix:
+        iv = emit_and_release(pol, req, iv, fin & (pol.prefix > 0), t, shape)
+    hand = promote & ~fin & (pol.role == PREFILL_POOL)
+    hold = hand & (pol.pull > 0)          # pull: the KV stays here until it lands on the decode pool
+    if shape.prefix:
+        ids, _, valid = chain_nodes(req, rid, shape)
+        iv = pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(hand & ~hold, iv["rows"].pins, 0.0), t,
+                       -1.0)
+    r = iv["rows"]
+    k = rid // shape.sessions
+    gone = fin | (hand & ~hold)
+    rows = dataclasses.replace(r, phase=jnp.where(gone, FREE, jnp.where(hold, HELD, r.phase)),
+                               rid=jnp.where(gone, -1, r.rid), alloc=jnp.where(gone, 0.0, r.alloc),
+                               pins=jnp.where(gone, 0.0, r.pins))
+    ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N), hand_rid=jnp.where(hand, rid, N),
+              next_rid=jnp.where(fin & (k + 1 < shape.turns), rid + shape.sessions, N),
+              itl_bin=jnp.concatenate([row_bin, bin_index(plan["dt"], shape.bins)]),
+              itl_w=jnp.concatenate([row_w, run_w]), zeros=zeros,
+              misses=(jnp.sum(ttft_miss) + jnp.sum(tpot_miss)).astype(jnp.int32))
+    return dict(iv, rows=rows), ev
+
+
+def insert_prefix(pol, req, iv, on, t, shape):
+    """Rows whose prompt completed put its chain segments in the cache, pinned; their private KV shrinks to
+    the uncached rest (the KV moves into the cache). All or none per boundary, as room allows."""
+    r = iv["rows"]
+    rid = jnp.maximum(r.rid, 0)
+    ids, toks, valid = chain_nodes(req, rid, shape)
+    units = node_units(req, shape, pol.block_tokens)
+    new = on[:, None] & valid & ~iv["c_in"][ids]
+    covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
+    alloc = jnp.where(on, jnp.ceil(jnp.maximum(r.target - covered, 0.0) / pol.block_tokens), r.alloc)
+    need = jnp.sum(jnp.where(new, units[ids], 0.0)) - jnp.sum(r.alloc - alloc)
+    private, cache, pinned = kv_used(pol, iv, units)
+    ok = private + pinned + need <= pol.kv_units
+    on = on & ok
+    M = iv["c_in"].shape[0]
+    c_in = iv["c_in"].at[jnp.where(on[:, None] & valid, ids, M).ravel()].set(True, mode="drop")
+    iv = dict(iv, c_in=c_in)
+    n_valid = jnp.sum(valid, axis=-1).astype(jnp.float64)
+    iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t)
+    rows = dataclasses.replace(r, alloc=jnp.where(on, alloc, r.alloc), hit=jnp.where(on, covered, r.hit),
+                               pins=jnp.where(on, n_valid, r.pins))
+    return dict(iv, rows=rows)
+
+
+def emit_and_release(pol, req, iv, fin, t, shape):
+    """Finished rows cache their turn's segment (multi-turn, whole chain pinned, room allowing), then unpin."""
+    r = iv["rows"]
+    rid = jnp.maximum(r.rid, 0)
+    ids, toks, valid = chain_nodes(req, rid, shape)
+    units = node_units(req, shape, pol.block_tokens)
+    node = shape.systems + rid
+    whole = r.pins >= jnp.sum(valid, axis=-1)
+    emit = fin & whole & ~iv["c_in"][node] & (shape.turns > 1)
+    need = jnp.sum(jnp.where(emit, units[node] - r.alloc, 0.0))
+    private, cache, pinned = kv_used(pol, iv, units)
+    emit = emit & (private + pinned + need <= pol.kv_units)
+    M = iv["c_in"].shape[0]
+    c_in = iv["c_in"].at[jnp.where(emit, node, M)].set(True, mode="drop")
+    c_last = iv["c_last_s"].at[jnp.where(emit, node, M)].set(t, mode="drop")
+    iv = dict(iv, c_in=c_in, c_last_s=c_last)
+    return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), t, delta=-1.0)
+
+
+def land(pol, req, iv, land_s, t, shape):
+    """Pull hand-off: KV that has landed by ``t`` frees the prefill instance's hold (and its pinned
+    segments) and turns the decode instance's reservation into a decode row.
+
+    Args:
+      land_s: [N] landing time of each request's KV transfer (inf: not started).  t: the boundary time, s.
+    """
+    r = iv["rows"]
+    rid = jnp.maximum(r.rid, 0)
+    arrived = land_s[rid] <= t
+    free = (r.phase == HELD) & arrived
+    join = (r.phase == RESERVED) & arrived
+    if shape.prefix:
+        ids, _, valid = chain_nodes(req, rid, shape)
+        iv = pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(free, r.pins, 0.0), t, -1.0)
+    rows = dataclasses.replace(r, phase=jnp.where(free, FREE, jnp.where(join, DECODE, r.phase)),
+                               rid=jnp.where(free, -1, r.rid), alloc=jnp.where(free, 0.0, r.alloc),
+                               pins=jnp.where(free, 0.0, r.pins))
+    return dict(iv, rows=rows)

@@ -1,0 +1,43 @@
+"""Row order and counter-based draws shared by the boundary phases.
+
+Every ordered sum of a boundary (swap-in, paged growth, chunk budgets, preemption) walks the rows in arrival
+order, ties by slot; one sort per boundary serves them all, because an order over all rows is the order over
+any subset of them. :func:`uniform` gives the acceptance draws of a (request, token position), so the same
+request sees the same draws whatever else runs beside it (common random numbers).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def uniform(seed, rid, position):
+    """u in (0, 1) from a counter-based hash of (seed, request, token position) (murmur3 finaliser)."""
+    x = (seed.astype(jnp.uint64) * jnp.uint64(0x9E3779B97F4A7C15)
+         ^ rid.astype(jnp.uint64) * jnp.uint64(0xBF58476D1CE4E5B9)
+         ^ position.astype(jnp.uint64) * jnp.uint64(0x94D049BB133111EB))
+    for shift, mul in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53)):
+        x = (x ^ (x >> jnp.uint64(shift))) * jnp.uint64(mul)
+    x = x ^ (x >> jnp.uint64(33))
+    return ((x >> jnp.uint64(11)).astype(jnp.float64) + 0.5) / float(1 << 53)
+
+
+def arrival_order(arr_s):
+    """(order, inverse) of the rows by arrival time, ties by slot: one sort per boundary, shared by every
+    ordered sum of the boundary (an order over all rows is the order over any subset of them)."""
+    S = arr_s.shape[0]
+    order = jnp.argsort(arr_s, stable=True)
+    return order, jnp.zeros((S,), jnp.int32).at[order].set(jnp.arange(S, dtype=jnp.int32))
+
+
+def ordered_cumsum(values, order, mask):
+    """Inclusive cumulative sum of ``values`` over masked rows in arrival order, [S]."""
+    cum = jnp.cumsum(jnp.where(mask, values, 0.0)[order[0]])
+    return cum[order[1]]
+
+
+def arrival_rank(order, mask):
+    """Rank of each masked row in arrival order (ties by slot), [S] (unmasked rows: S)."""
+    S = mask.shape[0]
+    rank = ordered_cumsum(mask.astype(jnp.int32), order, mask) - 1
+    return jnp.where(mask, rank, S).astype(jnp.int32)

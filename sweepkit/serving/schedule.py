@@ -1,0 +1,196 @@
+"""The scheduling phase of a boundary: the batching policy forms the next step and prices it.
+
+prefill-priority: admit whole prompts (FIFO, token budget, batch cap, memory); if any, one prefill step
+(decode rows stall), else one decode step over every row. decode-priority: the same, but prompts are admitted
+only when no row is running. chunked: one mixed step of every decode row (gamma + 1 tokens each of the budget),
+partial prompts and new admissions within the token budget. Paged rows grow before decode and mixed steps.
+A pure decode step plans a run of up to RUN_STEPS steps at once (:mod:`sweepkit.serving.decode_run`).
+
+References:
+  Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI 2024,
+  arXiv:2403.02310 (stall-free chunked batching, Alg. 3); Leviathan et al., "Fast Inference from
+  Transformers via Speculative Decoding", ICML 2023, arXiv:2211.17192 (acceptance, sec. 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from sweepkit.costmodel.passes import Work, chunk_work
+from sweepkit.costmodel.steps import step_cost
+from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, RESERVED, SWAPPED
+from sweepkit.serving.decode_run import decode_run, no_run
+from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
+from sweepkit.serving.prefix import chain_nodes, lookup, pin_range
+from sweepkit.serving.row_order import ordered_cumsum, uniform
+
+
+def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
+    """The first A queued requests: ids, prompt tokens to compute, cached hit, nodes hit, KV units needed,
+    tokens emitted before, whether the prompt was computed by the prefill pool (disaggregated), and whether
+    its KV still waits there for room here (pull hand-off: admitting it reserves the room and starts the
+    transfer)."""
+    N = iv["queue"].shape[0]
+    ar = jnp.arange(shape.admits)
+    valid = ar < iv["tail"] - iv["head"]
+    rid = iv["queue"][(iv["head"] + ar) % N]
+    p = req.prompt_tokens[rid].astype(jnp.float64)
+    o = req.output_tokens[rid].astype(jnp.float64)
+    prev = r_out[rid]
+    target = p + prev
+    awaiting = handed[rid]
+    computed = prefilled[rid] | awaiting   # the prefill pool computed the prompt
+    if shape.prefix:
+        hit, nodes = lookup(iv["c_in"], req, rid, target, shape)
+        hit, nodes = jnp.where(computed, 0.0, hit * pol.prefix), jnp.where(computed, 0.0, nodes * pol.prefix)
+    else:
+        hit = nodes = jnp.zeros_like(target)
+    paged = pol.paged > 0
+    need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), p + o - hit)
+    return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev, computed, awaiting
+
+
+def accepted(pol, rid, out, shape):
+    """Drafted tokens accepted in a verify pass starting at token ``out``: k = #{j : u < prod_{i<=j} alpha_i}.
+
+    One uniform per (request, position) inverts the survival function P(k >= j) = prod_{i<=j} alpha_i
+    (:func:`sweepkit.acceptance.sample_accepted`); with equal alphas this is min(floor(ln u / ln alpha),
+    gamma). Without a draft in the program (``gamma_max`` 0) nothing is drawn.
+    """
+    if shape.gamma_max == 0:
+        return jnp.zeros(jnp.shape(rid), jnp.float64)
+    u = uniform(pol.spec_seed, rid, out)
+    surv = pol.accept_survival
+    return sum((u < surv[j]).astype(jnp.float64) for j in range(surv.shape[0]))
+
+
+def token_budget_split(pol, r, survive, cost, dec_rows, order):
+    """Prompt tokens each partial row and each candidate computes this step, and the candidates' budget test.
+
+    Chunked: decode rows take gamma + 1 tokens each of the budget tau (never trimmed), then partial prompts in
+    arrival order, then new admissions, each min(remaining, tau - used). Whole prompts: the first always
+    fits, the next while the cumulative prompt tokens stay within the budget.
+    """
+    tau = pol.token_budget
+    dec_tok = jnp.sum(dec_rows) * (pol.inst.gamma + 1.0)
+    partial = survive & (r.phase == PREFILL) & (r.done < r.target)
+    rem = jnp.where(partial, r.target - r.done, 0.0)
+    cum = jax.lax.cond(jnp.any(partial), lambda: ordered_cumsum(rem, order(), partial), lambda: rem)
+    ceiling = jnp.maximum(tau, dec_tok)
+    c_part = jnp.where(partial, jnp.minimum(dec_tok + cum, ceiling) - jnp.minimum(dec_tok + cum - rem, ceiling), 0.0)
+    used = jnp.minimum(dec_tok + jnp.sum(rem), ceiling)
+    before = used + jnp.cumsum(cost) - cost
+    chunked_c = jnp.clip(tau - before, 0.0, cost)
+    chunk_ok = before < tau
+    whole_ok = (jnp.cumsum(cost) <= tau) | (jnp.cumsum(cost) - cost <= 0)
+    chunked = pol.batching == CHUNKED
+    return (jnp.where(chunked, c_part, 0.0), jnp.where(chunked, chunked_c, cost),
+            jnp.where(chunked, chunk_ok, whole_ok))
+
+
+def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
+    """Place the taken candidates in free slots as prompt rows (their hit segments pinned); pop the queue."""
+    valid, rid, target, hit, nodes, need, prev, computed, awaiting = cand
+    r = iv["rows"]
+    S, A = r.rid.shape[0], take.shape[0]
+    free_idx = jnp.nonzero(r.phase == FREE, size=A, fill_value=S)[0]
+    dest = jnp.where(take, free_idx, S)
+    done = jnp.where(computed, target, hit + c_new)
+    put = lambda a, v: a.at[dest].set(v, mode="drop")  # noqa: E731
+    rows = dataclasses.replace(
+        r, rid=put(r.rid, rid), phase=put(r.phase, jnp.where(awaiting, RESERVED, jnp.where(computed, DECODE, PREFILL))),
+        target=put(r.target, target), done=put(r.done, done),
+        out=put(r.out, prev), alloc=put(r.alloc, need), hit=put(r.hit, hit), pins=put(r.pins, nodes),
+        last_s=put(r.last_s, r_last_s[rid]),
+        arr_s=put(r.arr_s, arrival_s[rid]))
+    iv = dict(iv, rows=rows, head=iv["head"] + jnp.sum(take).astype(jnp.int32))
+    if shape.prefix:
+        ids, _, vld = chain_nodes(req, rid, shape)
+        iv = pin_range(iv, ids, vld, jnp.zeros_like(nodes), jnp.where(take, nodes, 0.0), t)
+    first = take & (prev <= 0)
+    st = iv["stats"]
+    st = dict(st, hit_tokens=st["hit_tokens"] + jnp.sum(jnp.where(first, hit, 0.0)),
+              first_prompt_tokens=st["first_prompt_tokens"] + jnp.sum(jnp.where(first, target, 0.0)))
+    return dict(iv, stats=st), dest, ((done >= target) & ~awaiting).astype(jnp.float64)
+
+
+def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
+    """Form and price the next step under the batching policy: (instance arrays, events, seconds, joules).
+
+    prefill-priority: admit whole prompts (FIFO, budget, batch cap, memory); if any, one prefill step (decode
+    rows stall), else one decode step over every row. decode-priority: the same, but prompts are admitted
+    only when no row is running. chunked: one mixed step of every decode row, partial prompts and new
+    admissions within the token budget. Paged rows grow before decode and mixed steps.
+    """
+    r = iv["rows"]
+    chunked = pol.batching == CHUNKED
+    alloc_g, survive, pre = grow(pol, req, iv, units_m, order, shape)
+    running = (r.phase == PREFILL) | (r.phase == DECODE)
+    n_run0 = jnp.sum(running)
+    cand = candidates(pol, req, iv, shared["r_out"], shared["prefilled"], shared["handed"], t, shape)
+    valid, rid, target, hit, nodes, need, prev, computed, awaiting = cand
+    private0, cache, pinned = kv_used(pol, iv, units_m)
+    private_g = jnp.sum(jnp.where(survive, alloc_g, 0.0))
+    room = pol.kv_units - pinned - jnp.where(chunked, private_g + parked_units(r), private0) - pol.watermark_units
+    n_run = jnp.where(chunked, jnp.sum(survive), n_run0) + jnp.sum(r.phase == RESERVED)   # held KV: no cap
+    can = (jnp.sum(r.phase == SWAPPED) == 0) & ((pol.batching != DECODE_PRIORITY) | (n_run0 == 0))
+    dec_rows = survive & (r.phase == DECODE)
+    cost = jnp.where(computed, 0.0, target - hit)
+    c_part, c_new, budget_ok = token_budget_split(pol, r, survive, cost, jnp.where(chunked, dec_rows, False), order)
+    ar = jnp.arange(1, valid.shape[0] + 1)
+    ok = (valid & can & budget_ok & (jnp.cumsum(need) <= room) & (n_run + ar <= pol.batch_cap)
+          & (ar <= jnp.sum(r.phase == FREE)))
+    take = jnp.cumprod(ok).astype(bool)
+    prefill_step = ~chunked & jnp.any(take & ~computed)   # handed-over prompts join as decode rows
+    grow_now = chunked | ~prefill_step
+    alloc = jnp.where(grow_now & running, alloc_g, r.alloc)
+    iv = dict(iv, rows=dataclasses.replace(r, alloc=alloc))
+    iv, ev = preempt(pol, req, iv, pre & grow_now, t, order, shape)
+    r = iv["rows"]
+    dec = (r.phase == DECODE) & grow_now
+    ridd = jnp.maximum(r.rid, 0)
+    p = req.prompt_tokens[ridd].astype(jnp.float64)
+    o = req.output_tokens[ridd].astype(jnp.float64)
+    emit_dec = jnp.minimum(accepted(pol, ridd, r.out, shape) + 1.0, o - r.out)
+    part = (r.phase == PREFILL) & (c_part > 0)
+    chunks = step_chunks(r.done, c_part, part, hit, c_new, take & ~computed)
+    done = r.done + jnp.where(part, c_part, 0.0)
+    emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
+    pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(pre & grow_now) & (jnp.sum(r.phase == SWAPPED) == 0)
+    private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(r, alloc=jnp.where(dec, 0.0, r.alloc))), units_m)
+    plan_run = lambda: decode_run(pol, req, r, dec, lambda i, x: accepted(pol, i, x, shape),  # noqa: E731
+                                  private1 + pinned, shape)
+    run = jax.lax.cond(pure & jnp.any(dec), plan_run, lambda: no_run(r.out))
+    multi = pure & (run["n"] >= 2) & jnp.any(dec)
+    iv, dest, emit_new = admit(pol, req, dict(iv, rows=dataclasses.replace(r, done=done)), take, cand, c_new,
+                                shared["r_last_s"], shared["arrival_s"], t, shape)
+    emit = emit.at[dest].set(emit_new, mode="drop")
+    joined = take & computed & ~awaiting
+    ctx = jnp.sum(jnp.where(dec, p + r.out, 0.0)) + jnp.sum(jnp.where(joined, target, 0.0))
+    rows_dec = (jnp.sum(dec) + jnp.sum(joined)).astype(jnp.float64)
+    t_s, e_j = step_cost(pol.inst, ctx, rows_dec, chunks, shape.gamma_max)
+    K = run["dt"].shape[0]
+    first_step = (jnp.arange(K) == 0)
+    alloc = iv["rows"].alloc
+    plan = dict(
+        n=jnp.where(multi, run["n"], (t_s > 0).astype(jnp.int32)), t0=t,
+        dt=jnp.where(multi, run["dt"], jnp.where(first_step, t_s, 0.0)),
+        en=jnp.where(multi, run["en"], jnp.where(first_step, e_j, 0.0)),
+        E=jnp.where(multi, run["E"], jnp.where(first_step[:, None], emit[None, :], 0.0)),
+        alloc=jnp.where(multi & dec[None, :], run["alloc"], alloc[None, :]),
+        frac=jnp.zeros(()), rows=jnp.sum((iv["rows"].phase == PREFILL) | (iv["rows"].phase == DECODE)).astype(jnp.float64),
+        dec=rows_dec)
+    st = iv["stats"]
+    iv = dict(iv, plan=plan, stats=dict(st, prefill_tokens=st["prefill_tokens"] + chunks.tokens))
+    return iv, dict(ev, xfer_rid=jnp.where(take & awaiting, rid, req.prompt_tokens.shape[0]))
+
+
+def step_chunks(done, c_part, part, hit, c_new, take) -> Work:
+    """The step's prompt chunks combined: partial rows (p0 = tokens done) and new admissions (p0 = hit)."""
+    a = chunk_work(jnp.where(part, done, 0.0), jnp.where(part, c_part, 0.0))
+    b = chunk_work(jnp.where(take, hit, 0.0), jnp.where(take, c_new, 0.0))
+    return Work(tokens=jnp.sum(a.tokens) + jnp.sum(b.tokens), attn_pairs=jnp.sum(a.attn_pairs) + jnp.sum(b.attn_pairs),
+                kv_tokens=jnp.sum(jnp.where(part, a.kv_tokens, 0.0)) + jnp.sum(jnp.where(take, b.kv_tokens, 0.0)))
