@@ -4,6 +4,7 @@ Tiny workloads (tests/grids/serve-workloads.toml: 16 short requests) keep every 
 the compiles are shared with the `sweepkit simulate` run of the fixture (same process, same shapes).
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 
+from sweepkit.catalogue import get_device
 from sweepkit.cli import main
 from sweepkit.cli.serve import bind, url
 from support.browser import find_chromium, open_page
@@ -144,6 +146,27 @@ def test_the_server_answers_while_a_capacity_search_runs(served):
         job = _get(base, f"/api/capacity/{job['job']}")
     assert job["state"] == "done", job
     assert job["result"]["goodput_req_s_per_gpu"] > 0 and job["result"]["energy_per_token_j"] > 0
+
+
+def test_a_live_capacity_search_starts_where_the_sweep_does(served):
+    """Twice the sweep's reference load of the workload (as `sweepkit simulate`), else 1/s, and the same
+    capacity as the search of `sweepkit.serving.capacity` from that start."""
+    from sweepkit.serve.api import capacity_args
+    from sweepkit.serve.whatif import run_capacity
+    from sweepkit.serving.capacity import search
+    from sweepkit.serving.config import Config
+
+    _, _, ctx = served
+    ctx = dataclasses.replace(ctx, reference={"tiny-chat": 0.75})
+    args = capacity_args(ctx, {"workload": "tiny-chat", "device": "H100", "lever": "baseline"})
+    assert args["start_per_s"] == 1.5
+    assert capacity_args(dataclasses.replace(ctx, reference={}), {"workload": "tiny-chat", "device": "H100",
+                                                                  "lever": "baseline"})["start_per_s"] == 1.0
+    live = run_capacity(args["w"], ctx.cluster, "H100", args["lever"], start_per_s=args["start_per_s"])
+    dev = get_device("H100")
+    caps, _, rows = search(args["w"], ctx.cluster, [Config("H100", args["lever"])], [dev.price_usd_per_gpu_hour],
+                           [dev.idle_w], start=1.5)
+    assert live["capacity_per_s"] == caps[0] and live["simulated_loads"] == len(rows)
 
 
 def test_serve_binds_to_127_0_0_1_by_default(served, tmp_path):

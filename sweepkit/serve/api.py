@@ -97,11 +97,14 @@ def whatif_args(ctx: Context, body) -> dict:
 
 
 def capacity_args(ctx: Context, body) -> dict:
-    """``POST /api/capacity``: workload, device, lever."""
+    """``POST /api/capacity``: workload, device, lever; the search's first probe (twice the sweep's reference
+    load of the workload when the warehouse has one, else 1/s)."""
     body = _object(body)
     _unknown(body, {"workload", "device", "lever", "page"})
-    return dict(w=ctx.workloads[_name(body, "workload", ctx.workloads)],
-                device=_name(body, "device", device_names()), lever=lever_of(ctx, body, "lever"))
+    w = ctx.workloads[_name(body, "workload", ctx.workloads)]
+    start = 2.0 * ctx.reference[w.name] if w.name in ctx.reference else 1.0   # as `sweepkit simulate` starts
+    return dict(w=w, device=_name(body, "device", device_names()), lever=lever_of(ctx, body, "lever"),
+                start_per_s=start)
 
 
 def decode_args(body) -> dict:

@@ -183,7 +183,8 @@ def create_app(ctx: Context, warm: bool = True) -> Starlette:
             try:
                 state["result"] = run_capacity(args["w"], ctx.cluster, args["device"], args["lever"],
                                                progress=lambda n: state.__setitem__("simulations",
-                                                                                    state["simulations"] + n))
+                                                                                    state["simulations"] + n),
+                                               start_per_s=args["start_per_s"])
                 state["state"] = "done"
             except Exception as exc:  # noqa: BLE001 - reported to the page in one line
                 state.update(state="error", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

@@ -140,11 +140,12 @@ def run_whatif(w: Workload, cluster: Cluster, device: str, before, after, rate_p
     return dict(**sides, change_pct=pct, verdict=verdict, same_pct=SAME_PCT, sessions=int(lanes.n_sessions))
 
 
-def run_capacity(w: Workload, cluster: Cluster, device: str, lever, progress=None) -> dict:
+def run_capacity(w: Workload, cluster: Cluster, device: str, lever, progress=None, start_per_s: float = 1.0) -> dict:
     """Capacity search of one configuration: capacity and goodput/GPU, $/M tok, J/token at capacity.
 
     Args:
       progress: callable(simulations done in a round), from the search.
+      start_per_s: the first probe, per second (``sweepkit simulate`` starts at twice the reference load).
     """
     cfg = Config(device, lever)
     check(cluster, cfg, "lever")
@@ -155,7 +156,7 @@ def run_capacity(w: Workload, cluster: Cluster, device: str, lever, progress=Non
         caps, rows = [float("nan")], [m]
     else:
         caps, best, rows = search(w, cluster, [cfg], [dev.price_usd_per_gpu_hour], [dev.idle_w],
-                                  progress=progress)
+                                  start=start_per_s, progress=progress)
         m = best[0] or {}
     get = lambda k: _clean({k: float(m.get(k, float("nan")))})[k]  # noqa: E731
     return dict(capacity_per_s=_clean({"c": float(caps[0])})["c"], saturated=w.offline, load_unit=w.load_unit, goodput_req_s_per_gpu=get("goodput_req_s_per_gpu"),

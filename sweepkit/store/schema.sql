@@ -230,7 +230,7 @@ comment on column contract_trace_steps.pass_energy_j is 'J, energy of the whole 
 -- ITL = gap before each token after the first (tokens of one verify pass after the first: 0). Measured window:
 -- requests sorted by arrival, first 10% dropped, arrivals after the last session start dropped. Attainment =
 -- share of the window meeting TTFT <= SLO and (output < 2 or TPOT <= SLO). Capacity = the highest load with
--- attainment >= 0.9, to within 2%.
+-- attainment >= 0.9, to within the grid tolerance (default 5%).
 create table if not exists contract_serving (
     run_id                 varchar,
     device                 varchar,
@@ -367,7 +367,7 @@ comment on column contract_capacity.gamma is 'gamma, drafted tokens per verify p
 comment on column contract_capacity.alpha is 'alpha, assumed acceptance per drafted token';
 comment on column contract_capacity.saturated is 'true for offline workloads: one run with every request at t = 0; capacity metrics are its saturated throughput';
 comment on column contract_capacity.load_unit is 'sessions/s | requests/s';
-comment on column contract_capacity.capacity_per_s is '1/s, highest load with attainment >= 0.9 (to within 2%, vectorized search); null when saturated';
+comment on column contract_capacity.capacity_per_s is '1/s, highest load with attainment >= 0.9, to within the grid tolerance (default 5%: doubling or halving from twice the reference load, then bisection); null when saturated';
 comment on column contract_capacity.reference_load_per_s is '1/s, the workload reference load = 0.5 x the H100 baseline capacity (offline: 1e6), the same for every lever and device';
 comment on column contract_capacity.goodput_req_s is 'req/s at capacity = (window requests - 1) / arrival span of the window; offline: completed / horizon';
 comment on column contract_capacity.goodput_per_gpu_per_s is 'req/s per GPU at capacity = goodput_req_s / GPUs';
