@@ -25,6 +25,8 @@ def start_or_resume(work: Any, wh: Any, grid_name: str, grid_sha256: str, resume
       InputError: no such pending run, another live process holds it, or it was started from another
         grid, kind or cut (chunk size) than this one.
     """
+    if resume is not None:
+        wh.adopt_location(PendingRun(wh.root, resume).manifest().parquet_uri)
     loc = wh.location()
     uri = loc.uri if loc else ""
     if resume is None:

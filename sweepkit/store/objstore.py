@@ -94,7 +94,7 @@ def parse_uri(text: str, field: str = "--parquet-uri") -> Location:
       InputError: not ``s3://`` or ``gs://``, a bad bucket name, or a bad prefix.
 
     Example:
-      >>> parse_uri("http://x")
+      >>> parse_uri("http://x")  # doctest: +ELLIPSIS
       Traceback (most recent call last):
       ...
       sweepkit.errors.InputError: --parquet-uri = 'http://x' is not allowed; expected s3://bucket[/prefix] ...

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 import sweepkit
 from sweepkit.errors import bad_value
-from sweepkit.store import cleanup, db, integrity, objstore, snapshot
+from sweepkit.store import cleanup, commit, db, integrity, objstore, snapshot
 from sweepkit.store.staging import RunLock, checked, declared_columns
 from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
 
@@ -246,49 +246,10 @@ class Warehouse:
             return loc.uri_of(str(path))
         return str((self.root / "parquet" / table / f"run_id={run_id}" / path.name).relative_to(self.root))
 
-    def _commit(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
-                started: dt.datetime, row_count: int, wall_s: float,
-                files: Mapping[str, list[tuple[str, int, int, str | None]]],
-                on_wait: Callable[[str], None]) -> None:
-        """One transaction: the runs row, its run_files rows, and the views recreated over them."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with db.gate(self.gate_path, exclusive=True, timeout_s=None, on_wait=on_wait):
-            self._commit_locked(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml, on_wait=on_wait,
-                                grid_sha256=grid_sha256, started=started, row_count=row_count, wall_s=wall_s,
-                                files=files)
-
-    def _commit_locked(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
-                       started: dt.datetime, row_count: int, wall_s: float,
-                       files: Mapping[str, list[tuple[str, int, int, str | None]]],
-                       on_wait: Callable[[str], None]) -> None:
-        con = db.open_db(self.db_path, read_only=False, timeout_s=None, on_wait=on_wait)
-        try:
-            con.execute("begin transaction")
-            # Views hold absolute paths and the feed/schema digests assume this version wrote them last: if
-            # the folder moved, or another sweepkit version committed, rebuild everything, not just ours.
-            everything = not db.last_commit_matches(con, str(self.root.resolve()), sweepkit.__version__)
-            db.ensure_schema(con, force=everything)
-            loc = self.location()
-            objstore.check_same(loc, objstore.stored_uri(con), self.root)   # another first run may have won
-            con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)",
-                        [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
-                         dt.datetime.now(dt.timezone.utc), row_count, wall_s])
-            rows = [[run_id, name, *f] for name, fs in files.items() for f in fs]
-            if rows:
-                con.executemany("insert into run_files values (?, ?, ?, ?, ?, ?)", rows)
-            con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(self.root.resolve())])
-            con.execute("insert or replace into warehouse_meta values ('parquet_uri', ?)", [loc.uri if loc else ""])
-            db.create_views(con, self.root, temp=False,
-                            tables=None if everything else [n for n, fs in files.items() if fs])
-            con.execute("commit")
-        except BaseException:
-            try:
-                con.execute("rollback")
-            except duckdb.Error:
-                pass
-            raise
-        finally:
-            con.close()
+    def _commit(self, **run) -> None:
+        """One transaction: the runs row, its run_files rows, and the views recreated over them
+        (:func:`sweepkit.store.commit.commit_run`, which lists the arguments)."""
+        commit.commit_run(self, **run)
 
     def clean_stale(self) -> list[Path | str]:
         """Delete what dead writers left (``sweepkit.store.cleanup``): staging folders, uncommitted run
@@ -315,15 +276,24 @@ class Warehouse:
           InputError: a ``parquet_uri`` other than the one the committed runs use.
         """
         if not self._resolved:
-            con = self._open_committed()
-            try:
-                stored = objstore.stored_uri(con) if con is not None else None
-            finally:
-                if con is not None:
-                    con.close()
-            self._location = objstore.resolve(self._given, stored, self.root)
+            self._location = objstore.resolve(self._given, self._stored_uri(), self.root)
             self._resolved = True
         return self._location
+
+    def adopt_location(self, uri: str) -> None:
+        """Use ``uri`` ("" for the folder) as the location if none was given and no run is committed yet: a
+        resumed run's parts are where its manifest says."""
+        if self._given is None and self._stored_uri() is None:
+            self._given, self._resolved = (objstore.parse_uri(uri) if uri else None), False
+
+    def _stored_uri(self) -> str | None:
+        con = self._open_committed()
+        if con is None:
+            return None
+        try:
+            return objstore.stored_uri(con)
+        finally:
+            con.close()
 
 
 def _to_stderr(message: str) -> None:
