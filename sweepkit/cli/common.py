@@ -49,30 +49,42 @@ def warehouse_option(f: Callable) -> Callable:
                         help="Warehouse folder (default: $SWEEPKIT_WAREHOUSE or ./warehouse).")(f)
 
 
+def parquet_uri_option(f: Callable) -> Callable:
+    return click.option("--parquet-uri", "parquet_uri", default=None, metavar="URI",
+                        help="Write the run's Parquet to an object store, s3://bucket/prefix (endpoint and "
+                             "credentials from the AWS_* environment variables) or gs://bucket/prefix; a "
+                             "warehouse's runs keep their Parquet in one place, so needed only on its first "
+                             "run (docs/warehouse.md).")(f)
+
+
 def format_option(f: Callable) -> Callable:
     return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                         help="Output format; json prints one JSON array of row objects and nothing else.")(f)
 
 
-def open_warehouse(path: str | None, *, reading: bool = False):
+def open_warehouse(path: str | None, *, reading: bool = False, parquet_uri: str | None = None):
     """The warehouse ``--warehouse`` names (None: the default).
 
     Args:
       path: the option's value.  reading: the command only reads: a folder that does not exist is bad input
         (a mistyped path would otherwise answer empty results); writers create it.
+      parquet_uri: ``--parquet-uri`` of a writing command: checked (and its bucket looked up) before any work.
 
     Raises:
-      InputError: an empty path, or a warehouse to read that does not exist.
+      InputError: an empty path, a warehouse to read that does not exist, a bad ``--parquet-uri``, one
+        other than the committed runs', or a bucket that does not exist.
     """
     from sweepkit.errors import bad_value
-    from sweepkit.store import Warehouse
+    from sweepkit.store import Warehouse, objstore
 
     if path is not None and not path.strip():
         raise bad_value("--warehouse", path, "a folder path (omit it for $SWEEPKIT_WAREHOUSE or ./warehouse)")
-    wh = Warehouse(path)
+    wh = Warehouse(path, parquet_uri=parquet_uri)
     if reading and not wh.root.is_dir():
         label = "--warehouse" if path is not None else "warehouse (default)"
         raise bad_value(label, str(wh.root), "an existing warehouse folder (`sweepkit run GRID` creates one)")
+    if not reading and wh.location() is not None:
+        objstore.check_reachable(wh.location())
     return wh
 
 

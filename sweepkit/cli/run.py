@@ -8,7 +8,8 @@ import time
 
 import click
 
-from sweepkit.cli.common import Interrupts, emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.common import (Interrupts, emit, format_option, note, open_warehouse, parquet_uri_option,
+                                 warehouse_option)
 from sweepkit.cli.scale import run_in_parts, scale_options, wants_parts
 from sweepkit.errors import InputError, bad_value
 
@@ -71,6 +72,7 @@ def _progress(total: int):
 @click.command(context_settings={"max_content_width": 100})
 @click.argument("grid", type=click.Path(dir_okay=False))
 @warehouse_option
+@parquet_uri_option
 @click.option("--force", is_flag=True, help="Run again even if this grid (same text, same sweepkit) is committed.")
 @click.option("--chunk-points", type=int, default=None,
               help="At least this many grid points per compiled engine call, at most twice as many "
@@ -79,7 +81,7 @@ def _progress(total: int):
               help="Print at most this many rows of the table (0: all); `sweepkit query` shows the rest.")
 @format_option
 @scale_options
-def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None, limit: int, fmt: str,
+def run(grid: str, warehouse: str | None, parquet_uri: str | None, force: bool, chunk_points: int | None, limit: int, fmt: str,
         executor: str | None, address: str | None, workers: int | None, resume: str | None, retries: int) -> None:
     """Sweep a decode GRID (TOML) into the warehouse and print its speed-up table.
 
@@ -100,7 +102,7 @@ def run(grid: str, warehouse: str | None, force: bool, chunk_points: int | None,
         raise bad_value("--chunk-points", chunk_points, "an integer >= 1")
     if not 0 <= limit <= 2**62:
         raise bad_value("--limit", limit, "an integer in [0, 2^62] (0: all rows)")
-    wh = open_warehouse(warehouse)
+    wh = open_warehouse(warehouse, parquet_uri=parquet_uri)
     run_id = None if force or resume or spec.devices_file else wh.committed_run("decode", spec.sha256)
     if run_id is not None:
         note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")

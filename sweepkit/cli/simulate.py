@@ -9,7 +9,8 @@ import time
 
 import click
 
-from sweepkit.cli.common import Interrupts, emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.common import (Interrupts, emit, format_option, note, open_warehouse, parquet_uri_option,
+                                 warehouse_option)
 from sweepkit.cli.scale import run_in_parts, scale_options, wants_parts
 
 
@@ -91,12 +92,14 @@ def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
 @click.command(context_settings={"max_content_width": 100})
 @click.argument("grid", type=click.Path(dir_okay=False))
 @warehouse_option
+@parquet_uri_option
 @click.option("--force", is_flag=True, help="Run again even if this grid (same text, same sweepkit) is committed.")
 @click.option("--device", default=None, help="Print only this device's rows of the matrix.")
 @format_option
 @scale_options
-def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, fmt: str, executor: str | None,
-             address: str | None, workers: int | None, resume: str | None, retries: int) -> None:
+def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: bool, device: str | None, fmt: str,
+             executor: str | None, address: str | None, workers: int | None, resume: str | None,
+             retries: int) -> None:
     """Simulate a serving GRID (TOML): capacity searches + reference loads, into the warehouse; print the matrix.
 
     A grid already committed with the same text and sweepkit version is reused unless --force.
@@ -109,7 +112,7 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
     from sweepkit.serving.run import load_serving_grid, run_grid
 
     spec = load_serving_grid(grid)
-    wh = open_warehouse(warehouse)
+    wh = open_warehouse(warehouse, parquet_uri=parquet_uri)
     run_id = None if force or resume else wh.committed_run("serving", spec.sha256)
     if run_id is not None:
         note(f"reusing run {run_id} (grid {spec.name!r} already committed; --force to run it again)")

@@ -25,16 +25,21 @@ def start_or_resume(work: Any, wh: Any, grid_name: str, grid_sha256: str, resume
       InputError: no such pending run, another live process holds it, or it was started from another
         grid, kind or cut (chunk size) than this one.
     """
+    if resume is not None:
+        wh.adopt_location(PendingRun(wh.root, resume).manifest().parquet_uri)
+    loc = wh.location()
+    uri = loc.uri if loc else ""
     if resume is None:
-        run = PendingRun(wh.root, new_run_id())
+        run = PendingRun(wh.root, new_run_id(), uri or None)
         run.lock()
         run.create(Manifest(work.kind, grid_name, grid_sha256, work.digest, len(work.tasks),
-                            dt.datetime.now(dt.timezone.utc).isoformat()))
+                            dt.datetime.now(dt.timezone.utc).isoformat(), uri))
         return run
-    run = PendingRun(wh.root, resume)
-    m = run.manifest()
+    m = PendingRun(wh.root, resume).manifest()
+    run = PendingRun(wh.root, resume, m.parquet_uri or None)
     for field, want, have in (("kind", work.kind, m.kind), ("grid", grid_sha256, m.grid_sha256),
-                              ("work digest (chunk size)", work.digest, m.digest)):
+                              ("work digest (chunk size)", work.digest, m.digest),
+                              ("Parquet location (--parquet-uri)", uri, m.parquet_uri)):
         if want != have:
             raise InputError(f"--resume: {resume!r} is not allowed; that run's {field} is {have!r}, this one's "
                              f"{want!r} (resume with the same grid file, command and --chunk-points)")
@@ -75,7 +80,7 @@ def run_parts(work: Any, wh: Any, executor: Any, *, grid_name: str, grid_toml: s
         if on_start is not None:
             on_start(run.run_id, sum(t.weight for t in work.tasks if t.index in done),
                      sum(t.weight for t in work.tasks))
-        executor.execute(work, todo, str(wh.root.resolve()), run.run_id, on_done or (lambda t: None))
+        executor.execute(work, todo, run.parts_root, run.run_id, on_done or (lambda t: None))
         missing = [t.label for t in work.tasks if t.index not in run.done({t.index: t.tables for t in work.tasks},
                                                                           work.digest)]
         if missing:

@@ -101,7 +101,7 @@ class DecodeWork:
                     progress(i)
         return list(indices)
 
-    def files(self, run: PendingRun) -> dict[str, list[Path]]:
+    def files(self, run: PendingRun) -> dict[str, list[Path | str]]:
         return {"decode": [run.path("decode", self.digest, t.index) for t in self.tasks]}
 
 
@@ -179,8 +179,8 @@ class ServingWork:
         serving, capacity = srun._online_rows(grid, w, found, load, srun._fixed_load(grid, w, load))
         return {"serving": serving, "capacity": capacity}
 
-    def files(self, run: PendingRun) -> dict[str, list[Path]]:
-        out: dict[str, list[Path]] = {"serving": [], "capacity": []}
+    def files(self, run: PendingRun) -> dict[str, list[Path | str]]:
+        out: dict[str, list[Path | str]] = {"serving": [], "capacity": []}
         for t in self.tasks:
             for table in t.tables:
                 if not table.startswith("_"):

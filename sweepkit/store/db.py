@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 
 import duckdb
 
-from sweepkit.store import integrity
+from sweepkit.store import integrity, objstore
 
 OPEN_TIMEOUT_S = 120.0
 """How long an open keeps retrying while another process holds the database file."""
@@ -253,7 +253,7 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     for name in todo:
         check_ident(name, "table")
         bad = next(((run, damaged[run]) for run, table, *_ in committed if table == name and run in damaged), None)
-        con.execute(_view_statement(name, root, files.get(name, []), declared.get(name), temp, bad))
+        con.execute(_view_statement(con, name, root, files.get(name, []), declared.get(name), temp, bad))
         if not temp:
             _comment_view(con, name, declared.get(name, []))
     con.execute(macros_sql(temp=temp))
@@ -273,13 +273,22 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     return names
 
 
-def _view_statement(name: str, root: Path, paths: list[str], declared: list[tuple[str, str]] | None,
-                    temp: bool, bad: tuple[str, str] | None) -> str:
-    """The view of one table: over its files, its empty contract, or failing with the damaged run ``bad``."""
+def _view_statement(con: duckdb.DuckDBPyConnection, name: str, root: Path, paths: list[str],
+                    declared: list[tuple[str, str]] | None, temp: bool, bad: tuple[str, str] | None) -> str:
+    """The view of one table: over its files, its empty contract, or failing with the damaged run ``bad``.
+
+    Object-store files are read through an Arrow dataset registered in ``con`` (``sweepkit.store.objstore``),
+    so only a temporary view reads them; a persisted one fails with one line saying how to read them."""
     kind = "temp view" if temp else "view"
     columns = [c for c, _ in declared] if declared else None
+    remote = bool(paths) and objstore.is_uri(paths[0])
+    if remote and not temp:
+        return _damaged_view_sql(name, kind, objstore.unreadable(name, paths), columns)
     if bad is not None:
         return _damaged_view_sql(name, kind, integrity.damage_message(name, *bad), columns)
+    if remote:
+        select = ", ".join(f'"{c}"' for c in columns) if columns else "run_id, * exclude (run_id)"
+        return f"create or replace {kind} {name} as select {select} from {objstore.register(con, name, paths)}"
     sql = view_sql(name, root, paths, temp=temp, columns=columns)
     return sql or f"create or replace {kind} {name} as select * from {CONTRACT_PREFIX}{name}"
 

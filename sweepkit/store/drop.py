@@ -10,11 +10,12 @@ hand (every query of its table then fails naming the file): drop that run.
 
 from __future__ import annotations
 
+import posixpath
 import shutil
 from typing import Sequence
 
 from sweepkit.errors import bad_value
-from sweepkit.store import db
+from sweepkit.store import db, objstore
 
 
 def drop_runs(warehouse, run_ids: Sequence[str]) -> dict[str, int]:
@@ -39,11 +40,11 @@ def drop_runs(warehouse, run_ids: Sequence[str]) -> dict[str, int]:
             con.execute("begin transaction")
             _check_committed(ids, {r[0] for r in con.execute(   # again: another process may have dropped one
                 "select run_id from runs where list_contains($ids, run_id)", {"ids": ids}).fetchall()})
-            rows = con.execute("select run_id, table_name, count(*) from run_files where list_contains($ids, run_id) "
-                               "group by all", {"ids": ids}).fetchall()
+            rows = con.execute("select run_id, table_name, count(*), min(path) from run_files "
+                               "where list_contains($ids, run_id) group by all", {"ids": ids}).fetchall()
             con.execute("delete from run_files where list_contains($ids, run_id)", {"ids": ids})
             con.execute("delete from runs where list_contains($ids, run_id)", {"ids": ids})
-            tables = sorted({table for _, table, _ in rows})
+            tables = sorted({table for _, table, _, _ in rows})
             db.create_views(con, warehouse.root, temp=False, tables=tables)
             declared, files = db.contracts(con), db.files_by_table(con)
             for table in tables:                      # no file left and no contract: the view goes too
@@ -59,9 +60,13 @@ def drop_runs(warehouse, run_ids: Sequence[str]) -> dict[str, int]:
         finally:
             con.close()
     counts = {run_id: 0 for run_id in ids}
-    for run_id, table, n in rows:
+    for run_id, table, n, path in rows:
         counts[run_id] += n
-        shutil.rmtree(warehouse.root / "parquet" / table / f"run_id={run_id}", ignore_errors=True)
+        if objstore.is_uri(path):                       # an object store: the run's prefix in it
+            fs, key = objstore.split(path)
+            objstore.delete_prefix(fs, posixpath.dirname(key))
+        else:
+            shutil.rmtree(warehouse.root / "parquet" / table / f"run_id={run_id}", ignore_errors=True)
     return counts
 
 

@@ -14,19 +14,26 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+import pyarrow.fs as pafs
+
+from sweepkit.store import objstore
+
 MAGIC = b"PAR1"
 MAX_FOOTER_BYTES = 64 << 20
 """A footer longer than this is not a footer sweepkit wrote (the file is damaged)."""
 
 
-def footer_sha256(path: Path) -> str | None:
+def footer_sha256(path: Path | str, filesystem=None) -> str | None:
     """Hex SHA-256 of a Parquet file's footer (length word and magic included); None if it has none.
+
+    Args:
+      path: the file; with ``filesystem`` (a ``pyarrow.fs.FileSystem``), its path in that file system.
 
     Raises:
       OSError: the file cannot be opened or read.
     """
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
+    with (open(path, "rb") if filesystem is None else filesystem.open_input_file(str(path))) as fh:
+        size = os.fstat(fh.fileno()).st_size if filesystem is None else fh.size()
         if size < 12:
             return None
         fh.seek(size - 8)
@@ -42,25 +49,32 @@ def file_problem(root: Path, path: str, size_bytes: int, footer: str | None) -> 
     """What is wrong with one committed file, or None when it is as committed.
 
     Args:
-      root: the warehouse root.  path: the file, relative to root.  size_bytes: its committed size.
+      root: the warehouse root.  path: the file, relative to root, or an object's URI (``s3://...``).  size_bytes: its committed size.
       footer: its committed footer digest (None for files committed before digests were recorded).
 
     Returns:
       A short description (``missing``, ``N bytes, committed M``, ...) or None.
     """
-    full = root / path
+    full, fs = root / path, None
     try:
-        actual = full.stat().st_size
+        if objstore.is_uri(path):
+            fs, full = objstore.split(path)
+            info = fs.get_file_info(full)
+            if info.type == pafs.FileType.NotFound:
+                raise FileNotFoundError(path)
+            actual = info.size
+        else:
+            actual = full.stat().st_size
     except FileNotFoundError:
         return f"{path} is missing"
     except OSError as exc:
-        return f"{path} cannot be read ({exc.strerror or exc})"
+        return f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc})"
     if actual != size_bytes:
         return f"{path} has {actual:,} bytes, committed {size_bytes:,}"
     if footer is None:
         return None
     try:
-        now = footer_sha256(full)
+        now = footer_sha256(full, fs)
     except OSError as exc:
         return f"{path} cannot be read ({exc.strerror or exc})"
     if now != footer:

@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from sweepkit.errors import InputError
-from sweepkit.store import db
+from sweepkit.store import db, objstore
 
 RECORD_TABLES = ("runs", "run_files", "warehouse_meta")
 """Tables copied from the DuckDB file into a snapshot."""
@@ -74,8 +74,8 @@ def open_snapshot(root: Path, records: dict[str, pa.Table] | None) -> duckdb.Duc
             con.unregister("_records")
         db.create_views(con, root, temp=True, feed=False)        # temp: no column comments to copy (~0.1 s)
         _feed_views(con, records)
-        paths = sorted({str((root / row[0]).resolve())
-                        for row in con.execute("select path from run_files").fetchall()})
+        paths = sorted({str((root / row[0]).resolve()) for row in con.execute("select path from run_files").fetchall()
+                        if not objstore.is_uri(row[0])})          # objects are read by Arrow, not by DuckDB
         con.execute("set allowed_paths = $paths", {"paths": paths})
         con.execute("set enable_external_access = false")
         con.execute("set lock_configuration = true")

@@ -17,7 +17,6 @@ folders and renamed-but-uncommitted partitions whose lock no live process holds)
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import os
 import secrets
 import shutil
@@ -31,8 +30,8 @@ import pyarrow as pa
 
 import sweepkit
 from sweepkit.errors import bad_value
-from sweepkit.store import db, integrity, snapshot
-from sweepkit.store.staging import RunLock, checked, declared_columns, held_by_live_writer
+from sweepkit.store import cleanup, commit, db, integrity, objstore, snapshot
+from sweepkit.store.staging import RunLock, checked, declared_columns
 from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
 
 __all__ = ["DB_NAME", "KINDS", "Warehouse", "declared_columns", "default_root", "new_run_id"]
@@ -55,6 +54,11 @@ def new_run_id() -> str:
 class Warehouse:
     """A warehouse folder: write runs atomically, read them through DuckDB views.
 
+    Args:
+      root: the folder (the DuckDB file, locks, pending manifests; and the Parquet unless ``parquet_uri``).
+      parquet_uri: ``s3://bucket/prefix`` or ``gs://bucket/prefix``: runs write their Parquet there
+        (``sweepkit.store.objstore``); None: where the committed runs are, else ``root/parquet``.
+
     Attributes:
       root: the folder.  db_path: ``root / "sweepkit.duckdb"``.
 
@@ -65,10 +69,12 @@ class Warehouse:
       >>> wh.query("select count(*) n from decode where run_id = $r", {"r": run_id})  # doctest: +SKIP
     """
 
-    def __init__(self, root: str | Path | None = None):
+    def __init__(self, root: str | Path | None = None, parquet_uri: str | None = None):
         self.root = Path(root) if root is not None else default_root()
         self.db_path = self.root / DB_NAME
         self.gate_path = self.root / "staging" / ".commit-gate"
+        self._given = objstore.parse_uri(parquet_uri) if parquet_uri is not None else None
+        self._resolved, self._location = False, None
 
     # ----------------------------------------------------------------------------------------- reading
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -174,6 +180,9 @@ class Warehouse:
                 raise bad_value("table", name, "a lower-case identifier [a-z_][a-z0-9_]*") from exc
             if name in ("runs", "run_files", "warehouse_meta") or name.startswith(db.CONTRACT_PREFIX):
                 raise bad_value("table", name, "a name other than runs, run_files, warehouse_meta, contract_*")
+        loc = self.location()
+        if loc is not None:
+            objstore.check_reachable(loc)                        # before any work is done
         t0 = time.perf_counter() if since_s is None else since_s
         started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=time.perf_counter() - t0)
         run_id = new_run_id()
@@ -181,25 +190,13 @@ class Warehouse:
         staging.mkdir(parents=True, exist_ok=True)
         lock = RunLock(staging, run_id)
         run_dir = staging / run_id
-        published: list[Path] = []
+        published: list[Path | str] = []
         committed = False
         try:
             self.clean_stale()
-            written: dict[str, list[WrittenFile]] = {}
-            for name, batches in tables.items():
-                written[name] = write_stream(checked(name, batches), run_dir / name, on_rows=on_rows)
-            for name in written:
-                if not written[name]:
-                    continue
-                dest_parent = self.root / "parquet" / name
-                dest_parent.mkdir(parents=True, exist_ok=True)
-                dest = dest_parent / f"run_id={run_id}"
-                os.rename(run_dir / name, dest)
-                published.append(dest)
-                fsync_path(dest_parent)
-            files = {name: [(str((self.root / "parquet" / name / f"run_id={run_id}" / f.path.name)
-                                 .relative_to(self.root)), f.rows, f.size_bytes, f.footer_sha256) for f in fs]
-                     for name, fs in written.items()}
+            written = self._write_tables(loc, run_id, tables, published, on_rows)
+            files = {name: [(self._file_ref(loc, name, run_id, f.path), f.rows, f.size_bytes, f.footer_sha256)
+                            for f in fs] for name, fs in written.items()}
             row_count = sum(f[1] for fs in files.values() for f in fs)
             self._commit(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,
                          grid_sha256=grid_sha256, started=started, row_count=row_count,
@@ -208,81 +205,56 @@ class Warehouse:
         finally:
             if not committed:
                 for path in published:
-                    shutil.rmtree(path, ignore_errors=True)
+                    if isinstance(path, Path):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        objstore.delete_prefix(*objstore.split(path))
             shutil.rmtree(run_dir, ignore_errors=True)
             lock.release()
         return run_id
 
-    def _commit(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
-                started: dt.datetime, row_count: int, wall_s: float,
-                files: Mapping[str, list[tuple[str, int, int, str | None]]],
-                on_wait: Callable[[str], None]) -> None:
-        """One transaction: the runs row, its run_files rows, and the views recreated over them."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with db.gate(self.gate_path, exclusive=True, timeout_s=None, on_wait=on_wait):
-            self._commit_locked(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml, on_wait=on_wait,
-                                grid_sha256=grid_sha256, started=started, row_count=row_count, wall_s=wall_s,
-                                files=files)
+    def _write_tables(self, loc: objstore.Location | None, run_id: str,
+                      tables: Mapping[str, Iterable[pa.RecordBatch]], published: list[Path | str],
+                      on_rows: Callable[[int], None] | None) -> dict[str, list[WrittenFile]]:
+        """Write each table's files: locally into ``staging/<id>/<table>``, then renamed to
+        ``parquet/<table>/run_id=<id>``; in an object store straight under that prefix (no rename there:
+        the commit's transaction alone makes them visible). ``published`` gets each folder or prefix."""
+        written: dict[str, list[WrittenFile]] = {}
+        for name, batches in tables.items():
+            if loc is None:
+                written[name] = write_stream(checked(name, batches), self.root / "staging" / run_id / name,
+                                             on_rows=on_rows)
+                continue
+            dest = loc.path("parquet", name, f"run_id={run_id}")
+            published.append(loc.uri_of(dest))
+            written[name] = write_stream(checked(name, batches), dest, on_rows=on_rows,
+                                         filesystem=loc.filesystem())
+        for name in written if loc is None else ():
+            if not written[name]:
+                continue
+            dest_parent = self.root / "parquet" / name
+            dest_parent.mkdir(parents=True, exist_ok=True)
+            dest = dest_parent / f"run_id={run_id}"
+            os.rename(self.root / "staging" / run_id / name, dest)
+            published.append(dest)
+            fsync_path(dest_parent)
+        return written
 
-    def _commit_locked(self, *, run_id: str, kind: str, grid_name: str, grid_toml: str, grid_sha256: str,
-                       started: dt.datetime, row_count: int, wall_s: float,
-                       files: Mapping[str, list[tuple[str, int, int, str | None]]],
-                       on_wait: Callable[[str], None]) -> None:
-        con = db.open_db(self.db_path, read_only=False, timeout_s=None, on_wait=on_wait)
-        try:
-            con.execute("begin transaction")
-            # Views hold absolute paths and the feed/schema digests assume this version wrote them last: if
-            # the folder moved, or another sweepkit version committed, rebuild everything, not just ours.
-            everything = not db.last_commit_matches(con, str(self.root.resolve()), sweepkit.__version__)
-            db.ensure_schema(con, force=everything)
-            con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)",
-                        [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
-                         dt.datetime.now(dt.timezone.utc), row_count, wall_s])
-            rows = [[run_id, name, *f] for name, fs in files.items() for f in fs]
-            if rows:
-                con.executemany("insert into run_files values (?, ?, ?, ?, ?, ?)", rows)
-            con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(self.root.resolve())])
-            db.create_views(con, self.root, temp=False,
-                            tables=None if everything else [n for n, fs in files.items() if fs])
-            con.execute("commit")
-        except BaseException:
-            try:
-                con.execute("rollback")
-            except duckdb.Error:
-                pass
-            raise
-        finally:
-            con.close()
+    def _file_ref(self, loc: objstore.Location | None, table: str, run_id: str, path) -> str:
+        """What ``run_files.path`` holds: the path relative to the root, or the object's URI."""
+        if loc is not None:
+            return loc.uri_of(str(path))
+        return str((self.root / "parquet" / table / f"run_id={run_id}" / path.name).relative_to(self.root))
 
-    def clean_stale(self) -> list[Path]:
-        """Delete what dead writers left: their staging folders and uncommitted partitions; returns them.
+    def _commit(self, **run) -> None:
+        """One transaction: the runs row, its run_files rows, and the views recreated over them
+        (:func:`sweepkit.store.commit.commit_run`, which lists the arguments)."""
+        commit.commit_run(self, **run)
 
-        A writer's lock file exists (locked) before its staging folder does and until after its commit, so a
-        folder whose lock nobody holds belongs to a dead writer or to a run already committed (re-checked).
-        """
-        staging = self.root / "staging"
-        removed: list[Path] = []
-        if staging.is_dir():
-            for entry in staging.iterdir():
-                if entry.is_dir() and not held_by_live_writer(staging / f"{entry.name}.lock"):
-                    shutil.rmtree(entry, ignore_errors=True)
-                    removed.append(entry)
-                elif entry.name.endswith(".lock.tmp") and not held_by_live_writer(entry):
-                    removed.append(entry)
-        parquet = self.root / "parquet"
-        if not parquet.is_dir():
-            return removed
-        committed = self._committed_ids()
-        parts = itertools.chain.from_iterable(t.glob("run_id=*") for t in parquet.iterdir() if t.is_dir())
-        dead = [p for p in parts if p.name[len("run_id="):] not in committed
-                and not held_by_live_writer(staging / f"{p.name[len('run_id='):]}.lock")]
-        if dead:
-            committed = self._committed_ids()          # a writer may have committed since the first read
-            for part in dead:
-                if part.name[len("run_id="):] not in committed:
-                    shutil.rmtree(part, ignore_errors=True)
-                    removed.append(part)
-        return removed
+    def clean_stale(self) -> list[Path | str]:
+        """Delete what dead writers left (``sweepkit.store.cleanup``): staging folders, uncommitted run
+        folders and prefixes, orphaned pending parts in an object store; returns them."""
+        return cleanup.clean_stale(self)
 
     def _committed_ids(self) -> set[str]:
         con = self._open_committed()
@@ -290,6 +262,36 @@ class Warehouse:
             return set()
         try:
             return {r[0] for r in con.execute("select run_id from runs").fetchall()}
+        finally:
+            con.close()
+
+    def location(self) -> objstore.Location | None:
+        """Where this warehouse's Parquet lives: an object store, or None for its folder ``root/parquet``.
+
+        A warehouse keeps its Parquet in one place: where its committed runs are (``warehouse_meta``'s
+        ``parquet_uri``), which a ``parquet_uri`` given to the constructor must match; with no run yet, the
+        one given.
+
+        Raises:
+          InputError: a ``parquet_uri`` other than the one the committed runs use.
+        """
+        if not self._resolved:
+            self._location = objstore.resolve(self._given, self._stored_uri(), self.root)
+            self._resolved = True
+        return self._location
+
+    def adopt_location(self, uri: str) -> None:
+        """Use ``uri`` ("" for the folder) as the location if none was given and no run is committed yet: a
+        resumed run's parts are where its manifest says."""
+        if self._given is None and self._stored_uri() is None:
+            self._given, self._resolved = (objstore.parse_uri(uri) if uri else None), False
+
+    def _stored_uri(self) -> str | None:
+        con = self._open_committed()
+        if con is None:
+            return None
+        try:
+            return objstore.stored_uri(con)
         finally:
             con.close()
 

@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable
 
 import pyarrow as pa
@@ -39,9 +39,10 @@ _STOP = object()
 
 @dataclass(frozen=True)
 class WrittenFile:
-    """One finished Parquet file: its path, rows, size in bytes and footer digest (``integrity``)."""
+    """One finished Parquet file: its path (in the writer's file system), rows, size in bytes and footer
+    digest (``integrity``)."""
 
-    path: Path
+    path: Path | PurePosixPath
     rows: int
     size_bytes: int
     footer_sha256: str | None = None
@@ -64,16 +65,16 @@ def fsync_path(path: Path) -> None:
 
 
 class _FileWriter:
-    """One thread's rolling sequence of Parquet files in ``out_dir``."""
+    """One thread's rolling sequence of Parquet files in ``out_dir`` (of ``filesystem``; None: local)."""
 
-    def __init__(self, out_dir: Path, tag: int, schema: pa.Schema, *, compression: str, row_group_rows: int,
-                 file_rows: int):
-        self.out_dir, self.tag, self.schema = out_dir, tag, schema
+    def __init__(self, out_dir: Path | str, tag: int, schema: pa.Schema, *, compression: str, row_group_rows: int,
+                 file_rows: int, filesystem=None):
+        self.out_dir, self.tag, self.schema, self.fs = out_dir, tag, schema, filesystem
         self.compression, self.row_group_rows, self.file_rows = compression, row_group_rows, file_rows
         self.dictionary_columns = [f.name for f in schema if is_string(f.type)]
         self.files: list[WrittenFile] = []
         self._writer: pq.ParquetWriter | None = None
-        self._path: Path | None = None
+        self._path: Path | PurePosixPath | None = None
         self._file_rows = 0
         self._buffer: list[pa.RecordBatch] = []
         self._buffered = 0
@@ -90,9 +91,10 @@ class _FileWriter:
         if not self._buffered:
             return
         if self._writer is None:
-            self._path = self.out_dir / f"part-{self.tag}-{len(self.files):04d}.parquet"
-            self._writer = pq.ParquetWriter(self._path, self.schema, compression=self.compression,
-                                            use_dictionary=self.dictionary_columns)
+            name = f"part-{self.tag}-{len(self.files):04d}.parquet"
+            self._path = Path(self.out_dir) / name if self.fs is None else PurePosixPath(self.out_dir, name)
+            self._writer = pq.ParquetWriter(str(self._path), self.schema, compression=self.compression,
+                                            use_dictionary=self.dictionary_columns, filesystem=self.fs)
         table = pa.Table.from_batches(self._buffer, self.schema)
         self._writer.write_table(table, row_group_size=min(self._buffered, 1 << 26))
         self._file_rows += self._buffered
@@ -103,10 +105,13 @@ class _FileWriter:
     def _close_file(self) -> None:
         if self._writer is None:
             return
-        self._writer.close()
-        fsync_path(self._path)
-        self.files.append(WrittenFile(self._path, self._file_rows, self._path.stat().st_size,
-                                      footer_sha256(self._path)))
+        self._writer.close()                   # an object store's upload completes here
+        if self.fs is None:
+            fsync_path(self._path)
+            size = self._path.stat().st_size
+        else:
+            size = self.fs.get_file_info(str(self._path)).size
+        self.files.append(WrittenFile(self._path, self._file_rows, size, footer_sha256(self._path, self.fs)))
         self._writer, self._path, self._file_rows = None, None, 0
 
     def finish(self) -> None:
@@ -124,19 +129,22 @@ class _FileWriter:
             self._writer = None
 
 
-def write_stream(batches: Iterable[pa.RecordBatch], out_dir: Path, *,
+def write_stream(batches: Iterable[pa.RecordBatch], out_dir: Path | str, *,
                  on_rows: Callable[[int], None] | None = None, threads: int | None = None,
                  queue_chunks: int | None = None, row_group_rows: int | None = None,
-                 file_rows: int | None = None, compression: str | None = None) -> list[WrittenFile]:
+                 file_rows: int | None = None, compression: str | None = None,
+                 filesystem=None) -> list[WrittenFile]:
     """Write a stream of record batches (one table) into Parquet files under ``out_dir``.
 
     Args:
       batches: record batches sharing one set of columns (a batch whose types differ is cast to the first's).
-      out_dir: folder for the files (created).
+      out_dir: folder for the files (created); with ``filesystem``, its path there.
       on_rows: called with n after each batch of n rows is handed to a writer (serialised by a lock).
       threads: writer threads, each writing its own files.  queue_chunks: batches waiting at most.
       row_group_rows: rows per row group.  file_rows: rows per file before rolling over.
       compression: Parquet codec (``snappy``, ``zstd``, ``none``, ...).
+      filesystem: a ``pyarrow.fs.FileSystem`` (an object store, ``sweepkit.store.objstore``); None: local
+        files, each fsynced.
       Options left None take the module's constants (WRITER_THREADS, QUEUE_CHUNKS, ROW_GROUP_ROWS,
       FILE_ROWS, COMPRESSION) at call time.
 
@@ -152,7 +160,8 @@ def write_stream(batches: Iterable[pa.RecordBatch], out_dir: Path, *,
     row_group_rows = ROW_GROUP_ROWS if row_group_rows is None else row_group_rows
     file_rows = FILE_ROWS if file_rows is None else file_rows
     compression = COMPRESSION if compression is None else compression
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if filesystem is None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
     work: queue.Queue = queue.Queue(maxsize=max(1, queue_chunks))
     abort = threading.Event()
     errors: list[BaseException] = []
@@ -168,7 +177,7 @@ def write_stream(batches: Iterable[pa.RecordBatch], out_dir: Path, *,
                 if item is _STOP or abort.is_set():
                     break
                 if writer is None:
-                    writer = _FileWriter(out_dir, tag, schema[0], compression=compression,
+                    writer = _FileWriter(out_dir, tag, schema[0], compression=compression, filesystem=filesystem,
                                          row_group_rows=row_group_rows, file_rows=file_rows)
                     with lock:
                         writers.append(writer)
@@ -225,7 +234,8 @@ def write_stream(batches: Iterable[pa.RecordBatch], out_dir: Path, *,
         raise
     if errors:
         raise errors[0]
-    fsync_path(out_dir)
+    if filesystem is None:
+        fsync_path(Path(out_dir))
     return sorted((f for w in writers for f in w.files), key=lambda f: f.path.name)
 
 
