@@ -156,3 +156,20 @@ def test_bands_refuse_the_scale_out_executor_in_one_line(tmp_path):
     assert res.exit_code == 2, res.output
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "[serving.bands] runs in one process" in lines[0], res.output
+
+
+def test_report_matrix_shows_the_share_of_draws(banded):
+    import re
+
+    from sweepkit.report import charts
+
+    wh, _ = banded
+    rows = run_query(wh, "report_matrix").to_pylist()
+    assert len(rows) == 6
+    for r in rows:
+        share = {"better": r["share_better"], "worse": r["share_worse"], "same": r["share_same"]}[r["verdict"]]
+        assert r["share_agreeing"] == share and r["label"].endswith(f"({round(100 * share)}%)"), r["label"]
+        assert re.fullmatch(r"[+-]\d+% \S+ \(\d+%\)", r["label"]), r["label"]
+    spec = charts.lever_matrix(rows).to_dict()
+    assert "share of draws agreeing" in json.dumps(spec["title"])
+    assert "share_better" in json.dumps(spec)
