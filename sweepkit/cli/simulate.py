@@ -117,7 +117,8 @@ def simulate(grid: str, warehouse: str | None, force: bool, device: str | None, 
 
     A grid already committed with the same text and sweepkit version is reused unless --force.
     Progress goes to stderr; the matrix to stdout. --executor local|ray runs each (workload, device)
-    capacity search as a resumable part (docs/scale-out.md).
+    capacity search as a resumable part (docs/scale-out.md). A grid with [serving.bands] also simulates its
+    draws (table serving_draws) and prints each verdict with its share of draws, e.g. better (94%).
 
     \b
     Example: sweepkit simulate grids/serving-small.toml --warehouse /tmp/wh --device H100 --format markdown

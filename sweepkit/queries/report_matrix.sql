@@ -17,10 +17,18 @@
 --   change_pct          %, (lever - baseline) / baseline x 100
 --   verdict             better | worse | same
 --   caveats             caveat marks (E, $, α, ...)
+--   draws               draws of the run's [serving.bands] (null without bands)
+--   share_better        share of draws in which the lever is better, 0..1 (null without bands)
+--   share_worse         share of draws in which it is worse, 0..1
+--   share_same          share of draws within +-2%, 0..1
+--   change_p10          %, 10th percentile of the draws' change from the baseline
+--   change_p50          %, median of the draws' change
+--   change_p90          %, 90th percentile of the draws' change
+--   verdict_text        the verdict with the share of draws agreeing, e.g. better (94%)
+--   share_agreeing      share of draws with the cell's verdict, 0..1 (null without bands)
 --   mark                ✓ better, ✗ worse, = same
 --   label               change and caveat marks as the seed prints them, e.g. +27% α; with [serving.bands]
 --                       the share of draws agreeing with the verdict follows, e.g. +27% α (94%)
---   share_agreeing      share of draws with the cell's verdict, 0..1 (null without bands)
 
 with cells as (
     select *
