@@ -50,7 +50,8 @@ def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
     devices = _check_matrix_args(wh, run_id, device)
     import pyarrow.compute as pc
 
-    table = _with_bands(run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False), fmt)
+    table = run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False)
+    table = _with_bands(table, fmt)
     if device:
         if device not in devices:
             note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")

@@ -91,7 +91,8 @@ def draw_columns(draw: Draw) -> dict:
 
 def _drawn(cfg: Config, price: float, idle_w: float, draw: Draw) -> tuple[Config, float, float]:
     """A point's configuration under ``draw``, with its drawn price and idle power."""
-    return Config(cfg.device, cfg.lever, draw), price * draw.price_factor, idle_w * dict(draw.factors).get("idle_w", 1.0)
+    idle_factor = dict(draw.factors).get("idle_w", 1.0)
+    return Config(cfg.device, cfg.lever, draw), price * draw.price_factor, idle_w * idle_factor
 
 
 def brackets(serving: list[dict], capacity: list[dict]) -> dict[tuple, tuple[float, float]]:

@@ -110,8 +110,8 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         raise InputError(f"{where}: [serving] must be a table")
     w_where = f"{where} [serving]"
     check_keys(sv, {"workloads", "levers", "devices", "reference_device", "baseline", "rates_per_call", "tolerance",
-                    "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands"}, {"workloads", "levers"},
-               w_where)
+                    "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands"},
+               {"workloads", "levers"}, w_where)
     base = Path(path).parent
 
     def rel(key):
