@@ -52,6 +52,7 @@ def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
     import pyarrow.compute as pc
 
     table = run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False)
+    table = _with_bands(table, fmt)
     if device:
         if device not in devices:
             note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")
@@ -62,6 +63,22 @@ def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
         if device:
             best = best.filter(pc.equal(best["device"], device))
         emit(best, fmt, title="Best lever per workload and device (goodput per GPU at capacity; queries/best_lever.sql)")
+
+
+BAND_COLUMNS = ("draws", "share_better", "share_worse", "share_same", "change_p10", "change_p50", "change_p90",
+                "verdict_text")
+"""The matrix's columns from a run's [serving.bands] (null without bands)."""
+
+
+def _with_bands(table, fmt: str):
+    """The matrix as printed: without bands the band columns are left out (the matrix as before bands
+    existed); with bands a table or Markdown shows the verdict with its share of draws, e.g. better (94%)."""
+    if table.num_rows == 0 or table["draws"].null_count == table.num_rows:
+        return table.drop_columns(list(BAND_COLUMNS))
+    if fmt in ("table", "markdown"):
+        i = table.schema.get_field_index("verdict")
+        table = table.set_column(i, "verdict", table["verdict_text"]).drop_columns(["verdict_text"])
+    return table
 
 
 def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
@@ -104,7 +121,8 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
 
     A grid already committed with the same text and sweepkit version is reused unless --force.
     Progress goes to stderr; the matrix to stdout. --executor local|ray runs each (workload, device)
-    capacity search as a resumable part (docs/scale-out.md).
+    capacity search as a resumable part (docs/scale-out.md). A grid with [serving.bands] also simulates its
+    draws (table serving_draws) and prints each verdict with its share of draws, e.g. better (94%).
 
     \b
     Example: sweepkit simulate grids/serving-small.toml --warehouse /tmp/wh --device H100 --format markdown

@@ -3,7 +3,9 @@
 -- Grain: one row per device x lever x workload x metric of one serving run (levers other than the baseline).
 -- Capacity metrics (goodput, cost_per_mtok, energy_per_token) at each configuration's capacity; latencies at
 -- the workload's reference load (0.5 x the H100 baseline capacity; the same offered load for every lever and
--- device). The baseline is the same device's baseline lever on the same workload.
+-- device). The baseline is the same device's baseline lever on the same workload. A run whose grid has
+-- [serving.bands] adds, per cell, the share of its draws in which the lever is better, worse or the same
+-- (lever and baseline under the same draw; docs/serving.md) and the draws' p10 / p50 / p90 change.
 --
 -- Key: device, lever, workload, metric
 --
@@ -25,6 +27,15 @@
 --   verdict           better | worse | same (beyond +-$same_pct %; higher is better for goodput only)
 --   caveats           E (capacity at least doubles: the baseline sits at a latency cliff; capacity metrics),
 --                     $ (illustrative prices; cost), α (speculative acceptance assumed, not measured)
+--   draws             draws of the run's [serving.bands] compared (null without bands)
+--   share_better      share of draws in which the lever is better than the baseline under the same draw, 0..1
+--   share_worse       share of draws in which it is worse, 0..1 (null without bands)
+--   share_same        share of draws within +-$same_pct %, 0..1 (null without bands)
+--   change_p10        %, 10th percentile over the draws of the change from the baseline (null without bands)
+--   change_p50        %, median of the draws' changes
+--   change_p90        %, 90th percentile of the draws' changes
+--   verdict_text      the verdict with the share of draws that agree with it, e.g. better (94%); the verdict
+--                     alone without bands
 
 with long as (
     from capacity_long($run_id)
@@ -42,6 +53,41 @@ paired as (
     where l.lever <> $baseline
 ),
 
+drawn as (
+    from draws_long($run_id)
+    where in_matrix and ($device is null or device = $device)
+),
+
+draw_verdicts as (
+    select l.device, l.lever, l.workload, l.metric, l.draw,
+           (l.value - b.value) / nullif(b.value, 0) * 100 as change_pct,
+           verdict_of((l.value - b.value) / nullif(b.value, 0) * 100, l.higher_is_better, $same_pct) as verdict
+    from drawn l
+    join drawn b on b.device = l.device and b.workload = l.workload and b.metric = l.metric and b.draw = l.draw
+                and b.lever = $baseline
+    where l.lever <> $baseline
+),
+
+shares as (
+    select device, lever, workload, metric,
+           count(*) as draws,
+           count(*) filter (where verdict = 'better') / count(*) as share_better,
+           count(*) filter (where verdict = 'worse') / count(*) as share_worse,
+           count(*) filter (where verdict = 'same') / count(*) as share_same,
+           quantile_cont(change_pct, 0.1) as change_p10,
+           quantile_cont(change_pct, 0.5) as change_p50,
+           quantile_cont(change_pct, 0.9) as change_p90
+    from draw_verdicts
+    group by all
+),
+
+cells as (
+    select p.*, verdict_of(p.change_pct, p.higher_is_better, $same_pct) as verdict,
+           s.draws, s.share_better, s.share_worse, s.share_same, s.change_p10, s.change_p50, s.change_p90
+    from paired p
+    left join shares s using (device, lever, workload, metric)
+),
+
 final as (
     select
         device,
@@ -52,14 +98,23 @@ final as (
         baseline_value,
         lever_value,
         change_pct,
-        case when change_pct is null then null
-             when abs(change_pct) <= $same_pct then 'same'
-             when (change_pct > 0) = higher_is_better then 'better'
-             else 'worse' end as verdict,
+        verdict,
         concat(case when capacity_metric and doubles then 'E' else '' end,
                case when metric = 'cost_per_mtok' then '$' else '' end,
-               case when draft <> 'none' then 'α' else '' end) as caveats
-    from paired
+               case when draft <> 'none' then 'α' else '' end) as caveats,
+        draws,
+        share_better,
+        share_worse,
+        share_same,
+        change_p10,
+        change_p50,
+        change_p90,
+        case when draws is null or verdict is null then verdict
+             else verdict || ' (' || round(100 * case verdict when 'better' then share_better
+                                                              when 'worse' then share_worse
+                                                              else share_same end)::bigint || '%)' end
+            as verdict_text
+    from cells
 )
 
 select * from final

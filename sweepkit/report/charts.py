@@ -123,11 +123,13 @@ def lever_order(names) -> list[str]:
 
 def lever_matrix(rows: list[dict]) -> alt.FacetChart:
     """Lever rows (grouped by family), metric columns, one panel per workload and device: ✓ better / ✗ worse /
-    = same, with the caveat marks.
+    = same, with the caveat marks and, for a grid with ``[serving.bands]``, the share of draws that agree
+    with the verdict, e.g. ``✓ +27% α (94%)``.
 
-    Hover shows the absolute numbers (baseline and lever value) and the caveats.
+    Hover shows the absolute numbers (baseline and lever value), the caveats and the draws' shares and band.
     """
     order = lever_order(list(dict.fromkeys(r["lever"] for r in rows)))
+    banded = any(r.get("draws") is not None for r in rows)
     base = alt.Chart().encode(
         x=alt.X("metric:N", sort=METRICS, title=None, axis=alt.Axis(orient="top", labelAngle=0)),
         y=alt.Y("lever:N", sort=order, title=None),
@@ -137,12 +139,18 @@ def lever_matrix(rows: list[dict]) -> alt.FacetChart:
         tooltip=["device:N", "lever:N", "workload:N", "metric:N",
                  alt.Tooltip("baseline_value:Q", format=".4g", title="baseline"),
                  alt.Tooltip("lever_value:Q", format=".4g", title="lever"),
-                 alt.Tooltip("change_pct:Q", format="+.1f", title="change %"), "verdict:N", "caveats:N"])
+                 alt.Tooltip("change_pct:Q", format="+.1f", title="change %"), "verdict:N", "caveats:N"]
+        + ([alt.Tooltip(f"{c}:Q", format=".0%", title=c.replace("_", " ") + " (draws)")
+            for c in ("share_better", "share_worse", "share_same")]
+           + [alt.Tooltip(f"change_{q}:Q", format="+.1f", title=f"change % {q} (draws)") for q in ("p10", "p90")]
+           if banded else []))
     text = base.mark_text(fontSize=10).encode(text=alt.Text("cell:N"))
     chart = alt.layer(cells, text, data=_data(rows)).transform_calculate(
-        cell="datum.mark + ' ' + datum.label").properties(width=WIDTH, height=alt.Step(18))
+        cell="datum.mark + ' ' + datum.label").properties(width=int(WIDTH * (1.5 if banded else 1)),
+                                                          height=alt.Step(18))
     return chart.facet(row=alt.Row("workload:N", title=None), column=alt.Column("device:N", title=None),
-                       title="Lever matrix: change from the baseline (✓ better, ✗ worse, = same, by more than ±2%)")
+                       title="Lever matrix: change from the baseline (✓ better, ✗ worse, = same, by more than ±2%)"
+                             + ("; (n%): share of draws agreeing" if banded else ""))
 
 
 def best_lever(rows: list[dict]) -> alt.Chart:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 import sweepkit
+from sweepkit.errors import InputError
 from sweepkit.store.parts import PendingRun
 
 
@@ -116,6 +117,9 @@ class ServingWork:
     kind = "serving"
 
     def __init__(self, grid: Any):
+        if getattr(grid, "bands", None) is not None:
+            raise InputError(f"{grid.path}: [serving.bands] runs in one process (sweepkit simulate without "
+                             f"--executor, --address or --resume); expected a grid without bands here")
         self.grid = grid
         self.digest = digest_of("serving", grid.sha256)
         self.unit = "tasks"

@@ -57,15 +57,16 @@ def update(b: Bracket, rates: np.ndarray, passed: np.ndarray, metrics: list) -> 
     return Bracket(lo, hi, best)
 
 
-def next_rates(b: Bracket, start: float, n: int = 1) -> np.ndarray:
-    """The next ``n`` probes: start (and above) first, then doubling or halving, then bisection."""
+def next_rates(b: Bracket, start: float, n: int = 1, growth: float = 2.0) -> np.ndarray:
+    """The next ``n`` probes: start (and above) first, then growing or shrinking by ``growth`` (doubling or
+    halving by default), then bisection."""
     j = np.arange(1, n + 1, dtype=np.float64)
     if b.lo <= 0 and not math.isfinite(b.hi):
-        return start * 2.0 ** (j - 1)
+        return start * growth ** (j - 1)
     if b.lo <= 0:
-        return b.hi / 2.0 ** j
+        return b.hi / growth ** j
     if not math.isfinite(b.hi):
-        return np.minimum(b.lo * 2.0 ** j, MAX_LOAD)
+        return np.minimum(b.lo * growth ** j, MAX_LOAD)
     return b.lo + (b.hi - b.lo) * j / (n + 1)
 
 
@@ -84,7 +85,7 @@ def _passes(m: dict) -> bool:
 
 def search(w: Workload, cluster, configs: list[Config], prices: list[float], idle_w: list[float],
            start: float = 1.0, rates_per_call: int = 1, tolerance: float = TOLERANCE, progress=None,
-           max_rounds: int = 40):
+           max_rounds: int = 40, first: np.ndarray | None = None, growth: float = 2.0):
     """Capacity of every configuration for workload ``w`` (not offline).
 
     Args:
@@ -94,6 +95,9 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
       rates_per_call: probes per open configuration per round (>= 1).
       tolerance: final relative bracket width, (hi - lo) / hi.
       progress: callable(n_simulations) after each round.
+      first: optional [C, K] loads of the first round (a search started near a known capacity: a draw of the
+        grid's bands probes its point's final bracket first, :mod:`sweepkit.serving.draws`).
+      growth: step of the expanding or shrinking rounds (2: doubling and halving).
 
     Returns:
       (capacities [C], metrics at capacity [C] (None where capacity is 0), every probe as (config index, load,
@@ -107,16 +111,19 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     C, R = len(configs), max(int(rates_per_call), 1)
     brackets = [Bracket() for _ in range(C)]
     rows = []
-    for _ in range(max_rounds):
+    for round_ in range(max_rounds):
         open_ = [c for c in range(C) if not converged(brackets[c], start, tolerance)]
         if not open_:
             break
-        rates = np.array([next_rates(brackets[c], start, R) for c in open_])
+        if round_ == 0 and first is not None:
+            rates = np.asarray(first, np.float64).reshape(C, -1)[open_]
+        else:
+            rates = np.array([next_rates(brackets[c], start, R, growth) for c in open_])
         lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True)
         for k, c in enumerate(open_):
-            ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(R)]
+            ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
             brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)
-            rows += [(c, float(rates[k, r]), "search", ms[r]) for r in range(R)]
+            rows += [(c, float(rates[k, r]), "search", ms[r]) for r in range(rates.shape[1])]
         if progress:
-            progress(len(open_) * R)
+            progress(rates.size)
     return [b.lo for b in brackets], [b.best for b in brackets], rows

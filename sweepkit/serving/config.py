@@ -42,11 +42,36 @@ _BATCHING = {"prefill-priority": PREFILL_PRIORITY, "decode-priority": DECODE_PRI
 
 
 @dataclasses.dataclass(frozen=True)
+class Draw:
+    """One draw of a serving grid's uncertainty bands (:mod:`sweepkit.serving.draws`).
+
+    Attributes:
+      index: the draw's number, 0..N-1.  alpha_offset: added to every alpha_i, clipped to [0, 1].
+      factors: (device field, factor) pairs multiplying the device's values (``pass_overhead_s``: the
+        cluster's step overhead).  price_factor: multiplies the device's price (cost only, after the run).
+    """
+
+    index: int
+    alpha_offset: float = 0.0
+    factors: tuple[tuple[str, float], ...] = ()
+    price_factor: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
-    """One (device, lever) point of the cluster."""
+    """One (device, lever) point of the cluster; ``draw`` perturbs its inputs (None: the point itself)."""
 
     device: str
     lever: Lever
+    draw: Draw | None = None
+
+
+def grid_points(grid) -> tuple[list[Config], list[float], list[float]]:
+    """A serving grid's (device, lever) configurations (devices outer, levers inner; a lever limited to some
+    devices only on those), with each one's price (USD per GPU-hour) and idle power (W per GPU)."""
+    configs = [Config(d, lv) for d in grid.devices for lv in grid.levers if not lv.devices or d in lv.devices]
+    return (configs, [get_device(c.device).price_usd_per_gpu_hour for c in configs],
+            [get_device(c.device).idle_w for c in configs])
 
 
 def resolve(cluster: Cluster, lever: Lever) -> dict:
@@ -106,7 +131,8 @@ def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, st
     """The lever's conditional acceptances alpha_1..alpha_gamma and the model's name.
 
     ``alpha = "workload"`` takes the workload's model for the lever's draft kind
-    (:func:`sweepkit.acceptance.workload_alphas`); a number is i.i.d. alpha at every position.
+    (:func:`sweepkit.acceptance.workload_alphas`); a number is i.i.d. alpha at every position. A draw of
+    the grid's bands adds its offset to every alpha_i, clipped to [0, 1].
     """
     lv = cfg.lever
     if lv.gamma <= 0:
@@ -115,8 +141,12 @@ def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, st
         if workload is None:
             raise InputError(f"lever {lv.name!r}: alpha = 'workload' needs a workload")
         alphas, model = workload_alphas(workload, lv.draft, lv.gamma)
-        return np.asarray(alphas, np.float64), model.name
-    return np.full(lv.gamma, float(lv.alpha)), "iid"
+        alphas, name = np.asarray(alphas, np.float64), model.name
+    else:
+        alphas, name = np.full(lv.gamma, float(lv.alpha)), "iid"
+    if cfg.draw is not None and cfg.draw.alpha_offset != 0.0:
+        alphas = np.clip(alphas + cfg.draw.alpha_offset, 0.0, 1.0)
+    return alphas, name
 
 
 def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microbatches: int) -> Instance:
@@ -125,6 +155,8 @@ def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microba
     target = get_model(cluster.model)
     f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
     darr = dataclasses.replace(device_arrays(dev, jnp.float64), pass_overhead_s=f(cluster.step_overhead_s))
+    if cfg.draw is not None and cfg.draw.factors:
+        darr = dataclasses.replace(darr, **{k: getattr(darr, k) * f(v) for k, v in cfg.draw.factors})
     return Instance(device=darr, target=model_arrays(target, jnp.float64),
                     draft=model_arrays(get_draft(cfg.lever.draft, target), jnp.float64), tp=f(tp), pp=f(pp),
                     microbatches=f(microbatches), weight_bytes=f(get_format(res["weight_format"]).bytes_per_value),

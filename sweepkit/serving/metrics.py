@@ -21,7 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from sweepkit.serving.cluster_state import bin_centres_s
+from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import WARMUP_FRACTION
+from sweepkit.serving.workloads import Workload
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -114,3 +116,22 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
 def _outputs(lanes) -> np.ndarray:
     ses = lanes.sessions
     return np.asarray(ses.output, np.float64).T.reshape(-1)
+
+
+def capacity_row(w: Workload, cfg: Config, cap: float, ref_load: float, at_cap: dict | None, at_ref: dict,
+                 saturated: bool) -> dict:
+    """One ``capacity`` row: capacity metrics from ``at_cap`` (None: nothing passed), latencies from ``at_ref``."""
+    nan = float("nan")
+    at_cap = at_cap or {}
+    get = lambda k: float(at_cap.get(k, nan))  # noqa: E731
+    return dict(
+        device=cfg.device, lever=cfg.lever.name, workload=w.name, draft=cfg.lever.draft, gamma=cfg.lever.gamma,
+        alpha=cfg.lever.alpha, saturated=saturated, load_unit=w.load_unit, capacity_per_s=cap,
+        reference_load_per_s=ref_load, goodput_req_s=get("goodput_req_s"),
+        goodput_per_gpu_per_s=get("goodput_req_s_per_gpu"), tokens_per_gpu_per_s=get("output_tok_s_per_gpu"),
+        cost_per_mtok_usd=get("usd_per_mtok"), energy_per_token_j=get("energy_per_token_j"),
+        attainment_at_capacity=get("attainment"), tokens_per_pass=get("tokens_per_pass"),
+        **{f"{k}_at_ref": float(at_ref[k]) for k in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
+                                                      "tpot_p90_s", "tpot_p99_s", "itl_p50_s", "itl_p90_s",
+                                                      "itl_p99_s", "attainment")},
+    )

@@ -13,6 +13,9 @@ Grid file (grids/serving-seed.toml)::
     tolerance = 0.05                   # capacity search: final (hi - lo) / hi
     reference_loads = {chat = 1.9375}  # optional: pin a workload's reference load (default 0.5 x capacity)
     workloads_file / levers_file / cluster_file = "path.toml"   # optional, relative to the grid file
+    [serving.bands]                    # optional: uncertainty draws per point (sweepkit.serving.draws)
+    draws = 16
+    alpha = { low = -0.05, high = 0.05 }
 
 Per workload: every (device, lever) configuration's capacity is searched together
 (:mod:`sweepkit.serving.capacity`); the reference load is half the reference device's baseline capacity and
@@ -39,11 +42,13 @@ from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
 from sweepkit.serving.capacity import TOLERANCE, search
 from sweepkit.serving.cluster import Cluster, load_cluster
-from sweepkit.serving.config import Config, check
+from sweepkit.serving.config import Config, check, grid_points
+from sweepkit.serving.draws import parse_serving_bands, run_draws
 from sweepkit.serving.lanes import OFFLINE_RATE, run_configs
 from sweepkit.serving.levers import Lever, load_levers
-from sweepkit.serving.metrics import lane_metrics
+from sweepkit.serving.metrics import capacity_row, lane_metrics
 from sweepkit.serving.workloads import Workload, load_workloads
+from sweepkit.sweep.bands import Bands
 
 METRIC_COLUMNS = [
     "attainment", "requests", "window_requests", "completed", "goodput_req_s", "goodput_req_s_per_gpu",
@@ -73,6 +78,7 @@ class ServingGrid:
     rates_per_call: int
     tolerance: float
     reference_loads: dict = dataclasses.field(default_factory=dict)
+    bands: Bands | None = None
 
     @property
     def n_points(self) -> int:
@@ -104,8 +110,8 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         raise InputError(f"{where}: [serving] must be a table")
     w_where = f"{where} [serving]"
     check_keys(sv, {"workloads", "levers", "devices", "reference_device", "baseline", "rates_per_call", "tolerance",
-                    "workloads_file", "levers_file", "cluster_file", "reference_loads"}, {"workloads", "levers"},
-               w_where)
+                    "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands"},
+               {"workloads", "levers"}, w_where)
     base = Path(path).parent
 
     def rel(key):
@@ -147,7 +153,7 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         cluster=cluster, reference_device=ref, baseline=baseline,
         rates_per_call=number(sv, "rates_per_call", w_where, lo=1, hi=256, integer=True, default=1),
         tolerance=number(sv, "tolerance", w_where, lo=0.001, hi=0.5, default=TOLERANCE),
-        reference_loads={k: float(v) for k, v in refs.items()})
+        reference_loads={k: float(v) for k, v in refs.items()}, bands=parse_serving_bands(sv.get("bands"), where))
 
 
 def _row(grid: ServingGrid, w: Workload, cfg: Config, load: float, purpose: str, m: dict) -> dict:
@@ -163,9 +169,7 @@ def _row(grid: ServingGrid, w: Workload, cfg: Config, load: float, purpose: str,
 
 def _points(grid: ServingGrid):
     """Every (device, lever) configuration with its price (USD/GPU-hour) and idle power (W per GPU)."""
-    configs = [Config(d, l) for d in grid.devices for l in grid.levers if not l.devices or d in l.devices]
-    return (configs, [get_device(c.device).price_usd_per_gpu_hour for c in configs],
-            [get_device(c.device).idle_w for c in configs])
+    return grid_points(grid)
 
 
 def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
@@ -261,7 +265,7 @@ def _offline_rows(grid: ServingGrid, w: Workload, ms: list[dict]):
     serving, capacity = [], []  # one saturated run per configuration: capacity metrics and latencies
     for cfg, m in zip(_points(grid)[0], ms):
         serving.append(_row(grid, w, cfg, OFFLINE_RATE, "saturated", m))
-        capacity.append(_capacity_row(w, cfg, float("nan"), OFFLINE_RATE, m, m, saturated=True))
+        capacity.append(capacity_row(w, cfg, float("nan"), OFFLINE_RATE, m, m, saturated=True))
     return serving, capacity
 
 
@@ -274,7 +278,7 @@ def _online_rows(grid: ServingGrid, w: Workload, found: list, ref_load: float, a
         serving += [_row(grid, w, configs[c], load, purpose, m) for c, load, purpose, m in rows]
     for c, cfg in enumerate(configs):
         serving.append(_row(grid, w, cfg, ref_load, "reference", at_ref[c]))
-        capacity.append(_capacity_row(w, cfg, caps[c], ref_load, best[c], at_ref[c], saturated=False))
+        capacity.append(capacity_row(w, cfg, caps[c], ref_load, best[c], at_ref[c], saturated=False))
     return serving, capacity
 
 
@@ -285,28 +289,15 @@ def run_workload(grid: ServingGrid, w: Workload, progress=None, workers: int | N
     return serving, capacity
 
 
-def _capacity_row(w: Workload, cfg: Config, cap: float, ref_load: float, at_cap: dict | None, at_ref: dict,
-                  saturated: bool) -> dict:
-    nan = float("nan")
-    at_cap = at_cap or {}
-    get = lambda k: float(at_cap.get(k, nan))  # noqa: E731
-    return dict(
-        device=cfg.device, lever=cfg.lever.name, workload=w.name, draft=cfg.lever.draft, gamma=cfg.lever.gamma,
-        alpha=cfg.lever.alpha, saturated=saturated, load_unit=w.load_unit, capacity_per_s=cap,
-        reference_load_per_s=ref_load, goodput_req_s=get("goodput_req_s"),
-        goodput_per_gpu_per_s=get("goodput_req_s_per_gpu"), tokens_per_gpu_per_s=get("output_tok_s_per_gpu"),
-        cost_per_mtok_usd=get("usd_per_mtok"), energy_per_token_j=get("energy_per_token_j"),
-        attainment_at_capacity=get("attainment"), tokens_per_pass=get("tokens_per_pass"),
-        **{f"{k}_at_ref": float(at_ref[k]) for k in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
-                                                      "tpot_p90_s", "tpot_p99_s", "itl_p50_s", "itl_p90_s",
-                                                      "itl_p99_s", "attainment")},
-    )
-
-
 def run_grid(grid: ServingGrid, progress=None, workers: int | None = None) -> dict[str, pa.Table]:
-    """Run every workload of the grid (:func:`run_workloads`); returns pyarrow tables ``serving`` and ``capacity``."""
+    """Run every workload of the grid (:func:`run_workloads`); returns pyarrow tables ``serving`` and ``capacity``,
+    and ``serving_draws`` when the grid has ``[serving.bands]`` (:func:`sweepkit.serving.draws.run_draws`)."""
     serving, capacity = [], []
     for s, c, _, _ in run_workloads(grid, progress, workers).values():
         serving += s
         capacity += c
-    return {"serving": pa.Table.from_pylist(serving), "capacity": pa.Table.from_pylist(capacity)}
+    out = {"serving": pa.Table.from_pylist(serving), "capacity": pa.Table.from_pylist(capacity)}
+    if grid.bands is not None:
+        draws = run_draws(grid, serving, capacity, progress, workers or default_workers())
+        out["serving_draws"] = pa.Table.from_pylist(draws)
+    return out

@@ -104,6 +104,18 @@ FEED: dict[str, tuple[str, list[Column]]] = {
         _c("change_pct", "DOUBLE", "%, (lever - baseline) / baseline x 100"),
         _c("verdict", "VARCHAR", "better | worse | same (within +-2%)"),
         _c("caveats", "VARCHAR", "caveat marks, e.g. E (baseline at a cliff), $ (illustrative price), α (assumed)"),
+        _c("draws", "BIGINT", "draws of the run's [serving.bands] compared (null without bands)"),
+        _c("share_better", "DOUBLE",
+           "share of draws in which the lever is better than the baseline, 0..1 (null without bands)"),
+        _c("share_worse", "DOUBLE", "share of draws in which the lever is worse, 0..1 (null without bands)"),
+        _c("share_same", "DOUBLE", "share of draws within +-2%, 0..1 (null without bands)"),
+        _c("change_p10", "DOUBLE",
+           "%, 10th percentile of the draws' change from the baseline (null without bands)"),
+        _c("change_p50", "DOUBLE", "%, median of the draws' change from the baseline (null without bands)"),
+        _c("change_p90", "DOUBLE",
+           "%, 90th percentile of the draws' change from the baseline (null without bands)"),
+        _c("verdict_text", "VARCHAR",
+           "the verdict with the share of draws agreeing, e.g. better (94%); the verdict alone without bands"),
     ]),
 }
 """View name -> (source FROM clause, promised columns)."""

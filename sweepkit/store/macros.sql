@@ -58,6 +58,22 @@ create or replace macro capacity_long(wanted) as table
 {metrics}
     ) as m(metric, unit, value, higher_is_better, capacity_metric, in_matrix, ord);
 
+-- The draws of one serving run's [serving.bands] in long format: capacity_long's rows, one per draw.
+create or replace macro draws_long(wanted) as table
+    select c.device, c.lever, c.workload, c.draw, m.metric, m.value, m.higher_is_better, m.in_matrix
+    from serving_draws as c
+    semi join latest_run('serving', wanted) using (run_id),
+    lateral (values
+{metrics}
+    ) as m(metric, unit, value, higher_is_better, capacity_metric, in_matrix, ord);
+
+-- A lever's verdict from its change over the baseline: same within +-same_pct %, else better or worse.
+create or replace macro verdict_of(change_pct, higher_is_better, same_pct) as
+    case when change_pct is null then null
+         when abs(change_pct) <= same_pct then 'same'
+         when (change_pct > 0) = higher_is_better then 'better'
+         else 'worse' end;
+
 -- Every decode run (or the one wanted) with what the report charts choose a run by: distinct drafted
 -- gammas, batch x context cells and batches.
 create or replace macro decode_runs(wanted) as table

@@ -386,6 +386,92 @@ comment on column contract_capacity.itl_p50_s_at_ref is 's, median ITL at the re
 comment on column contract_capacity.itl_p90_s_at_ref is 's, 90th percentile ITL at the reference load';
 comment on column contract_capacity.itl_p99_s_at_ref is 's, 99th percentile ITL at the reference load';
 comment on column contract_capacity.attainment_at_ref is 'SLO attainment at the reference load';
+-- serving_draws: the draws of a serving grid's [serving.bands] (written by sweepkit/serving/draws.py).
+-- Every column of capacity (same meaning, at the draw's capacity and the workload's reference load) plus
+-- the draw: its number and the offset and factors it applied. No rows without bands.
+create table if not exists contract_serving_draws (
+    run_id                      varchar,
+    device                      varchar,
+    lever                       varchar,
+    workload                    varchar,
+    draft                       varchar,
+    gamma                       integer,
+    alpha                       double,
+    saturated                   boolean,
+    load_unit                   varchar,
+    capacity_per_s              double,
+    reference_load_per_s        double,
+    goodput_req_s               double,
+    goodput_per_gpu_per_s       double,
+    tokens_per_gpu_per_s        double,
+    cost_per_mtok_usd           double,
+    energy_per_token_j          double,
+    attainment_at_capacity      double,
+    tokens_per_pass             double,
+    ttft_p50_s_at_ref           double,
+    ttft_p90_s_at_ref           double,
+    ttft_p99_s_at_ref           double,
+    tpot_p50_s_at_ref           double,
+    tpot_p90_s_at_ref           double,
+    tpot_p99_s_at_ref           double,
+    itl_p50_s_at_ref            double,
+    itl_p90_s_at_ref            double,
+    itl_p99_s_at_ref            double,
+    attainment_at_ref           double,
+    draw                        integer,
+    alpha_offset                double,
+    price_factor                double,
+    flops_efficiency_factor     double,
+    bandwidth_efficiency_factor double,
+    pass_overhead_s_factor      double,
+    tdp_w_factor                double,
+    idle_w_factor               double,
+    energy_per_flop_j_factor    double,
+    energy_per_hbm_byte_j_factor double,
+    link_bytes_per_s_factor     double,
+    link_latency_s_factor       double
+);
+comment on table contract_serving_draws is 'One row per device x lever x workload x draw of a serving run with [serving.bands]: the capacity table''s columns under the draw (docs/serving.md)';
+comment on column contract_serving_draws.run_id is 'The run (runs.run_id, kind serving)';
+comment on column contract_serving_draws.device is 'Accelerator, catalogue name';
+comment on column contract_serving_draws.lever is 'Lever name (levers.toml)';
+comment on column contract_serving_draws.workload is 'Workload name (workloads.toml)';
+comment on column contract_serving_draws.draft is 'Draft of the lever: none, mtp or a catalogue model';
+comment on column contract_serving_draws.gamma is 'gamma, drafted tokens per verify pass';
+comment on column contract_serving_draws.alpha is 'alpha, assumed acceptance per drafted token';
+comment on column contract_serving_draws.saturated is 'true for offline workloads: one run with every request at t = 0; capacity metrics are its saturated throughput';
+comment on column contract_serving_draws.load_unit is 'sessions/s | requests/s';
+comment on column contract_serving_draws.goodput_req_s is 'req/s at capacity = (window requests - 1) / arrival span of the window; offline: completed / horizon';
+comment on column contract_serving_draws.goodput_per_gpu_per_s is 'req/s per GPU at capacity = goodput_req_s / GPUs';
+comment on column contract_serving_draws.tokens_per_gpu_per_s is 'output tokens/s per GPU at capacity';
+comment on column contract_serving_draws.cost_per_mtok_usd is 'USD per million output tokens at capacity = price x GPUs / 3600 / tokens/s x 1e6 (illustrative prices)';
+comment on column contract_serving_draws.energy_per_token_j is 'J per output token at capacity = (idle_w x GPUs x horizon + dynamic pass energy) / output tokens of completed requests';
+comment on column contract_serving_draws.attainment_at_capacity is 'SLO attainment of the run at capacity, >= 0.9';
+comment on column contract_serving_draws.tokens_per_pass is 'tokens per decode pass per row at capacity (1 without a draft; E = (1 - alpha^(gamma+1)) / (1 - alpha) in expectation)';
+comment on column contract_serving_draws.ttft_p50_s_at_ref is 's, median TTFT at the reference load';
+comment on column contract_serving_draws.ttft_p90_s_at_ref is 's, 90th percentile TTFT at the reference load';
+comment on column contract_serving_draws.ttft_p99_s_at_ref is 's, 99th percentile TTFT at the reference load';
+comment on column contract_serving_draws.tpot_p50_s_at_ref is 's, median TPOT at the reference load';
+comment on column contract_serving_draws.tpot_p90_s_at_ref is 's, 90th percentile TPOT at the reference load';
+comment on column contract_serving_draws.tpot_p99_s_at_ref is 's, 99th percentile TPOT at the reference load';
+comment on column contract_serving_draws.itl_p50_s_at_ref is 's, median ITL at the reference load';
+comment on column contract_serving_draws.itl_p90_s_at_ref is 's, 90th percentile ITL at the reference load';
+comment on column contract_serving_draws.itl_p99_s_at_ref is 's, 99th percentile ITL at the reference load';
+comment on column contract_serving_draws.attainment_at_ref is 'SLO attainment at the reference load';
+comment on column contract_serving_draws.capacity_per_s is '1/s, the draw''s capacity: highest load with attainment >= 0.9, its search started from the point''s bracket; null when saturated';
+comment on column contract_serving_draws.reference_load_per_s is '1/s, the point''s reference load (the draw does not move it)';
+comment on column contract_serving_draws.draw is 'Draw number, 0..N-1 of the grid''s [serving.bands] (the same draw for every point: common random numbers)';
+comment on column contract_serving_draws.alpha_offset is 'Added to every alpha_i of a speculative lever in this draw, clipped to [0, 1] (0 without an alpha band)';
+comment on column contract_serving_draws.price_factor is 'Factor on the device''s price in this draw (1 without a price band); cost only';
+comment on column contract_serving_draws.flops_efficiency_factor is 'Factor on the device''s flops_efficiency in this draw (1 when not banded)';
+comment on column contract_serving_draws.bandwidth_efficiency_factor is 'Factor on the device''s bandwidth_efficiency in this draw (1 when not banded)';
+comment on column contract_serving_draws.pass_overhead_s_factor is 'Factor on the cluster''s step overhead in this draw (1 when not banded)';
+comment on column contract_serving_draws.tdp_w_factor is 'Factor on the device''s tdp_w in this draw (1 when not banded)';
+comment on column contract_serving_draws.idle_w_factor is 'Factor on the device''s idle_w in this draw (1 when not banded)';
+comment on column contract_serving_draws.energy_per_flop_j_factor is 'Factor on the device''s energy_per_flop_j in this draw (1 when not banded)';
+comment on column contract_serving_draws.energy_per_hbm_byte_j_factor is 'Factor on the device''s energy_per_hbm_byte_j in this draw (1 when not banded)';
+comment on column contract_serving_draws.link_bytes_per_s_factor is 'Factor on the device''s link_bytes_per_s in this draw (1 when not banded)';
+comment on column contract_serving_draws.link_latency_s_factor is 'Factor on the device''s link_latency_s in this draw (1 when not banded)';
 -- <<< serving, capacity <<<
 
 -- >>> validation (written by sweepkit/validation/store.py) >>>

@@ -80,31 +80,34 @@ def design(n: int, d: int, seed: int) -> np.ndarray:
     return np.mod(shift[None, :] + np.arange(1, n + 1, dtype=np.float64)[:, None] * g[None, :], 1.0)
 
 
-def parse_bands(raw: Any, where: str) -> Bands | None:
-    """Validate a grid's ``[bands]`` table (None when absent); one-line InputErrors otherwise."""
+def parse_bands(raw: Any, where: str, table: str = "bands", factors: tuple[str, ...] = FACTORS) -> Bands | None:
+    """Validate a ``[bands]`` table (None when absent); one-line InputErrors otherwise.
+
+    ``table`` names it in messages (``serving.bands`` for a serving grid) and ``factors`` lists the factor
+    parameters it may give (a serving grid adds ``price``)."""
     if raw is None:
         return None
+    params_known = OFFSETS + tuple(factors)
     if not isinstance(raw, dict):
-        raise bad_value("bands", raw, "a table [bands] of draws, seed and parameter = { low, high }", where=where)
+        raise bad_value(table, raw, f"a table [{table}] of draws, seed and parameter = {{ low, high }}", where=where)
     draws, seed = raw.get("draws", 256), raw.get("seed", 0)
     if not (_is_int(draws) and 2 <= draws <= MAX_DRAWS):
-        raise bad_value("bands.draws", draws, f"an integer in [2, {MAX_DRAWS}]", where=where)
+        raise bad_value(f"{table}.draws", draws, f"an integer in [2, {MAX_DRAWS}]", where=where)
     if not (_is_int(seed) and seed >= 0):
-        raise bad_value("bands.seed", seed, "an integer >= 0", where=where)
+        raise bad_value(f"{table}.seed", seed, "an integer >= 0", where=where)
     params = {}
     for name, spec in raw.items():
         if name in ("draws", "seed"):
             continue
-        if name not in PARAMS:
-            raise bad_value(f"bands.{name}", spec, "a parameter among " + ", ".join(PARAMS), where=where)
-        params[name] = _param(name, spec, where)
+        if name not in params_known:
+            raise bad_value(f"{table}.{name}", spec, "a parameter among " + ", ".join(params_known), where=where)
+        params[name] = _param(name, spec, where, f"{table}.{name}")
     if not params:
-        raise InputError(f"{where}: bands has no parameter; give at least one of " + ", ".join(PARAMS))
+        raise InputError(f"{where}: {table} has no parameter; give at least one of " + ", ".join(params_known))
     return Bands(draws=int(draws), seed=int(seed), params=params)
 
 
-def _param(name: str, spec: Any, where: str) -> tuple[str, float, float]:
-    field = f"bands.{name}"
+def _param(name: str, spec: Any, where: str, field: str) -> tuple[str, float, float]:
     centre = 0.0 if name in OFFSETS else 1.0
     if not isinstance(spec, dict):
         raise bad_value(field, spec, "a table { low, high } or { dist = \"normal\", sd }", where=where)
@@ -124,8 +127,8 @@ def _param(name: str, spec: Any, where: str) -> tuple[str, float, float]:
             raise bad_value(f"{field}.sd", spec["sd"], "a number >= 0", where=where)
         return "normal", centre, float(spec["sd"])
     low, high = float(spec["low"]), float(spec["high"])
-    if low > high or (name in FACTORS and low < 0):
-        allowed = "low <= high" + (" and low >= 0 (a factor)" if name in FACTORS else "")
+    if low > high or (name not in OFFSETS and low < 0):
+        allowed = "low <= high" + (" and low >= 0 (a factor)" if name not in OFFSETS else "")
         raise bad_value(f"{field}.low", low, allowed, where=where)
     return "uniform", low, high
 

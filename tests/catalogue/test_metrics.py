@@ -22,7 +22,7 @@ def test_macro_reads_each_metric_from_its_column_with_its_direction():
     con = duckdb.connect()
     con.execute(schema_sql())
     con.execute("create view capacity as select * from contract_capacity")
-    for view in ("decode", "trace_steps"):
+    for view in ("decode", "trace_steps", "serving_draws"):
         con.execute(f"create view {view} as select * from contract_{view}")
     con.execute(macros_sql())
     con.execute("insert into runs (run_id, kind, grid_name, grid_sha256, grid_toml, sweepkit_version, started_at, "

@@ -32,7 +32,9 @@ PROMISE = {
                   "goodput_per_gpu_per_s DOUBLE, tokens_per_gpu_per_s DOUBLE, cost_per_mtok_usd DOUBLE, "
                   "energy_per_token_j DOUBLE",
     "v_matrix": "device VARCHAR, lever VARCHAR, workload VARCHAR, metric VARCHAR, baseline_value DOUBLE, "
-                "lever_value DOUBLE, change_pct DOUBLE, verdict VARCHAR, caveats VARCHAR",
+                "lever_value DOUBLE, change_pct DOUBLE, verdict VARCHAR, caveats VARCHAR, draws BIGINT, "
+                "share_better DOUBLE, share_worse DOUBLE, share_same DOUBLE, change_p10 DOUBLE, change_p50 DOUBLE, "
+                "change_p90 DOUBLE, verdict_text VARCHAR",
 }
 """The promise, written out: changing a name, a type or the order is a breaking change for dashboards."""
 
@@ -127,6 +129,8 @@ def test_v_matrix_is_matrix_sql_with_its_defaults_inlined(wh, tmp_path, monkeypa
         "with final as (\n  select 'H100' as device, 'mtp' as lever, 'chat' as workload, 'goodput' as metric,\n"
         "    1.0 as baseline_value, 1.27 as lever_value, 27.0 as change_pct,\n"
         "    case when 27.0 > $threshold_pct then 'better' else 'same' end as verdict, 'α' as caveats,\n"
+        "    null::bigint as draws, null as share_better, null as share_worse, null as share_same,\n"
+        "    null as change_p10, null as change_p50, null as change_p90, 'better' as verdict_text,\n"
         "    $run_id as run\n)\nselect * from final\n", encoding="utf-8")
     monkeypatch.setattr(queries_mod, "queries_dir", lambda: folder)
     con = wh.connect()
