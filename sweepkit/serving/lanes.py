@@ -128,6 +128,7 @@ LANES_RUN: Counter = Counter()
 _LOCK = threading.Lock()
 _POOL: list = []
 _RUNNING: Counter = Counter()
+_LEASES = threading.Lock()   # not _LOCK, which is held while a program compiles
 
 
 def lane_devices() -> list:
@@ -139,13 +140,13 @@ def lane_devices() -> list:
 @contextmanager
 def _device_lease():
     """The device with the fewest lanes running now (the lowest id on ties), held for one lane."""
-    with _LOCK:
+    with _LEASES:
         device = min(lane_devices(), key=lambda d: (_RUNNING[d.id], d.id))
         _RUNNING[device.id] += 1
     try:
         yield device
     finally:
-        with _LOCK:
+        with _LEASES:
             _RUNNING[device.id] -= 1
             LANES_RUN[device.id] += 1
 
