@@ -41,7 +41,7 @@ def enable_persistent_cache() -> Path | None:
 # per grid shape, the compiled executable itself is kept: serialised after its first compile and loaded
 # back (0.2 s) without tracing. The key covers everything the program depends on: sweepkit's version and
 # source text, jax/jaxlib versions, the backend, device kind and count, the host CPU, x64, XLA_FLAGS, the
-# function, its static arguments and argument shapes.
+# function, its static arguments and argument shapes, and the devices it runs on when not all of them.
 
 class _CacheHits:
     """Executables JAX has loaded from its persistent cache in this process (listener added on first use)."""
@@ -120,7 +120,7 @@ def _compile_fresh(lower, compiler_options):
         reset()                                            # re-reads the folder at the next compile
 
 
-def entry_path(name: str, key: object, compiler_options: dict | None = None) -> Path | None:
+def entry_path(name: str, key: object, compiler_options: dict | None = None, devices=None) -> Path | None:
     """Where :func:`compile_cached` keeps this program (None while JAX's persistent cache is off)."""
     import jax
     import jaxlib
@@ -134,11 +134,12 @@ def entry_path(name: str, key: object, compiler_options: dict | None = None) -> 
     device = jax.devices()[0]
     text = repr((name, key, compiler_options, sweepkit.__version__, jax.__version__, jaxlib.__version__,
                  jax.default_backend(), device.device_kind, jax.device_count(), bool(jax.config.jax_enable_x64),
-                 os.environ.get("XLA_FLAGS", ""), _host_cpu(), digest))
+                 os.environ.get("XLA_FLAGS", ""), _host_cpu(), digest,
+                 None if devices is None else [d.id for d in devices]))
     return folder / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
 
 
-def compile_cached(name: str, key: object, lower, compiler_options: dict | None = None):
+def compile_cached(name: str, key: object, lower, compiler_options: dict | None = None, devices=None):
     """``lower().compile(compiler_options)``, or the same executable loaded from the cache folder.
 
     Args:
@@ -147,20 +148,23 @@ def compile_cached(name: str, key: object, lower, compiler_options: dict | None 
         structures.
       lower: a zero-argument callable returning the ``jax.stages.Lowered`` (only called on a miss).
       compiler_options: passed to ``compile``.
+      devices: the devices the program was lowered for when they are not all the backend's (a program
+        committed to one device of several): part of the key, and where a cached executable is loaded.
 
     Returns:
       A callable like ``jax.stages.Compiled``. A missing, unreadable or stale cache entry compiles (and
       rewrites it); an entry that loads but fails on its first call is deleted and the program compiled
       afresh: the cache never makes a run fail.
     """
-    path = entry_path(name, key, compiler_options)
+    path = entry_path(name, key, compiler_options, devices)
     if path is None:
         return lower().compile(compiler_options=compiler_options)
     from jax.experimental import serialize_executable
 
     try:
         payload, in_tree, out_tree = pickle.loads(path.read_bytes())
-        loaded = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+        loaded = serialize_executable.deserialize_and_load(payload, in_tree, out_tree,
+                                                           execution_devices=devices)
         return _FirstCallChecked(loaded, path, lambda: _compile_and_keep(path, lower, compiler_options))
     except FileNotFoundError:
         pass

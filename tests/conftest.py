@@ -1,5 +1,9 @@
-"""Test-wide settings (JAX strict about rank promotion, Hypothesis sized for 2-core CI) and the one shared
-warehouse of real runs that the report and query tests read."""
+"""Test-wide settings (JAX strict about rank promotion, Hypothesis sized for 2-core CI), the ``x64`` fixture
+and the one shared warehouse of real runs that the report and query tests read.
+
+Tests run in JAX's default float32 mode; float64 is on only inside an entry point that scopes it (the
+serving engine, ``sweepkit.evaluate``) or a test that asks for it with ``x64``. pyproject.toml turns JAX's
+dtype warnings into errors, so a float64 request outside such a scope fails the test."""
 
 import os
 from pathlib import Path
@@ -13,6 +17,13 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+@pytest.fixture
+def x64():
+    """float64 for this test only (``pytestmark = pytest.mark.usefixtures("x64")`` for a whole module)."""
+    with jax.enable_x64(True):
+        yield
 
 
 ROOT = Path(__file__).resolve().parents[1]

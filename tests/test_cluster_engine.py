@@ -19,7 +19,6 @@ from sweepkit.serving.levers import Lever
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import load_workloads
 
-jax.config.update("jax_enable_x64", True)
 ONE = dataclasses.replace(load_cluster(), model="llama-3-8b", gpus=1, instances=1, tp=1, batch_cap=64,
                           devices=("H100",))
 

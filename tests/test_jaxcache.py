@@ -3,6 +3,7 @@ that pointing JAX's cache at a temporary folder does not leak into the other tes
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -138,3 +139,37 @@ def test_an_entry_that_loads_but_cannot_run_is_replaced_on_its_first_call(tmp_pa
     assert lowered in ("0", "1")                          # 1 where the planted copy cannot run (XLA:CPU today)
     if lowered == "1":
         assert stage("use").split("LOWERED")[1].strip() == "0"     # the fresh compile replaced the entry
+
+
+ON_DEVICE = textwrap.dedent("""
+    import sys
+    import jax, jax.numpy as jnp, numpy as np
+    from sweepkit import jaxcache
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    f = jax.jit(lambda x: jnp.sin(x) * 2.0 + jnp.cumsum(x))
+    d1 = jax.local_devices()[1]
+    x = jax.device_put(jnp.arange(8.0), d1)
+    lowered = []
+    def lower():
+        lowered.append(1)
+        return f.lower(x)
+    c = jaxcache.compile_cached("on-device", ("k",), lower, devices=[d1])
+    y = c(x)
+    assert y.devices() == {d1}, y.devices()
+    np.testing.assert_allclose(np.asarray(y), np.sin(np.arange(8.0)) * 2 + np.cumsum(np.arange(8.0)), rtol=1e-6)
+    print("LOWERED", len(lowered))
+""")
+
+
+def test_an_executable_for_the_second_of_two_devices_loads_back_onto_it(tmp_path):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", ON_DEVICE, str(tmp_path)], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.split("LOWERED")[1].strip()
+
+    assert run() == "1"
+    assert run() == "0"                                   # loaded onto device 1, not over both devices

@@ -1,10 +1,11 @@
 """Scale-out runs in parts, in this process: the same rows as a streamed run, resume, sharding, bad input.
 
-Parts are real Parquet files in a real warehouse; the sharding test runs in a subprocess whose XLA sees four
-host devices (``--xla_force_host_platform_device_count=4``). The Ray executor's tests are in
-test_scaleout_ray.py.
+Parts are real Parquet files in a real warehouse; the sharding tests run in subprocesses whose XLA sees four
+(decode) or two (serving) host devices (``--xla_force_host_platform_device_count=N``). The Ray executor's tests
+are in test_scaleout_ray.py.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -123,3 +124,32 @@ def test_serving_parts_equal_the_streamed_simulation(tmp_path):
         (run_id,) = wh.query("select run_id from runs").column(0).to_pylist()
         out[label] = {t: rows(wh, run_id, t) for t in ("serving", "capacity")}
     assert out["parts"] == out["streamed"] and out["parts"]["serving"] and len(out["parts"]["capacity"]) == 2
+
+
+LANES = """
+import json, sys
+import jax
+from sweepkit.jaxcache import enable_persistent_cache
+from sweepkit.serving import lanes
+from sweepkit.serving.run import load_serving_grid, run_grid
+
+enable_persistent_cache()
+tables = run_grid(load_serving_grid(sys.argv[1]))
+rows = {k: sorted(repr(tuple(r.values())) for r in t.to_pylist()) for k, t in tables.items()}
+print(json.dumps({"devices": len(jax.local_devices()), "lanes": lanes.LANES_RUN, "rows": rows}))
+"""
+
+
+def test_serving_lanes_on_two_host_devices_give_the_rows_of_one():
+    """serving-tiny: 2 levers x 2 loads per call, so every call has lanes for both devices."""
+    out = {}
+    for n in (1, 2):
+        env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}", "JAX_PLATFORMS": "cpu"}
+        r = subprocess.run([sys.executable, "-c", LANES, str(ROOT / "tests" / "grids" / "serving-tiny.toml")],
+                           capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[n] = json.loads(r.stdout.splitlines()[-1])
+        assert out[n]["devices"] == n
+    assert out[2]["rows"] == out[1]["rows"] and out[1]["rows"]["serving"] and len(out[1]["rows"]["capacity"]) == 2
+    assert set(out[1]["lanes"]) == {"0"} and set(out[2]["lanes"]) == {"0", "1"}       # both devices ran lanes
+    assert sum(out[2]["lanes"].values()) == sum(out[1]["lanes"].values())

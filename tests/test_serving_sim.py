@@ -17,7 +17,6 @@ from sweepkit.serving.levers import Lever, load_levers
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import load_workloads
 
-jax.config.update("jax_enable_x64", True)
 LV = load_levers()
 CL = load_cluster()
 ALPHA0 = Lever("mtp-a0", draft="mtp", gamma=3, alpha=0.0)
@@ -40,12 +39,13 @@ def _fixed(name="fixed", prompt=1000, output=200, n=40, turns=1):
 def test_low_load_ttft_is_one_prefill_and_tpot_one_decode_step():
     w = _fixed()
     (m,), st, lay = _metrics(w, CL, [Config("H100", LV["baseline"])], [[0.001]])
-    inst = policy(CL, Config("H100", LV["baseline"])).inst
-    none = Work(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
-    t_pf, _ = step_cost(inst, jnp.zeros(()), jnp.zeros(()), chunk_work(jnp.zeros(()), jnp.asarray(1000.0)), 0)
-    # mean over the decode contexts 1000 .. 1198 at batch 1
-    t_dec = np.mean([float(step_cost(inst, jnp.asarray(1000.0 + k), jnp.asarray(1.0), none, 0)[0])
-                     for k in range(199)])
+    with jax.enable_x64(True):   # the engine prices steps in float64: so does the expectation
+        inst = policy(CL, Config("H100", LV["baseline"])).inst
+        none = Work(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
+        t_pf, _ = step_cost(inst, jnp.zeros(()), jnp.zeros(()), chunk_work(jnp.zeros(()), jnp.asarray(1000.0)), 0)
+        # mean over the decode contexts 1000 .. 1198 at batch 1
+        t_dec = np.mean([float(step_cost(inst, jnp.asarray(1000.0 + k), jnp.asarray(1.0), none, 0)[0])
+                         for k in range(199)])
     assert m[0]["ttft_p50_s"] == pytest.approx(float(t_pf), rel=1e-9)
     assert m[0]["ttft_p99_s"] == pytest.approx(float(t_pf), rel=1e-9)
     assert m[0]["tpot_p50_s"] == pytest.approx(t_dec, rel=1e-3)

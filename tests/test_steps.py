@@ -16,7 +16,7 @@ from sweepkit.serving.cluster import load_cluster
 from sweepkit.serving.config import Config, check, kv_tokens, resolve
 from sweepkit.serving.levers import Lever, load_levers
 
-jax.config.update("jax_enable_x64", True)
+pytestmark = pytest.mark.usefixtures("x64")   # the pricing API in float64, as the serving engine calls it
 F = jnp.float64
 
 
@@ -32,7 +32,8 @@ def _pass(inst, work):
     return float(c.t_s), float(c.energy_j - inst.device.idle_w * inst.tp * c.t_s)
 
 
-NONE = Work(F(0.0), F(0.0), F(0.0))
+with jax.enable_x64(True):
+    NONE = Work(F(0.0), F(0.0), F(0.0))
 
 
 def test_decode_and_prefill_steps_equal_one_tensor_parallel_pass():

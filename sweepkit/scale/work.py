@@ -141,10 +141,9 @@ class ServingWork:
 
     def run(self, indices: list[int], root: str, run_id: str, progress: Callable[[int], None] | None = None
             ) -> list[int]:
-        """Compute and write the parts ``indices`` in order (a reference run after its searches)."""
-        import jax
+        """Compute and write the parts ``indices`` in order (a reference run after its searches).
 
-        jax.config.update("jax_enable_x64", True)
+        float64 is scoped by the serving entry points (:func:`sweepkit.serving.lanes.run_configs`)."""
         run = PendingRun(root, run_id)
         for i in indices:
             for table, rows in self._compute(i, run).items():

@@ -2,10 +2,11 @@
 
 Configurations that share a static shape (instances per cluster, prefix cache on or off, draft passes;
 colocated and disaggregated levers alike) share one compiled program; every (configuration, load) lane is
-one call of it, the
-lanes spread over one thread per core (:func:`lane_pool`). The sessions (lengths, think times,
-unit-rate start times) are drawn once per workload and a load rescales the start times (common random
-numbers across loads and levers).
+one call of it, the lanes spread over one thread per core or device (:func:`lane_pool`) and over the local
+JAX devices (:func:`lane_devices`): a lane runs on the device with the fewest lanes running, with its
+inputs placed there and the program compiled for that device. A lane's result does not depend on its
+device. The sessions (lengths, think times, unit-rate start times) are drawn once per workload and a load
+rescales the start times (common random numbers across loads and levers).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache, partial
 
 import jax
@@ -95,14 +98,16 @@ def _run(pol, req, load, shape: Shape):
     return simulate(pol, req, load, shape)
 
 
-def _compiled(pol, req, load, shape: Shape):
-    """The one-lane engine compiled for these input shapes, from the executable cache when the CLI turned it on."""
+def _compiled(pol, req, load, shape: Shape, device):
+    """The one-lane engine compiled for these input shapes on ``device`` (where the inputs are placed), from the
+    executable cache when the CLI turned it on."""
     leaves = tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves((pol, req, load)))
-    key = (shape, leaves)
+    key = (shape, leaves, device.id)
     with _LOCK:
         if key not in _COMPILED:
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape))
+            _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape),
+                                            devices=[device])
             COMPILE_STATS["programs"] += 1
             COMPILE_STATS["seconds"] += time.perf_counter() - t0
             while len(_COMPILED) > MAX_PROGRAMS:   # the oldest first: each holds JIT code mappings of its own
@@ -113,21 +118,47 @@ def _compiled(pol, req, load, shape: Shape):
 
 _COMPILED: dict = {}
 MAX_PROGRAMS = 12
-"""Compiled programs kept in memory (least recently used dropped): a long sweep over many session buckets would
-otherwise exhaust the process's memory mappings (vm.max_map_count) with XLA:CPU's JIT code."""
+"""Compiled programs kept in memory (least recently used dropped; one per shape and device): a long sweep over
+many session buckets would otherwise exhaust the process's memory mappings (vm.max_map_count) with XLA:CPU's
+JIT code."""
 COMPILE_STATS = {"programs": 0, "seconds": 0.0}
 """Programs built (or loaded from the executable cache) by this process, and the seconds spent on them."""
+LANES_RUN: Counter = Counter()
+"""Lanes run by this process, per JAX device id."""
 _LOCK = threading.Lock()
 _POOL: list = []
+_RUNNING: Counter = Counter()
+_LEASES = threading.Lock()   # not _LOCK, which is held while a program compiles
+
+
+def lane_devices() -> list:
+    """The devices lanes spread over: every local device of the default backend (several GPUs, or CPU devices
+    under ``XLA_FLAGS=--xla_force_host_platform_device_count=N``)."""
+    return jax.local_devices()
+
+
+@contextmanager
+def _device_lease():
+    """The device with the fewest lanes running now (the lowest id on ties), held for one lane."""
+    with _LEASES:
+        device = min(lane_devices(), key=lambda d: (_RUNNING[d.id], d.id))
+        _RUNNING[device.id] += 1
+    try:
+        yield device
+    finally:
+        with _LEASES:
+            _RUNNING[device.id] -= 1
+            LANES_RUN[device.id] += 1
 
 
 def lane_pool() -> ThreadPoolExecutor:
     """The threads that run lanes: one per core on the CPU backend (a lane's ``while_loop`` runs on one
-    thread and every lane ends as soon as it is done), shared by every caller so cores are not oversubscribed."""
+    thread and every lane ends as soon as it is done) and at least one per device, shared by every caller so
+    cores are not oversubscribed."""
     with _LOCK:
         if not _POOL:
-            n = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
-            _POOL.append(ThreadPoolExecutor(n, thread_name_prefix="sweepkit-lane"))
+            cores = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
+            _POOL.append(ThreadPoolExecutor(max(cores, len(lane_devices())), thread_name_prefix="sweepkit-lane"))
         return _POOL[0]
 
 
@@ -137,12 +168,13 @@ def _bucket(n: int) -> int:
 
 
 def _run_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape):
-    """Every (configuration, load) lane as its own call of one compiled program, on :func:`lane_pool`;
-    returns the final states stacked [C, R, ...]."""
+    """Every (configuration, load) lane as its own call of one compiled program, on :func:`lane_pool` and the
+    least busy of :func:`lane_devices`; returns the final states stacked [C, R, ...]."""
     def one(pol, ld):
-        with jax.enable_x64(True):
-            load = Load(**{f: jnp.asarray(v, jnp.float64) for f, v in ld.items()})
-            out = _compiled(pol, req, load, shape)(pol, req, load)
+        with jax.enable_x64(True), _device_lease() as device:
+            load = Load(**{f: np.asarray(v, np.float64) for f, v in ld.items()})
+            args = jax.device_put((pol, req, load), device)
+            out = _compiled(*args, shape, device)(*args)
             return jax.tree_util.tree_map(np.asarray, out)
     pool = lane_pool()
     futures = [[pool.submit(one, pol, ld) for ld in row] for pol, row in zip(pols, loads)]

@@ -199,10 +199,10 @@ def _fixed_load(grid: ServingGrid, w: Workload, load: float, progress=None):
 
 def default_workers() -> int:
     """Concurrent simulator calls: one per CPU core on the CPU backend (XLA:CPU runs a ``while_loop`` on one
-    thread), one on an accelerator (a single device runs every lane of a call in parallel)."""
+    thread), one per local accelerator otherwise (each call's lanes spread over the devices that are free)."""
     import jax
 
-    return max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
+    return max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else len(jax.local_devices())
 
 
 def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) -> dict[str, tuple]:
