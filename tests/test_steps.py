@@ -8,7 +8,7 @@ import pytest
 
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import Work, chunk_work, decode_work, pass_cost
+from sweepkit.costmodel.passes import Work, chunk_work, decode_work, flops_and_bytes
 from sweepkit.costmodel.roofline import roofline
 from sweepkit.costmodel.steps import Instance, step_cost, target_pass
 from sweepkit.errors import InputError
@@ -28,8 +28,16 @@ def _inst(tp=4.0, pp=1.0, mb=1.0, device="H100"):
 
 
 def _pass(inst, work):
-    c = pass_cost(work, inst.target, inst.device, inst.tp, inst.weight_bytes, inst.kv_bytes, inst.compute_speedup)
-    return float(c.t_s), float(c.energy_j - inst.device.idle_w * inst.tp * c.t_s)
+    """A tensor-parallel target pass written out: the roofline, the fixed overhead and 2 L ring all-reduces of
+    T D x 2 bytes, each 2 (n-1)/n x S / link + 2 (n-1) x latency; (seconds, dynamic joules)."""
+    m, dev, tp = inst.target, inst.device, inst.tp
+    flops, bytes_ = flops_and_bytes(work, m, inst.weight_bytes, inst.kv_bytes)
+    c = roofline(flops, bytes_, dev, tp, inst.compute_speedup, 0.0)
+    size = work.tokens * m.d_model * 2.0
+    ring_s = 2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s
+    t = c.t_s + dev.pass_overhead_s + dev.token_overhead_s * work.tokens + 2.0 * m.n_layers * ring_s
+    link_j = 2.0 * m.n_layers * 2.0 * (tp - 1.0) * size * 8.0 * dev.link_energy_per_bit_j
+    return float(t), float(c.energy_j - dev.idle_w * tp * c.t_s + link_j)
 
 
 NONE = Work(F(0.0), F(0.0), F(0.0))
@@ -54,7 +62,6 @@ def test_pipeline_step_is_gpipe_slots_plus_overhead_and_microbatches_trade_prefi
     t0, _ = target_pass(no_link, work)
     m = inst.target
     w_bytes = (m.matmul_params + 4096.0 * m.d_model) * 2.0
-    from sweepkit.costmodel.passes import flops_and_bytes
     flops, bytes_ = flops_and_bytes(work, m, F(2.0), F(2.0))
     slot = roofline(flops / 4.0, w_bytes / 2.0 + (bytes_ - w_bytes) / 4.0, inst.device, F(2.0), F(1.0), 0.0)
     assert float(t0) == pytest.approx(3.0 * float(slot.t_s) + float(inst.device.pass_overhead_s), rel=1e-9)
