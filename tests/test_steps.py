@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from sweepkit.catalogue import get_device, get_model
+from sweepkit.catalogue import get_device, get_draft, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import Work, chunk_work, decode_work, flops_and_bytes
+from sweepkit.costmodel.passes import Work, chunk_work, decode_work, flops_and_bytes, verify_work
 from sweepkit.costmodel.roofline import roofline
-from sweepkit.costmodel.steps import Instance, step_cost, target_pass
+from sweepkit.costmodel.steps import Instance, draft_pass, instance, step_cost, target_pass
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import load_cluster
 from sweepkit.serving.config import Config, check, kv_tokens, resolve
@@ -50,6 +50,20 @@ def test_decode_and_prefill_steps_equal_one_tensor_parallel_pass():
     t, e = step_cost(inst, F(0.0), F(0.0), chunk_work(F(0.0), F(2048.0)), 0)
     assert (float(t), float(e)) == pytest.approx(_pass(inst, chunk_work(F(0.0), F(2048.0))), rel=1e-12)
     assert float(step_cost(inst, F(0.0), F(0.0), NONE, 0)[0]) == 0.0
+
+
+def test_speculative_decode_step_is_verify_plus_gamma_draft_passes_and_prefill_adds_the_drafts_prefill():
+    m = get_model("llama-3-70b")
+    inst = instance(get_device("H100"), m, get_draft("mtp", m), 4, "bf16", "bf16", "bf16", 3, F)
+    ctx, b, prompt = F(8 * 2048.0), F(8.0), chunk_work(F(0.0), F(1024.0))
+    drafts = [draft_pass(inst, decode_work(ctx + j * b, b)) for j in range(3)]
+    verify = target_pass(inst, verify_work(ctx, b, F(4.0)))
+    t, e = step_cost(inst, ctx, b, NONE, 4)                  # gamma_max 4 > gamma 3: the fourth is masked
+    assert float(t) == pytest.approx(float(verify[0]) + sum(float(d[0]) for d in drafts), rel=1e-12)
+    assert float(e) == pytest.approx(float(verify[1]) + sum(float(d[1]) for d in drafts), rel=1e-12)
+    t, _ = step_cost(inst, F(0.0), F(0.0), prompt, 4)
+    assert float(t) == pytest.approx(float(target_pass(inst, prompt)[0] + draft_pass(inst, prompt)[0]), rel=1e-12)
+    assert float(draft_pass(inst, prompt)[0]) > 0
 
 
 def test_pipeline_step_is_gpipe_slots_plus_overhead_and_microbatches_trade_prefill_for_decode():

@@ -196,13 +196,15 @@ def step_cost(inst: Instance, ctx: jax.Array, rows: jax.Array, chunks: Work, gam
       (t_s, energy_j); (0, 0) for an empty step.
 
     Example:
-      A whole-prompt prefill step is ``step_cost(inst, 0, 0, chunk_work(0, p), g)``; a plain decode step
-      ``step_cost(inst, ctx, b, Work(0, 0, 0), 0)`` equals one target decode pass.
+      A whole-prompt prefill step is ``step_cost(inst, 0, 0, chunk_work(0, p), g)`` (with a draft, plus its
+      prefill); a plain decode step ``step_cost(inst, ctx, b, Work(0, 0, 0), 0)`` equals one target decode
+      pass, and with a draft the step is the verify pass plus gamma draft decode passes (no draft prefill).
     """
     positions = inst.gamma * (rows > 0) + 1.0
     t, e = target_pass(inst, combine(verify_work(ctx, rows, positions), chunks))
     t_d, e_d = draft_pass(inst, chunks)
-    t, e = t + t_d, e + e_d
+    prefill = chunks.tokens > 0                       # a step without prompt chunks runs no draft prefill
+    t, e = t + jnp.where(prefill, t_d, 0.0), e + jnp.where(prefill, e_d, 0.0)
     for j in range(gamma_max):
         t_j, e_j = draft_pass(inst, decode_work(ctx + j * rows, rows))
         on = (j < inst.gamma) & (rows > 0)
