@@ -77,7 +77,8 @@ def _point(dev, target, drf, wfmt, kfmt, compute_format: str, batch: int, contex
 
     with jax.enable_x64(True):
         f64 = jnp.float64
-        p = DecodeInputs(inst=instance(dev, target, drf, tp, wfmt, kfmt, compute_format, gamma, f64),
+        p = DecodeInputs(inst=instance(dev, target, drf, tp, wfmt, kfmt, compute_format, gamma, f64,
+                                       pipelined=False),
                          batch=jnp.asarray(batch, f64), context=jnp.asarray(context, f64),
                          alphas=jnp.asarray(alphas, f64))
         out = jax.device_get(decode_point_jit(p, gamma_bucket(gamma)))

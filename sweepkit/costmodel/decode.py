@@ -41,7 +41,7 @@ class DecodeInputs:
     """One grid point: the replica, B rows of S tokens, and the acceptance of its draft positions.
 
     Attributes:
-      inst: the replica (:class:`~sweepkit.costmodel.steps.Instance`, pp = 1; its gamma is the point's).
+      inst: the replica (:class:`~sweepkit.costmodel.steps.Instance`, not pipelined; its gamma is the point's).
       batch: B rows.  context: S cached tokens per row.
       alphas: [P] conditional acceptance of draft positions 1..P (P >= gamma; all equal for i.i.d. alpha).
     """

@@ -58,6 +58,9 @@ class Instance:
       tp, pp: tensor- and pipeline-parallel degrees (devices = tp x pp).  microbatches: GPipe micro-batches.
       weight_bytes, kv_bytes: bytes per weight / per KV value.  compute_speedup: native multiple of the
       compute format over bf16.  gamma: drafted tokens per verify pass (0 without a draft).
+      pipelined: static (part of the tree structure, not data). False promises pp = microbatches = 1 and
+        prices a pass without the pipeline terms (the decode grid: fewer operations per point); True (the
+        default, the serving engine) takes pp and microbatches as data, so layouts share one program.
     """
 
     device: DeviceArrays
@@ -70,6 +73,7 @@ class Instance:
     kv_bytes: jax.Array
     compute_speedup: jax.Array
     gamma: jax.Array
+    pipelined: bool = dataclasses.field(default=True, metadata=dict(static=True))
 
     @property
     def devices(self) -> jax.Array:
@@ -78,7 +82,7 @@ class Instance:
 
 def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int, weight_format: str | Format,
              kv_format: str | Format, compute_format: str, gamma: int = 0, dtype=jnp.float64, *, pp: int = 1,
-             microbatches: int = 1) -> Instance:
+             microbatches: int = 1, pipelined: bool = True) -> Instance:
     """The :class:`Instance` of catalogue entries: one replica of tp x pp devices.
 
     Args:
@@ -88,6 +92,7 @@ def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int
       compute_format: the matmul format's name (its native speed-up on ``device``).
       gamma: drafted tokens per verify pass (0 without a draft).  dtype: of every leaf.
       microbatches: GPipe micro-batches (1 without pipeline parallelism).
+      pipelined: False for a replica that never pipelines (pp = microbatches = 1): see :class:`Instance`.
 
     Returns:
       The :class:`Instance` (scalar leaves of ``dtype``).
@@ -99,23 +104,34 @@ def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int
       >>> round(float(target_pass_cost(inst, decode_work(512.0, 1.0)).t_s) * 1e3, 3)
       6.126
     """
+    if not pipelined and (pp, microbatches) != (1, 1):
+        raise ValueError(f"pipelined=False needs pp = microbatches = 1, got {pp} and {microbatches}")
     fmt = lambda f, field: f if isinstance(f, Format) else get_format(f, field)  # noqa: E731
     f = lambda x: jnp.asarray(x, dtype)  # noqa: E731
     return Instance(device=device_arrays(device, dtype), target=model_arrays(target, dtype),
                     draft=model_arrays(draft, dtype), tp=f(tp), pp=f(pp), microbatches=f(microbatches),
                     weight_bytes=f(fmt(weight_format, "weight_format").bytes_per_value),
                     kv_bytes=f(fmt(kv_format, "kv_format").bytes_per_value),
-                    compute_speedup=f(device.speedup(compute_format)), gamma=f(gamma))
+                    compute_speedup=f(device.speedup(compute_format)), gamma=f(gamma), pipelined=pipelined)
+
+
+def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
+    """(pp, mb, FLOPs, bytes) of one pipeline slot: F / (mb pp) and W / pp + O / (mb pp); on an instance that
+    is not ``pipelined``, (1, 1, F, Bytes): the whole pass."""
+    if not inst.pipelined:
+        return 1.0, 1.0, flops, bytes_
+    net, pp = inst.target, inst.pp
+    w_bytes = (streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes * net.present
+    mb = jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens))
+    return pp, mb, flops / (mb * pp), w_bytes / pp + (bytes_ - w_bytes) / (mb * pp)
 
 
 def _target(inst: Instance, work: Work):
     """One target pass: (seconds, dynamic joules, bound code of a pipeline slot, FLOPs, bytes)."""
-    dev, net, tp, pp = inst.device, inst.target, inst.tp, inst.pp
+    dev, net, tp = inst.device, inst.target, inst.tp
     flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
-    w_bytes = (streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes * net.present
-    mb = jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens))
-    slot = roofline(flops / (mb * pp), w_bytes / pp + (bytes_ - w_bytes) / (mb * pp), dev, tp,
-                    inst.compute_speedup, 0.0)
+    pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops, bytes_)
+    slot = roofline(slot_flops, slot_bytes, dev, tp, inst.compute_speedup, 0.0)
     size = work.tokens / mb * net.d_model * ACTIVATION_BYTES
     n_ar = 2.0 * net.n_layers / pp * net.present
     ar_s = n_ar * (2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)
@@ -179,7 +195,7 @@ def pass_cost(work: Work, model: ModelArrays, dev: DeviceArrays, tp: jax.Array, 
     absent = jax.tree_util.tree_map(jnp.zeros_like, model)
     inst = Instance(device=dev, target=model if target else absent, draft=absent if target else model,
                     tp=tp * one, pp=one, microbatches=one, weight_bytes=weight_bytes * one, kv_bytes=kv_bytes * one,
-                    compute_speedup=compute_speedup * one, gamma=0.0 * one)
+                    compute_speedup=compute_speedup * one, gamma=0.0 * one, pipelined=False)
     return target_pass_cost(inst, work) if target else draft_pass_cost(inst, work)
 
 

@@ -67,7 +67,8 @@ def explore(device: str, model: str, draft: str, batch: int, context: int, gamma
     batches = np.array((batch,) + CURVE_BATCHES, np.float64)
     with jax.enable_x64(True):
         f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
-        p = DecodeInputs(inst=instance(dev, target, drf, tp, "bf16", "bf16", "bf16", gamma, jnp.float64),
+        p = DecodeInputs(inst=instance(dev, target, drf, tp, "bf16", "bf16", "bf16", gamma, jnp.float64,
+                                       pipelined=False),
                          batch=f(batches), context=f(context), alphas=jnp.full((GAMMA_MAX,), alpha, jnp.float64))
         out = jax.device_get(_points(p))
     point = {}

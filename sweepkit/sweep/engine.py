@@ -187,7 +187,7 @@ def _point_inputs(tables: GridTables, dv, md, dr, tp, wf, kf, cf, b, s) -> Decod
     inst = Instance(
         device=pick(tables.devices, dv), target=pick(tables.targets, md), draft=pick(tables.drafts, md, dr),
         tp=tables.tp[tp], pp=one, microbatches=one, weight_bytes=tables.weight_bytes[wf],
-        kv_bytes=tables.kv_bytes[kf], compute_speedup=tables.speedup[dv, cf], gamma=zero)
+        kv_bytes=tables.kv_bytes[kf], compute_speedup=tables.speedup[dv, cf], gamma=zero, pipelined=False)
     return DecodeInputs(inst=inst, batch=tables.batch[b], context=tables.context[s], alphas=tables.alphas[0])
 
 

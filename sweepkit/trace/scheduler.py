@@ -141,7 +141,7 @@ def _instance(sc: Scenario, speculative: bool) -> Instance:
     target = get_model(sc.model)
     draft = get_draft(sc.draft if speculative else "none", target)
     return instance(get_device(sc.device), target, draft, sc.tp, sc.weight_format, sc.kv_format, sc.compute_format,
-                    sc.gamma if speculative else 0, jnp.float64)
+                    sc.gamma if speculative else 0, jnp.float64, pipelined=False)
 
 
 @partial(jax.jit, static_argnames="gamma")
