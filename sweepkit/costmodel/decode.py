@@ -8,11 +8,11 @@ For B rows of S tokens each (total cached context C = B S), a draft of length ga
 
 E[tokens] = 1 + sum_{k<=gamma} prod_{i<=k} alpha_i for per-position acceptance alpha_1..alpha_P, which is
 (1 - alpha^(gamma+1)) / (1 - alpha) when every alpha_i is alpha (Leviathan et al. 2023, Eq. 1; computed by
-that closed form then, :func:`tokens_per_pass`). Every pass is priced by the serving engine's and the
-trace's pricing API (:func:`sweepkit.costmodel.steps.target_pass_cost`, :func:`~sweepkit.costmodel.steps.draft_pass_cost`
-on the point's :class:`~sweepkit.costmodel.steps.Instance`): target passes pay the per-pass overhead and
-tensor-parallel all-reduces; draft passes pay neither and run on the instance's n devices. Leviathan's c is
-measured on this hardware: one draft pass over one plain target pass.
+that closed form then, :func:`tokens_per_pass`). Every pass is priced by the pricing API of the serving
+engine and the trace (:func:`sweepkit.costmodel.steps.target_pass_cost` and
+:func:`~sweepkit.costmodel.steps.draft_pass_cost` on the point's :class:`~sweepkit.costmodel.steps.Instance`):
+target passes pay the per-pass overhead and tensor-parallel all-reduces; draft passes pay neither and run on
+the instance's n devices. Leviathan's c is measured on this hardware: one draft pass over one plain target pass.
 
 The point is computed in three stages so a grid can share work: :func:`hardware_stage` (independent of
 gamma and alpha: the plain pass and the cumulative cost of up to gamma_max draft passes),

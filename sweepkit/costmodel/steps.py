@@ -81,7 +81,7 @@ class Instance:
 
 
 def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int, weight_format: str | Format,
-             kv_format: str | Format, compute_format: str, gamma: int = 0, dtype=jnp.float64, *, pp: int = 1,
+             kv_format: str | Format, compute_format: str, gamma: int = 0, dtype=None, *, pp: int = 1,
              microbatches: int = 1, pipelined: bool = True) -> Instance:
     """The :class:`Instance` of catalogue entries: one replica of tp x pp devices.
 
@@ -90,7 +90,7 @@ def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int
         (``get_draft``), a draft model, or None.  tp, pp: tensor- and pipeline-parallel degrees (>= 1).
       weight_format, kv_format: format names or :class:`~sweepkit.catalogue.Format` entries (bytes per value).
       compute_format: the matmul format's name (its native speed-up on ``device``).
-      gamma: drafted tokens per verify pass (0 without a draft).  dtype: of every leaf.
+      gamma: drafted tokens per verify pass (0 without a draft).  dtype: of every leaf (None: JAX's default).
       microbatches: GPipe micro-batches (1 without pipeline parallelism).
       pipelined: False for a replica that never pipelines (pp = microbatches = 1): see :class:`Instance`.
 
