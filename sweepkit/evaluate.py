@@ -71,18 +71,16 @@ def _point(dev, target, drf, wfmt, kfmt, compute_format: str, batch: int, contex
     import jax
     import jax.numpy as jnp
 
-    from sweepkit.costmodel.arrays import device_arrays, model_arrays
     from sweepkit.costmodel.decode import DecodeInputs, decode_point_jit
     from sweepkit.costmodel.roofline import BOUNDS
+    from sweepkit.costmodel.steps import instance
 
     with jax.enable_x64(True):
         f64 = jnp.float64
-        p = DecodeInputs(
-            device=device_arrays(dev, f64), target=model_arrays(target, f64), draft=model_arrays(drf, f64),
-            tp=jnp.asarray(tp, f64), batch=jnp.asarray(batch, f64), context=jnp.asarray(context, f64),
-            gamma=jnp.asarray(gamma, f64), alphas=jnp.asarray(alphas, f64),
-            weight_bytes=jnp.asarray(wfmt.bytes_per_value, f64), kv_bytes=jnp.asarray(kfmt.bytes_per_value, f64),
-            compute_speedup=jnp.asarray(dev.speedup(compute_format), f64))
+        p = DecodeInputs(inst=instance(dev, target, drf, tp, wfmt, kfmt, compute_format, gamma, f64,
+                                       pipelined=False),
+                         batch=jnp.asarray(batch, f64), context=jnp.asarray(context, f64),
+                         alphas=jnp.asarray(alphas, f64))
         out = jax.device_get(decode_point_jit(p, gamma_bucket(gamma)))
     result: dict[str, Any] = {}
     for key, value in out.items():

@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from sweepkit.catalogue import get_device, get_model
+from sweepkit.catalogue import get_device, get_draft, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import Work, chunk_work, decode_work, pass_cost
+from sweepkit.costmodel.passes import Work, chunk_work, decode_work, flops_and_bytes, verify_work
 from sweepkit.costmodel.roofline import roofline
-from sweepkit.costmodel.steps import Instance, step_cost, target_pass
+from sweepkit.costmodel.steps import Instance, draft_pass, instance, step_cost, target_pass
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import load_cluster
 from sweepkit.serving.config import Config, check, kv_tokens, resolve
@@ -28,8 +28,16 @@ def _inst(tp=4.0, pp=1.0, mb=1.0, device="H100"):
 
 
 def _pass(inst, work):
-    c = pass_cost(work, inst.target, inst.device, inst.tp, inst.weight_bytes, inst.kv_bytes, inst.compute_speedup)
-    return float(c.t_s), float(c.energy_j - inst.device.idle_w * inst.tp * c.t_s)
+    """A tensor-parallel target pass written out: the roofline, the fixed overhead and 2 L ring all-reduces of
+    T D x 2 bytes, each 2 (n-1)/n x S / link + 2 (n-1) x latency; (seconds, dynamic joules)."""
+    m, dev, tp = inst.target, inst.device, inst.tp
+    flops, bytes_ = flops_and_bytes(work, m, inst.weight_bytes, inst.kv_bytes)
+    c = roofline(flops, bytes_, dev, tp, inst.compute_speedup, 0.0)
+    size = work.tokens * m.d_model * 2.0
+    ring_s = 2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s
+    t = c.t_s + dev.pass_overhead_s + dev.token_overhead_s * work.tokens + 2.0 * m.n_layers * ring_s
+    link_j = 2.0 * m.n_layers * 2.0 * (tp - 1.0) * size * 8.0 * dev.link_energy_per_bit_j
+    return float(t), float(c.energy_j - dev.idle_w * tp * c.t_s + link_j)
 
 
 with jax.enable_x64(True):
@@ -45,6 +53,20 @@ def test_decode_and_prefill_steps_equal_one_tensor_parallel_pass():
     assert float(step_cost(inst, F(0.0), F(0.0), NONE, 0)[0]) == 0.0
 
 
+def test_speculative_decode_step_is_verify_plus_gamma_draft_passes_and_prefill_adds_the_drafts_prefill():
+    m = get_model("llama-3-70b")
+    inst = instance(get_device("H100"), m, get_draft("mtp", m), 4, "bf16", "bf16", "bf16", 3, F)
+    ctx, b, prompt = F(8 * 2048.0), F(8.0), chunk_work(F(0.0), F(1024.0))
+    drafts = [draft_pass(inst, decode_work(ctx + j * b, b)) for j in range(3)]
+    verify = target_pass(inst, verify_work(ctx, b, F(4.0)))
+    t, e = step_cost(inst, ctx, b, NONE, 4)                  # gamma_max 4 > gamma 3: the fourth is masked
+    assert float(t) == pytest.approx(float(verify[0]) + sum(float(d[0]) for d in drafts), rel=1e-12)
+    assert float(e) == pytest.approx(float(verify[1]) + sum(float(d[1]) for d in drafts), rel=1e-12)
+    t, _ = step_cost(inst, F(0.0), F(0.0), prompt, 4)
+    assert float(t) == pytest.approx(float(target_pass(inst, prompt)[0] + draft_pass(inst, prompt)[0]), rel=1e-12)
+    assert float(draft_pass(inst, prompt)[0]) > 0
+
+
 def test_pipeline_step_is_gpipe_slots_plus_overhead_and_microbatches_trade_prefill_for_decode():
     # time - communication = (mb + pp - 1) x slot + overhead (GPipe, arXiv:1811.06965 sec. 2.2)
     inst = _inst(tp=2.0, pp=2.0, mb=2.0)
@@ -55,7 +77,6 @@ def test_pipeline_step_is_gpipe_slots_plus_overhead_and_microbatches_trade_prefi
     t0, _ = target_pass(no_link, work)
     m = inst.target
     w_bytes = (m.matmul_params + 4096.0 * m.d_model) * 2.0
-    from sweepkit.costmodel.passes import flops_and_bytes
     flops, bytes_ = flops_and_bytes(work, m, F(2.0), F(2.0))
     slot = roofline(flops / 4.0, w_bytes / 2.0 + (bytes_ - w_bytes) / 4.0, inst.device, F(2.0), F(1.0), 0.0)
     assert float(t0) == pytest.approx(3.0 * float(slot.t_s) + float(inst.device.pass_overhead_s), rel=1e-9)

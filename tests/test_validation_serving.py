@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.cli import main
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import chunk_work, combine, decode_work, pass_cost
+from sweepkit.costmodel.passes import chunk_work, combine, decode_work
+from sweepkit.costmodel.steps import pass_cost
 from sweepkit.errors import InputError
 from sweepkit.validation import MODELLED, parse_measurements, status
 from sweepkit.validation.serving_points import evaluate_serving

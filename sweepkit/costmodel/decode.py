@@ -8,9 +8,11 @@ For B rows of S tokens each (total cached context C = B S), a draft of length ga
 
 E[tokens] = 1 + sum_{k<=gamma} prod_{i<=k} alpha_i for per-position acceptance alpha_1..alpha_P, which is
 (1 - alpha^(gamma+1)) / (1 - alpha) when every alpha_i is alpha (Leviathan et al. 2023, Eq. 1; computed by
-that closed form then, :func:`tokens_per_pass`). Target passes pay the
-per-pass overhead and tensor-parallel all-reduces; draft passes pay neither and run on the instance's
-n devices. Leviathan's c is measured on this hardware: one draft pass over one plain target pass.
+that closed form then, :func:`tokens_per_pass`). Every pass is priced by the pricing API of the serving
+engine and the trace (:func:`sweepkit.costmodel.steps.target_pass_cost` and
+:func:`~sweepkit.costmodel.steps.draft_pass_cost` on the point's :class:`~sweepkit.costmodel.steps.Instance`):
+target passes pay the per-pass overhead and tensor-parallel all-reduces; draft passes pay neither and run on
+the instance's n devices. Leviathan's c is measured on this hardware: one draft pass over one plain target pass.
 
 The point is computed in three stages so a grid can share work: :func:`hardware_stage` (independent of
 gamma and alpha: the plain pass and the cumulative cost of up to gamma_max draft passes),
@@ -26,30 +28,28 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import kv_capacity_tokens, resident_bytes
-from sweepkit.costmodel.passes import decode_work, pass_cost, verify_work
+from sweepkit.costmodel.passes import decode_work, verify_work
 from sweepkit.costmodel.roofline import PassCost
+from sweepkit.costmodel.steps import Instance, draft_pass_cost, target_pass_cost
 from sweepkit.speculative import expected_tokens, expected_tokens_positional
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class DecodeInputs:
-    """One grid point: scalar arrays (B batch, S context per row, gamma; formats as numbers) and ``alphas``,
-    the [P] conditional acceptance of draft positions 1..P (P >= gamma; all equal for i.i.d. alpha)."""
+    """One grid point: the replica, B rows of S tokens, and the acceptance of its draft positions.
 
-    device: DeviceArrays
-    target: ModelArrays
-    draft: ModelArrays
-    tp: jax.Array
+    Attributes:
+      inst: the replica (:class:`~sweepkit.costmodel.steps.Instance`, not pipelined; its gamma is the point's).
+      batch: B rows.  context: S cached tokens per row.
+      alphas: [P] conditional acceptance of draft positions 1..P (P >= gamma; all equal for i.i.d. alpha).
+    """
+
+    inst: Instance
     batch: jax.Array
     context: jax.Array
-    gamma: jax.Array
     alphas: jax.Array
-    weight_bytes: jax.Array
-    kv_bytes: jax.Array
-    compute_speedup: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -73,40 +73,32 @@ class HardwareStage:
     weight_bytes_per_device: jax.Array
 
 
-def _target_pass(p: DecodeInputs, work) -> PassCost:
-    return pass_cost(work, p.target, p.device, p.tp, p.weight_bytes, p.kv_bytes, p.compute_speedup)
-
-
 def hardware_stage(p: DecodeInputs, gamma_max: int) -> HardwareStage:
     """Plain pass and the cumulative cost of draft passes j = 0..gamma_max-1 at contexts C + j B."""
-    ctx = p.batch * p.context
-    plain = _target_pass(p, decode_work(ctx, p.batch))
+    inst, ctx = p.inst, p.batch * p.context
+    plain = target_pass_cost(inst, decode_work(ctx, p.batch))
     j = jnp.arange(max(gamma_max, 1), dtype=ctx.dtype)
-
-    def draft_pass(jj):
-        return pass_cost(decode_work(ctx + jj * p.batch, p.batch), p.draft, p.device, p.tp, p.weight_bytes,
-                         p.kv_bytes, p.compute_speedup, target=False)
-
-    each = jax.vmap(draft_pass)(j)
+    each = jax.vmap(lambda jj: draft_pass_cost(inst, decode_work(ctx + jj * p.batch, p.batch)))(j)
     zero = jnp.zeros((1,), ctx.dtype)
-    capacity = kv_capacity_tokens(p.device, p.tp, p.target, p.draft, p.weight_bytes, p.kv_bytes)
+    capacity = kv_capacity_tokens(inst.device, inst.devices, inst.target, inst.draft, inst.weight_bytes,
+                                  inst.kv_bytes)
     return HardwareStage(
         plain=plain,
         draft_cum_t_s=jnp.concatenate([zero, jnp.cumsum(each.t_s)]),
         draft_cum_energy_j=jnp.concatenate([zero, jnp.cumsum(each.energy_j)]),
         first_draft_t_s=each.t_s[0],
         kv_capacity_tokens=capacity,
-        weight_bytes_per_device=resident_bytes(p.target, p.draft, p.weight_bytes) / p.tp)
+        weight_bytes_per_device=resident_bytes(inst.target, inst.draft, inst.weight_bytes) / inst.devices)
 
 
 def verify_stage(p: DecodeInputs, gamma: jax.Array) -> PassCost:
     """The target's verify pass over gamma + 1 positions per row."""
-    return _target_pass(p, verify_work(p.batch * p.context, p.batch, gamma + 1.0))
+    return target_pass_cost(p.inst, verify_work(p.batch * p.context, p.batch, gamma + 1.0))
 
 
 def finish_outer(p: DecodeInputs, hw: HardwareStage) -> dict[str, jax.Array]:
     """Outputs that depend on neither gamma nor alpha (one value per outer point)."""
-    present = p.draft.present > 0
+    present = p.inst.draft.present > 0
     return {
         "t_plain_pass_s": hw.plain.t_s,
         "s_per_token_plain": hw.plain.t_s / p.batch,
@@ -120,7 +112,7 @@ def finish_outer(p: DecodeInputs, hw: HardwareStage) -> dict[str, jax.Array]:
 
 def finish_gamma(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: jax.Array) -> dict[str, jax.Array]:
     """Outputs that depend on gamma but not alpha: the verify pass, the draft passes, the memory fit."""
-    present = p.draft.present > 0
+    present = p.inst.draft.present > 0
     g = gamma.astype(jnp.int32)
     positions = jnp.where(present, gamma + 1.0, 1.0)
     return {
@@ -139,7 +131,7 @@ def finish_point(p: DecodeInputs, outer: dict, per_gamma: dict, tokens: jax.Arra
 
     ``tokens`` is E[tokens per pass] (:func:`tokens_per_pass`); it is forced to 1 without a draft.
     """
-    tokens = jnp.where(p.draft.present > 0, tokens, 1.0)
+    tokens = jnp.where(p.inst.draft.present > 0, tokens, 1.0)
     s_spec = (per_gamma["t_verify_pass_s"] + per_gamma["t_draft_s"]) / (p.batch * tokens)
     return {
         "tokens_per_pass": tokens,
@@ -176,7 +168,7 @@ def decode_point(p: DecodeInputs, gamma_max: int) -> dict[str, jax.Array]:
       weight_bytes_per_device, fits_in_memory (bool).
     """
     hw = hardware_stage(p, gamma_max)
-    return finish(p, hw, verify_stage(p, p.gamma), p.gamma, p.alphas)
+    return finish(p, hw, verify_stage(p, p.inst.gamma), p.inst.gamma, p.alphas)
 
 
 @partial(jax.jit, static_argnames="gamma_max")

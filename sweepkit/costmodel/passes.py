@@ -1,4 +1,4 @@
-"""FLOPs and HBM bytes of forward passes, tensor-parallel all-reduces, and their priced cost.
+"""FLOPs and HBM bytes of forward passes (their seconds and joules: :mod:`sweepkit.costmodel.steps`).
 
 Work of a pass on a network (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim), with P_mm matmul params, L layers, q = H d_h,
 w = bytes per weight, kv = bytes of KV per token (2 L H_kv d_h x bytes per KV value):
@@ -32,8 +32,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.roofline import PassCost, roofline
+from sweepkit.costmodel.arrays import ModelArrays
 
 ACTIVATION_BYTES = 2.0
 """All-reduced activations are bf16 (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim: S = tokens x D x 2 B)."""
@@ -66,7 +65,7 @@ def chunk_work(cached: jax.Array, new: jax.Array) -> Work:
 
 
 def combine(*parts: Work) -> Work:
-    """A mixed step: the parts' T, A and K add (the weights are read once, in :func:`pass_cost`)."""
+    """A mixed step: the parts' T, A and K add (the weights are read once: :func:`flops_and_bytes`)."""
     return Work(tokens=sum(p.tokens for p in parts), attn_pairs=sum(p.attn_pairs for p in parts),
                 kv_tokens=sum(p.kv_tokens for p in parts))
 
@@ -99,42 +98,3 @@ def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_
     bytes_ = (streamed_params(work.tokens, model) * weight_bytes + work.tokens * model.d_model * weight_bytes
               + work.kv_tokens * model.kv_values_per_token * kv_bytes)
     return flops * model.present, bytes_ * model.present
-
-
-def allreduce(tokens: jax.Array, model: ModelArrays, dev: DeviceArrays, tp: jax.Array):
-    """Tensor-parallel communication of one pass: 2 ring all-reduces per layer, not overlapped.
-
-    Each all-reduce of S = T D x 2 bytes costs 2 (n-1)/n x S / link + 2 (n-1) x latency; its energy is the
-    2 (n-1) S bytes all ranks send, x 8 bits x energy per bit. Zero at n = 1.
-
-    Returns:
-      (seconds, joules).
-
-    Example:
-      Llama-3-70B TP4 on H100 at batch 1: 160 all-reduces x 30 us = 4.8 ms (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim).
-    """
-    size = tokens * model.d_model * ACTIVATION_BYTES
-    per = 2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s
-    count = 2.0 * model.n_layers * model.present
-    energy = count * 2.0 * (tp - 1.0) * size * 8.0 * dev.link_energy_per_bit_j
-    return count * per, energy
-
-
-def pass_cost(work: Work, model: ModelArrays, dev: DeviceArrays, tp: jax.Array, weight_bytes: jax.Array,
-              kv_bytes: jax.Array, compute_speedup: jax.Array, *, target: bool = True) -> PassCost:
-    """Price one pass of ``model`` on ``tp`` devices.
-
-    A target pass pays the device's fixed overhead (pass_overhead_s + token_overhead_s x T; the per-token
-    part is 0 unless a calibration fitted it) and the tensor-parallel all-reduces; a draft pass pays
-    neither and runs as one device of the instance's size (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim). An absent network
-    (``model.present == 0``) costs nothing.
-    """
-    flops, bytes_ = flops_and_bytes(work, model, weight_bytes, kv_bytes)
-    fixed = dev.pass_overhead_s + dev.token_overhead_s * work.tokens
-    overhead = fixed * model.present if target else jnp.zeros_like(dev.pass_overhead_s)
-    cost = roofline(flops, bytes_, dev, tp, compute_speedup, overhead)
-    if not target:
-        return PassCost(cost.t_s * model.present, cost.energy_j * model.present, cost.bound, flops, bytes_)
-    comm_s, comm_j = allreduce(work.tokens, model, dev, tp)
-    comm_static = dev.idle_w * tp * comm_s
-    return PassCost(cost.t_s + comm_s, cost.energy_j + comm_j + comm_static, cost.bound, flops, bytes_)

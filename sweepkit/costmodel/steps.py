@@ -16,11 +16,17 @@ micro-batch re-reads its stage's weights; O the KV and activation bytes), and
 
     t = (mb + pp - 1) (t_slot + t_allreduce_slot + t_hop) + overhead,   bubble = (pp - 1) / (mb + pp - 1)
 
-with 2 L / pp ring all-reduces of (T / mb) D x 2 bytes per slot and one stage-to-stage hop of the same size.
-At pp = 1, mb = 1 this is the tensor-parallel pass of :func:`sweepkit.costmodel.passes.pass_cost` exactly.
+with 2 L / pp ring all-reduces of S = (T / mb) D x 2 bytes per slot, each 2 (tp-1)/tp x S / link + 2 (tp-1) x
+latency, and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is one tensor-parallel pass:
+the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`).
 
-Energies are dynamic (compute, HBM and link joules; idle power is charged once per GPU over the whole
-horizon by the caller).
+Two views of the same pass: :func:`target_pass` and :func:`draft_pass` give (seconds, dynamic joules:
+compute, HBM and link; the serving engine charges idle power once per GPU over the whole horizon), while
+:func:`target_pass_cost` and :func:`draft_pass_cost` give a :class:`~sweepkit.costmodel.roofline.PassCost`
+(seconds, joules with the instance's idle power over the pass, the bound of the pass, FLOPs and bytes) for
+the decode grid and the trace, which report per-pass energy and which bound each pass hits. All four, and
+:func:`step_cost` and :func:`pass_cost`, price through :func:`_target` and :func:`_draft`: the only code
+that turns :class:`~sweepkit.costmodel.passes.Work` into seconds and joules.
 
 References:
   Huang et al., "GPipe", NeurIPS 2019, arXiv:1811.06965 (bubble fraction, sec. 2.2);
@@ -35,10 +41,11 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.catalogue import Device, Draft, Format, Model, get_format
+from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, combine, decode_work, flops_and_bytes, streamed_params,
                                        verify_work)
-from sweepkit.costmodel.roofline import roofline
+from sweepkit.costmodel.roofline import PassCost, roofline
 
 
 @jax.tree_util.register_dataclass
@@ -51,6 +58,9 @@ class Instance:
       tp, pp: tensor- and pipeline-parallel degrees (devices = tp x pp).  microbatches: GPipe micro-batches.
       weight_bytes, kv_bytes: bytes per weight / per KV value.  compute_speedup: native multiple of the
       compute format over bf16.  gamma: drafted tokens per verify pass (0 without a draft).
+      pipelined: static (part of the tree structure, not data). False promises pp = microbatches = 1 and
+        prices a pass without the pipeline terms (the decode grid: fewer operations per point); True (the
+        default, the serving engine) takes pp and microbatches as data, so layouts share one program.
     """
 
     device: DeviceArrays
@@ -63,25 +73,65 @@ class Instance:
     kv_bytes: jax.Array
     compute_speedup: jax.Array
     gamma: jax.Array
+    pipelined: bool = dataclasses.field(default=True, metadata=dict(static=True))
 
     @property
     def devices(self) -> jax.Array:
         return self.tp * self.pp
 
 
-def target_pass(inst: Instance, work: Work):
-    """One target pass (TP ring all-reduces, PP slots, the fixed overhead): (seconds, dynamic joules).
+def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int, weight_format: str | Format,
+             kv_format: str | Format, compute_format: str, gamma: int = 0, dtype=None, *, pp: int = 1,
+             microbatches: int = 1, pipelined: bool = True) -> Instance:
+    """The :class:`Instance` of catalogue entries: one replica of tp x pp devices.
+
+    Args:
+      device: the accelerator.  target: the served model.  draft: a :class:`~sweepkit.catalogue.Draft`
+        (``get_draft``), a draft model, or None.  tp, pp: tensor- and pipeline-parallel degrees (>= 1).
+      weight_format, kv_format: format names or :class:`~sweepkit.catalogue.Format` entries (bytes per value).
+      compute_format: the matmul format's name (its native speed-up on ``device``).
+      gamma: drafted tokens per verify pass (0 without a draft).  dtype: of every leaf (None: JAX's default).
+      microbatches: GPipe micro-batches (1 without pipeline parallelism).
+      pipelined: False for a replica that never pipelines (pp = microbatches = 1): see :class:`Instance`.
+
+    Returns:
+      The :class:`Instance` (scalar leaves of ``dtype``).
 
     Example:
-      Llama-3-70B TP4 on H100 at batch 1: 160 all-reduces x 30 us = 4.8 ms of the pass (sec. 3 of the
-      cost-model docs); at pp = 2, mb = 2 the pass takes 3 slots.
+      >>> from sweepkit.catalogue import get_device, get_draft, get_model
+      >>> m = get_model("llama-3-8b")
+      >>> inst = instance(get_device("H100"), m, get_draft("mtp", m), 1, "bf16", "bf16", "bf16", 3)
+      >>> round(float(target_pass_cost(inst, decode_work(512.0, 1.0)).t_s) * 1e3, 3)
+      6.126
     """
-    dev, net, tp, pp = inst.device, inst.target, inst.tp, inst.pp
-    flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
+    if not pipelined and (pp, microbatches) != (1, 1):
+        raise ValueError(f"pipelined=False needs pp = microbatches = 1, got {pp} and {microbatches}")
+    fmt = lambda f, field: f if isinstance(f, Format) else get_format(f, field)  # noqa: E731
+    f = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+    return Instance(device=device_arrays(device, dtype), target=model_arrays(target, dtype),
+                    draft=model_arrays(draft, dtype), tp=f(tp), pp=f(pp), microbatches=f(microbatches),
+                    weight_bytes=f(fmt(weight_format, "weight_format").bytes_per_value),
+                    kv_bytes=f(fmt(kv_format, "kv_format").bytes_per_value),
+                    compute_speedup=f(device.speedup(compute_format)), gamma=f(gamma), pipelined=pipelined)
+
+
+def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
+    """(pp, mb, FLOPs, bytes) of one pipeline slot: F / (mb pp) and W / pp + O / (mb pp); on an instance that
+    is not ``pipelined``, (1, 1, F, Bytes): the whole pass."""
+    if not inst.pipelined:
+        return 1.0, 1.0, flops, bytes_
+    net, pp = inst.target, inst.pp
     w_bytes = (streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes * net.present
     mb = jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens))
-    slot = roofline(flops / (mb * pp), w_bytes / pp + (bytes_ - w_bytes) / (mb * pp), dev, tp,
-                    inst.compute_speedup, 0.0)
+    return pp, mb, flops / (mb * pp), w_bytes / pp + (bytes_ - w_bytes) / (mb * pp)
+
+
+def _target(inst: Instance, work: Work):
+    """One target pass: (seconds, dynamic joules, bound code of a pipeline slot, FLOPs, bytes)."""
+    dev, net, tp = inst.device, inst.target, inst.tp
+    flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
+    pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops, bytes_)
+    slot = roofline(slot_flops, slot_bytes, dev, tp, inst.compute_speedup, 0.0)
     size = work.tokens / mb * net.d_model * ACTIVATION_BYTES
     n_ar = 2.0 * net.n_layers / pp * net.present
     ar_s = n_ar * (2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)
@@ -91,15 +141,62 @@ def target_pass(inst: Instance, work: Work):
     t = slots * (slot.t_s + ar_s + hop_s) + fixed
     dyn_slot = slot.energy_j - dev.idle_w * tp * slot.t_s
     link_bits = (mb * pp * n_ar * 2.0 * (tp - 1.0) * size + mb * (pp - 1.0) * size) * 8.0
-    return t, mb * pp * dyn_slot + link_bits * dev.link_energy_per_bit_j
+    return t, mb * pp * dyn_slot + link_bits * dev.link_energy_per_bit_j, slot.bound, flops, bytes_
+
+
+def _draft(inst: Instance, work: Work) -> PassCost:
+    """One draft pass on the instance's devices as one, unmasked (the caller multiplies by ``present``)."""
+    flops, bytes_ = flops_and_bytes(work, inst.draft, inst.weight_bytes, inst.kv_bytes)
+    return roofline(flops, bytes_, inst.device, inst.devices, inst.compute_speedup, 0.0)
+
+
+def target_pass(inst: Instance, work: Work):
+    """One target pass (TP ring all-reduces, PP slots, the fixed overhead): (seconds, dynamic joules).
+
+    Example:
+      Llama-3-70B TP4 on H100 at batch 1: 160 all-reduces x 30 us = 4.8 ms of the pass (sec. 3 of the
+      cost-model docs); at pp = 2, mb = 2 the pass takes 3 slots.
+    """
+    t, e, *_ = _target(inst, work)
+    return t, e
+
+
+def target_pass_cost(inst: Instance, work: Work) -> PassCost:
+    """One target pass as a :class:`PassCost`: :func:`target_pass`'s seconds, its dynamic joules plus the idle
+    power of the tp x pp devices over the pass, the bound of one pipeline slot (the whole pass at pp = 1),
+    and the pass's FLOPs and HBM bytes."""
+    t, e, bound, flops, bytes_ = _target(inst, work)
+    return PassCost(t, e + inst.device.idle_w * inst.devices * t, bound, flops, bytes_)
 
 
 def draft_pass(inst: Instance, work: Work):
     """One draft pass: no overhead, no communication, the instance's devices as one: (seconds, dynamic joules)."""
-    dev, net = inst.device, inst.draft
-    flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
-    c = roofline(flops, bytes_, dev, inst.devices, inst.compute_speedup, 0.0)
-    return c.t_s * net.present, (c.energy_j - dev.idle_w * inst.devices * c.t_s) * net.present
+    c, present = _draft(inst, work), inst.draft.present
+    return c.t_s * present, (c.energy_j - inst.device.idle_w * inst.devices * c.t_s) * present
+
+
+def draft_pass_cost(inst: Instance, work: Work) -> PassCost:
+    """One draft pass as a :class:`PassCost` (joules with the devices' idle power over the pass; zero time,
+    energy and work without a draft)."""
+    c, present = _draft(inst, work), inst.draft.present
+    return PassCost(c.t_s * present, c.energy_j * present, c.bound, c.flops, c.bytes)
+
+
+def pass_cost(work: Work, model: ModelArrays, dev: DeviceArrays, tp: jax.Array, weight_bytes: jax.Array,
+              kv_bytes: jax.Array, compute_speedup: jax.Array, *, target: bool = True) -> PassCost:
+    """One pass of ``model`` on ``tp`` devices without pipeline parallelism, outside an :class:`Instance`.
+
+    A target pass (:func:`target_pass_cost`) pays the device's fixed overhead (pass_overhead_s +
+    token_overhead_s x T) and the tensor-parallel all-reduces; a draft pass (``target=False``,
+    :func:`draft_pass_cost`) pays neither and runs as one device of the instance's size. An absent
+    network (``model.present == 0``) costs nothing.
+    """
+    one = jnp.ones_like(dev.pass_overhead_s)
+    absent = jax.tree_util.tree_map(jnp.zeros_like, model)
+    inst = Instance(device=dev, target=model if target else absent, draft=absent if target else model,
+                    tp=tp * one, pp=one, microbatches=one, weight_bytes=weight_bytes * one, kv_bytes=kv_bytes * one,
+                    compute_speedup=compute_speedup * one, gamma=0.0 * one, pipelined=False)
+    return target_pass_cost(inst, work) if target else draft_pass_cost(inst, work)
 
 
 def step_cost(inst: Instance, ctx: jax.Array, rows: jax.Array, chunks: Work, gamma_max: int):
@@ -115,13 +212,15 @@ def step_cost(inst: Instance, ctx: jax.Array, rows: jax.Array, chunks: Work, gam
       (t_s, energy_j); (0, 0) for an empty step.
 
     Example:
-      A whole-prompt prefill step is ``step_cost(inst, 0, 0, chunk_work(0, p), g)``; a plain decode step
-      ``step_cost(inst, ctx, b, Work(0, 0, 0), 0)`` equals one target decode pass.
+      A whole-prompt prefill step is ``step_cost(inst, 0, 0, chunk_work(0, p), g)`` (with a draft, plus its
+      prefill); a plain decode step ``step_cost(inst, ctx, b, Work(0, 0, 0), 0)`` equals one target decode
+      pass, and with a draft the step is the verify pass plus gamma draft decode passes (no draft prefill).
     """
     positions = inst.gamma * (rows > 0) + 1.0
     t, e = target_pass(inst, combine(verify_work(ctx, rows, positions), chunks))
     t_d, e_d = draft_pass(inst, chunks)
-    t, e = t + t_d, e + e_d
+    prefill = chunks.tokens > 0                       # a step without prompt chunks runs no draft prefill
+    t, e = t + jnp.where(prefill, t_d, 0.0), e + jnp.where(prefill, e_d, 0.0)
     for j in range(gamma_max):
         t_j, e_j = draft_pass(inst, decode_work(ctx + j * rows, rows))
         on = (j < inst.gamma) & (rows > 0)

@@ -21,10 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweepkit.catalogue import get_device, get_draft, get_format, get_model
-from sweepkit.costmodel.arrays import device_arrays, model_arrays
+from sweepkit.catalogue import get_device, get_draft, get_model
 from sweepkit.costmodel.decode import DecodeInputs, decode_point
 from sweepkit.costmodel.roofline import BOUNDS
+from sweepkit.costmodel.steps import instance
 
 GAMMA_MAX = 16
 """Longest draft the program prices (gamma in [0, 16])."""
@@ -67,11 +67,9 @@ def explore(device: str, model: str, draft: str, batch: int, context: int, gamma
     batches = np.array((batch,) + CURVE_BATCHES, np.float64)
     with jax.enable_x64(True):
         f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
-        p = DecodeInputs(device=device_arrays(dev, jnp.float64), target=model_arrays(target, jnp.float64),
-                         draft=model_arrays(drf, jnp.float64), tp=f(tp), batch=f(batches), context=f(context),
-                         gamma=f(gamma), alphas=jnp.full((GAMMA_MAX,), alpha, jnp.float64),
-                         weight_bytes=f(get_format("bf16").bytes_per_value),
-                         kv_bytes=f(get_format("bf16").bytes_per_value), compute_speedup=f(1.0))
+        p = DecodeInputs(inst=instance(dev, target, drf, tp, "bf16", "bf16", "bf16", gamma, jnp.float64,
+                                       pipelined=False),
+                         batch=f(batches), context=f(context), alphas=jnp.full((GAMMA_MAX,), alpha, jnp.float64))
         out = jax.device_get(_points(p))
     point = {}
     for k in FIELDS:

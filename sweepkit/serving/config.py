@@ -21,7 +21,7 @@ from sweepkit.acceptance import workload_alphas
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens
-from sweepkit.costmodel.steps import Instance
+from sweepkit.costmodel.steps import Instance, instance
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
 from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, \
@@ -151,17 +151,15 @@ def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, st
 
 def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microbatches: int) -> Instance:
     """The :class:`Instance` pytree of one replica of ``tp`` x ``pp`` GPUs (float64)."""
-    dev = get_device(cfg.device)
     target = get_model(cluster.model)
+    inst = instance(get_device(cfg.device), target, get_draft(cfg.lever.draft, target), tp, res["weight_format"],
+                    res["kv_format"], res["compute_format"], cfg.lever.gamma, jnp.float64, pp=pp,
+                    microbatches=microbatches)
     f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
-    darr = dataclasses.replace(device_arrays(dev, jnp.float64), pass_overhead_s=f(cluster.step_overhead_s))
-    if cfg.draw is not None and cfg.draw.factors:
+    darr = dataclasses.replace(inst.device, pass_overhead_s=f(cluster.step_overhead_s))
+    if cfg.draw is not None and cfg.draw.factors:     # an uncertainty band's draw: factors on the device
         darr = dataclasses.replace(darr, **{k: getattr(darr, k) * f(v) for k, v in cfg.draw.factors})
-    return Instance(device=darr, target=model_arrays(target, jnp.float64),
-                    draft=model_arrays(get_draft(cfg.lever.draft, target), jnp.float64), tp=f(tp), pp=f(pp),
-                    microbatches=f(microbatches), weight_bytes=f(get_format(res["weight_format"]).bytes_per_value),
-                    kv_bytes=f(get_format(res["kv_format"]).bytes_per_value),
-                    compute_speedup=f(dev.speedup(res["compute_format"])), gamma=f(cfg.lever.gamma))
+    return dataclasses.replace(inst, device=darr)
 
 
 def roles(res: dict, instances_max: int) -> np.ndarray:

@@ -28,6 +28,7 @@ from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.decode import (DecodeInputs, finish_gamma, finish_outer, finish_point, hardware_stage,
                                        tokens_per_pass, verify_stage)
+from sweepkit.costmodel.steps import Instance
 from sweepkit.checks import gamma_bucket
 from sweepkit.jaxcache import compile_cached
 from sweepkit.sweep.background import started  # noqa: F401  (re-exported: engine.started)
@@ -163,24 +164,31 @@ def evaluate_chunk(tables: GridTables, base_digits: jax.Array, *, radices: tuple
         drawn_tokens = jax.vmap(lambda off: _tokens(jnp.clip(tables.alphas + off, 0.0, 1.0), tables.gamma))(
             tables.band_alpha)                                                   # [N, n_gamma, n_models]
 
-    def outer(dv, md, dr, tp, wf, kf, cf, b, s):
-        pick = lambda tree, *i: jax.tree_util.tree_map(lambda x: x[i], tree)  # noqa: E731
-        zero = jnp.zeros((), tables.gamma.dtype)
-        p = DecodeInputs(
-            device=pick(tables.devices, dv), target=pick(tables.targets, md), draft=pick(tables.drafts, md, dr),
-            tp=tables.tp[tp], batch=tables.batch[b], context=tables.context[s], gamma=zero, alphas=tables.alphas[0],
-            weight_bytes=tables.weight_bytes[wf], kv_bytes=tables.kv_bytes[kf],
-            compute_speedup=tables.speedup[dv, cf])
+    def outer(*point_idx):
+        p = _point_inputs(tables, *point_idx)
         out = _outer_point(p, tables.gamma, tokens, gamma_max)
         if banded:
             def draw(factors, tokens_d):
-                device = p.device if factors is None else jax.tree_util.tree_map(jnp.multiply, p.device, factors)
-                return {m: v for m, v in _outer_point(replace(p, device=device), tables.gamma, tokens_d,
-                                                      gamma_max).items() if m in BANDED}
+                device = p.inst.device if factors is None else jax.tree_util.tree_map(jnp.multiply, p.inst.device,
+                                                                                       factors)
+                drawn = replace(p, inst=replace(p.inst, device=device))
+                return {m: v for m, v in _outer_point(drawn, tables.gamma, tokens_d, gamma_max).items()
+                        if m in BANDED}
             out.update(_band_summary(jax.vmap(draw)(tables.band_device, drawn_tokens)))
         return out
 
     return idx, jax.vmap(outer)(*idx)
+
+
+def _point_inputs(tables: GridTables, dv, md, dr, tp, wf, kf, cf, b, s) -> DecodeInputs:
+    """The outer point of these axis indices: its :class:`Instance` (pp = 1, gamma chosen per gamma later)."""
+    pick = lambda tree, *i: jax.tree_util.tree_map(lambda x: x[i], tree)  # noqa: E731
+    zero, one = jnp.zeros((), tables.gamma.dtype), jnp.ones((), tables.gamma.dtype)
+    inst = Instance(
+        device=pick(tables.devices, dv), target=pick(tables.targets, md), draft=pick(tables.drafts, md, dr),
+        tp=tables.tp[tp], pp=one, microbatches=one, weight_bytes=tables.weight_bytes[wf],
+        kv_bytes=tables.kv_bytes[kf], compute_speedup=tables.speedup[dv, cf], gamma=zero, pipelined=False)
+    return DecodeInputs(inst=inst, batch=tables.batch[b], context=tables.context[s], alphas=tables.alphas[0])
 
 
 def _tokens(alphas: jax.Array, gamma: jax.Array) -> jax.Array:

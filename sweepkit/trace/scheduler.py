@@ -17,8 +17,10 @@ time, with random acceptance, and records every pass (github.com/BrendanJamesLyn
   token (a *correction* after a rejection, a *bonus* when all gamma were accepted); capped rows emit fewer.
 
 Acceptance draws come from a JAX PRNG key: u[r, p, i] = uniform(fold_in(fold_in(key(seed), r), p))[i] for
-request r, its decode pass p and draft position i, so a seed gives the same trace every time. Times are the
-cost model's (:func:`sweepkit.costmodel.passes.pass_cost`) in float64.
+request r, its decode pass p and draft position i, so a seed gives the same trace every time. Every pass is
+priced by the pricing API the decode grid and the serving engine use (:func:`sweepkit.costmodel.steps.target_pass_cost`
+and :func:`~sweepkit.costmodel.steps.draft_pass_cost` on one :class:`~sweepkit.costmodel.steps.Instance`), in
+float64; a pass's energy includes the instance's idle power over the pass.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
-from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import Work, decode_work, pass_cost, verify_work
+from sweepkit.costmodel.passes import Work, decode_work, verify_work
 from sweepkit.costmodel.roofline import BOUNDS
+from sweepkit.costmodel.steps import Instance, draft_pass_cost, instance, target_pass_cost
 from sweepkit.checks import check_alpha, check_int, check_tp
 from sweepkit.errors import bad_value
 
@@ -134,45 +136,28 @@ def accepted_drafts(seed: int, n_requests: int, max_passes: int, gamma: int, alp
     return np.cumprod(u < alpha, axis=2).sum(axis=2).astype(np.int64)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Hw:
-    """The priced configuration: device, target, draft arrays and format numbers (float64)."""
-
-    args: tuple
-    target: object
-    draft: object
-
-
-def _hardware(sc: Scenario, speculative: bool) -> _Hw:
-    dev = get_device(sc.device)
+def _instance(sc: Scenario, speculative: bool) -> Instance:
+    """The priced replica (float64): the scenario's draft and gamma, or none."""
     target = get_model(sc.model)
     draft = get_draft(sc.draft if speculative else "none", target)
-    f64 = jnp.float64
-    args = (device_arrays(dev, f64), jnp.asarray(sc.tp, f64),
-            jnp.asarray(get_format(sc.weight_format).bytes_per_value, f64),
-            jnp.asarray(get_format(sc.kv_format).bytes_per_value, f64),
-            jnp.asarray(dev.speedup(sc.compute_format), f64))
-    return _Hw(args=args, target=model_arrays(target, f64), draft=model_arrays(draft, f64))
+    return instance(get_device(sc.device), target, draft, sc.tp, sc.weight_format, sc.kv_format, sc.compute_format,
+                    sc.gamma if speculative else 0, jnp.float64, pipelined=False)
 
 
 @partial(jax.jit, static_argnames="gamma")
-def _decode_step(args, target, draft, ctx, batch, gamma: int):
+def _decode_step(inst: Instance, ctx, batch, gamma: int):
     """(draft pass times [gamma], draft energies [gamma], verify PassCost) of one decode step."""
-    dev, tp, wb, kb, k = args
     j = jnp.arange(max(gamma, 1), dtype=ctx.dtype)
-    d = jax.vmap(lambda jj: pass_cost(decode_work(ctx + jj * batch, batch), draft, dev, tp, wb, kb, k,
-                                      target=False))(j)
-    v = pass_cost(verify_work(ctx, batch, gamma + 1.0), target, dev, tp, wb, kb, k)
+    d = jax.vmap(lambda jj: draft_pass_cost(inst, decode_work(ctx + jj * batch, batch)))(j)
+    v = target_pass_cost(inst, verify_work(ctx, batch, gamma + 1.0))
     return d.t_s[:gamma], d.energy_j[:gamma], v
 
 
 @jax.jit
-def _prefill_step(args, target, draft, tokens, attn_pairs):
+def _prefill_step(inst: Instance, tokens, attn_pairs):
     """(target PassCost, draft PassCost) of a prefill step of whole prompts."""
-    dev, tp, wb, kb, k = args
     work = Work(tokens=tokens, attn_pairs=attn_pairs, kv_tokens=tokens)
-    return (pass_cost(work, target, dev, tp, wb, kb, k),
-            pass_cost(work, draft, dev, tp, wb, kb, k, target=False))
+    return target_pass_cost(inst, work), draft_pass_cost(inst, work)
 
 
 def run_mode(sc: Scenario, speculative: bool) -> dict[str, np.ndarray]:
@@ -189,7 +174,7 @@ def run_mode(sc: Scenario, speculative: bool) -> dict[str, np.ndarray]:
     k_draw = accepted_drafts(sc.seed, n, int(outputs.max()), gamma, sc.alpha) if speculative else None
     rows: list[tuple] = []
     with jax.enable_x64(True):
-        hw = _hardware(sc, speculative)
+        inst = _instance(sc, speculative)
         t = 0.0
         waiting = list(np.argsort(arrivals, kind="stable"))
         running: list[int] = []
@@ -208,8 +193,7 @@ def run_mode(sc: Scenario, speculative: bool) -> dict[str, np.ndarray]:
                 budget += prompts[r]
             if admit:
                 p = prompts[admit].astype(np.float64)
-                ct, cd = _prefill_step(hw.args, hw.target, hw.draft, jnp.asarray(p.sum()),
-                                       jnp.asarray((p * (p + 1.0)).sum()))
+                ct, cd = _prefill_step(inst, jnp.asarray(p.sum()), jnp.asarray((p * (p + 1.0)).sum()))
                 t_d, t_v = float(cd.t_s), float(ct.t_s)
                 energy = float(ct.energy_j) + float(cd.energy_j)
                 for r in admit:
@@ -222,8 +206,7 @@ def run_mode(sc: Scenario, speculative: bool) -> dict[str, np.ndarray]:
             elif running:
                 b = len(running)
                 ctx = float(sum(prompts[r] + done[r] - 1 for r in running))
-                td, ed, v = _decode_step(hw.args, hw.target, hw.draft, jnp.asarray(ctx), jnp.asarray(float(b)),
-                                         gamma)
+                td, ed, v = _decode_step(inst, jnp.asarray(ctx), jnp.asarray(float(b)), gamma)
                 t_d = float(np.sum(td)) if gamma else 0.0
                 t_v = float(v.t_s)
                 energy = float(v.energy_j) + (float(np.sum(ed)) if gamma else 0.0)

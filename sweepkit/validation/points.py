@@ -5,7 +5,7 @@ For a point with B rows of S cached tokens on a device with efficiencies theta =
     t_step(theta) = pass_cost(decode_work(B S, B), model, device(theta), tp, formats).t_s
     step_time     = t_step                     decode_tok_s = B / t_step
 
-(sweepkit.costmodel.passes). :func:`modelled_value` is written for ONE point and vmapped over a file's
+(sweepkit.costmodel.steps). :func:`modelled_value` is written for ONE point and vmapped over a file's
 points; it is differentiable in theta, which is what sweepkit.validation.fit uses. Throughput and latency
 points are simulated by the serving engine at the measured load (sweepkit.validation.serving_points).
 """
@@ -20,7 +20,8 @@ import numpy as np
 
 from sweepkit.catalogue import Device, get_device, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
-from sweepkit.costmodel.passes import decode_work, pass_cost
+from sweepkit.costmodel.passes import decode_work
+from sweepkit.costmodel.steps import pass_cost
 from sweepkit.validation.measurements import PER_PASS, Measurement
 from sweepkit.validation.serving_points import MODELLED, evaluate_serving, serving_status
 

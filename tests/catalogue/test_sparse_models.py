@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_draft, get_model, model_from_hf_config
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import decode_work, experts_read, flops_and_bytes, pass_cost
+from sweepkit.costmodel.passes import decode_work, experts_read, flops_and_bytes
+from sweepkit.costmodel.steps import pass_cost
 from sweepkit.errors import InputError
 
 

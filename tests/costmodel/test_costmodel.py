@@ -10,8 +10,9 @@ import pytest
 from sweepkit import evaluate
 from sweepkit.catalogue import get_device, get_draft, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import allreduce, chunk_work, combine, decode_work, flops_and_bytes, pass_cost
+from sweepkit.costmodel.passes import chunk_work, combine, decode_work, flops_and_bytes
 from sweepkit.costmodel.roofline import CLOCK_FLOOR, _cardano_root, cubic_root_newton, roofline
+from sweepkit.costmodel.steps import pass_cost
 
 # The chapter's decode table (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim, "Why it helps at low batch and hurts at high"):
 # Llama-3-8B, MTP draft, gamma 3, alpha 0.7, context 512.
@@ -66,7 +67,10 @@ def test_tp4_70b_decode_step_and_allreduce_share():
     # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): TP4 70B decode b=1: 18.3 ms of which 26.2% all-reduce (4.8 ms, latency-dominated).
     r = evaluate(device="H100", model="llama-3-70b", draft="none", tp=4, batch=1, context=1)
     assert r["t_plain_pass_s"] * 1e3 == pytest.approx(18.3, abs=0.05)
-    seconds, _ = allreduce(1.0, model_arrays(get_model("llama-3-70b")), device_arrays(get_device("H100")), 4.0)
+    dev, m = device_arrays(get_device("H100")), model_arrays(get_model("llama-3-70b"))
+    free_links = dataclasses.replace(dev, link_latency_s=jnp.float32(0.0), link_bytes_per_s=jnp.float32(1e30))
+    seconds = (pass_cost(decode_work(1.0, 1.0), m, dev, 4.0, 2.0, 2.0, 1.0).t_s
+               - pass_cost(decode_work(1.0, 1.0), m, free_links, 4.0, 2.0, 2.0, 1.0).t_s)
     assert float(seconds) * 1e3 == pytest.approx(4.8, abs=0.01)
     assert float(seconds) / r["t_plain_pass_s"] == pytest.approx(0.262, abs=0.002)
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from sweepkit import evaluate
 from sweepkit.catalogue import device_names, format_names, get_device, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.passes import decode_work, pass_cost, verify_work
+from sweepkit.costmodel.passes import decode_work, verify_work
+from sweepkit.costmodel.steps import pass_cost
 from sweepkit.speculative import expected_tokens
 
 devices = st.sampled_from(device_names())
