@@ -120,10 +120,16 @@ def _outputs(lanes) -> np.ndarray:
 
 def capacity_row(w: Workload, cfg: Config, cap: float, ref_load: float, at_cap: dict | None, at_ref: dict,
                  saturated: bool) -> dict:
-    """One ``capacity`` row: capacity metrics from ``at_cap`` (None: nothing passed), latencies from ``at_ref``."""
+    """One ``capacity`` row: capacity metrics from ``at_cap`` (None: nothing passed), latencies from ``at_ref``.
+
+    When no load meets the SLOs (capacity 0), goodput and tokens per GPU at capacity are 0 and cost and
+    energy per token are undefined (NaN).
+    """
     nan = float("nan")
+    passed = at_cap is not None
     at_cap = at_cap or {}
-    get = lambda k: float(at_cap.get(k, nan))  # noqa: E731
+    zero = {"goodput_req_s", "goodput_req_s_per_gpu", "output_tok_s_per_gpu"}
+    get = lambda k: float(at_cap.get(k, 0.0 if (k in zero and not passed) else nan))  # noqa: E731
     return dict(
         device=cfg.device, lever=cfg.lever.name, workload=w.name, draft=cfg.lever.draft, gamma=cfg.lever.gamma,
         alpha=cfg.lever.alpha, saturated=saturated, load_unit=w.load_unit, capacity_per_s=cap,
