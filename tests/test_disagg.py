@@ -105,3 +105,21 @@ def test_a_full_decode_pool_backs_pressure_up_into_prefill_admission():
     assert max(peak_pull[1], peak_push[1]) <= 1.0 + 1e-12      # decode KV never exceeds its capacity
     assert m_pull["kv_transfer_wait_s"] > 1.0 and m_push["kv_transfer_wait_s"] < 0.01
     assert m_pull["ttft_p90_s"] > 2.0 * m_push["ttft_p90_s"], (m_pull["ttft_p90_s"], m_push["ttft_p90_s"])
+
+
+def test_a_prompt_larger_than_a_prefill_instance_memory_is_rejected_not_queued_forever():
+    """2 x TP2 H100 prefill instances hold ~8.8k KV tokens of Llama-3-70B each: 12k-token prompts can never
+    be prefilled there, so each is rejected on arrival (a miss) instead of blocking its queue's head forever;
+    6k-token prompts all complete."""
+    from sweepkit.serving.levers import load_levers
+
+    cluster = load_cluster()
+    lever = load_levers()["disagg-2p1d"]
+    for prompt, done in ((12_000, 0), (6_000, 16)):
+        w = dataclasses.replace(_prefill_heavy(16), prompt_mean_tokens=prompt, prompt_cv=0.0,
+                                prompt_max_tokens=16_384, output_mean_tokens=16)
+        lanes = run_configs(w, cluster, [Config("H100", lever)], np.full((1, 1), 0.5), early_stop=False)
+        st = lanes.state(0, 0)
+        came = np.isfinite(np.asarray(st.arrival_s))
+        assert int(np.isfinite(np.asarray(st.finish_s)).sum()) == done
+        assert int(np.asarray(st.rejected)[came].sum()) == 16 - done

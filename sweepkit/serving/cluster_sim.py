@@ -48,11 +48,15 @@ def _next_arrival(s: State, load: Load):
     return jnp.minimum(t_new, s.hand_s[h]), first & ~hand, a0, b, hand, h
 
 
-def _full_need(pol: Policy, req: Requests, rid):
-    """KV units a request needs in an empty instance (paged: its blocks plus the watermark)."""
+def _fits_empty(pol: Policy, req: Requests, rid, inst):
+    """Whether a request could ever run: its whole sequence fits an empty decode (or colocated) instance, and
+    (disaggregated) its prompt fits an empty prefill instance ``inst`` (paged: blocks plus the watermark)."""
     p = req.prompt_tokens[rid].astype(jnp.float64)
     o = req.output_tokens[rid].astype(jnp.float64)
-    return jnp.where(pol.paged > 0, jnp.ceil((p + o) / pol.block_tokens) + pol.watermark_units, p + o)
+    paged = pol.paged > 0
+    whole = jnp.where(paged, jnp.ceil((p + o) / pol.block_tokens) + pol.watermark_units, p + o)
+    prompt = jnp.where(paged, jnp.ceil(p / pol.block_tokens) + pol.prefill_watermark_units, p)
+    return (whole <= pol.kv_units) & ((pol.role[inst] != PREFILL_POOL) | (prompt <= pol.prefill_kv_units))
 
 
 def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_arr, first, a0, b, hand, h) -> State:
@@ -69,7 +73,7 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_
     home = jnp.where(first | (s.home[session] < 0), least, s.home[session])
     pulled = hand & (pol.pull > 0)        # its room is reserved on xfer_to: wake it, enqueue nothing
     inst = jnp.where(pulled, s.xfer_to[rid], jnp.where((pol.router == LEAST_LOADED) | hand, least, home))
-    reject = do & ~hand & (_full_need(pol, req, rid) > pol.kv_units)
+    reject = do & ~hand & ~_fits_empty(pol, req, rid, inst)
     ok = do & ~reject
     enq = ok & ~pulled
     onehot = (jnp.arange(I) == inst) & ok

@@ -21,7 +21,8 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.passes import Work, chunk_work
 from sweepkit.costmodel.steps import step_cost
-from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, RESERVED, SWAPPED
+from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, RESERVED, \
+    SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
 from sweepkit.serving.prefix import chain_nodes, lookup, pin_range
@@ -49,7 +50,8 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
     else:
         hit = nodes = jnp.zeros_like(target)
     paged = pol.paged > 0
-    need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), p + o - hit)
+    whole = jnp.where(pol.role == PREFILL_POOL, target - hit, p + o - hit)   # a prefill instance holds the prompt
+    need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), whole)
     return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev, computed, awaiting
 
 
