@@ -69,3 +69,28 @@ def test_search_rule_doubles_halves_then_bisects_to_the_tolerance():
     assert (noisy.lo, noisy.hi) == (1.0, 2.0)           # a pass above a fail does not move the bracket
     three = next_rates(Bracket(1.0, 2.0), 2.0, 3)
     assert three.tolist() == [1.25, 1.5, 1.75]          # R probes: R equally spaced interior loads
+
+
+def test_no_load_meeting_the_slos_means_zero_goodput_and_undefined_cost():
+    """Capacity 0 (no probe passed) or a saturated run below 90% attainment: goodput and tokens per GPU 0,
+    $/M tok and J/token undefined (the reference sweep's -100% goodput and n/a cost); a passing saturated run
+    keeps its figures."""
+    import math
+
+    from sweepkit.serving.config import Config
+    from sweepkit.serving.levers import Lever
+    from sweepkit.serving.metrics import capacity_row
+    from sweepkit.serving.workloads import load_workloads
+
+    w, cfg = load_workloads()["offline-batch"], Config("H100", Lever("x"))
+    ref = {k: 0.1 for k in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
+                            "itl_p50_s", "itl_p90_s", "itl_p99_s", "attainment")}
+    run = dict(ref, goodput_req_s=8.0, goodput_req_s_per_gpu=1.0, output_tok_s_per_gpu=250.0, usd_per_mtok=3.0,
+               energy_per_token_j=1.5, attainment=0.95)
+    ok = capacity_row(w, cfg, float("nan"), 1e6, run, run, saturated=True)
+    assert (ok["goodput_per_gpu_per_s"], ok["cost_per_mtok_usd"], ok["energy_per_token_j"]) == (1.0, 3.0, 1.5)
+    for row in (capacity_row(w, cfg, float("nan"), 1e6, dict(run, attainment=0.5), ref, saturated=True),
+                capacity_row(w, cfg, 0.0, 1.0, None, ref, saturated=False)):
+        assert row["goodput_per_gpu_per_s"] == row["goodput_req_s"] == row["tokens_per_gpu_per_s"] == 0.0
+        assert math.isnan(row["cost_per_mtok_usd"]) and math.isnan(row["energy_per_token_j"])
+        assert row["ttft_p99_s_at_ref"] == 0.1

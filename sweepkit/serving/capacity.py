@@ -25,11 +25,9 @@ import numpy as np
 
 from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import run_configs
-from sweepkit.serving.metrics import lane_metrics
+from sweepkit.serving.metrics import SLO_ATTAINMENT, lane_metrics
 from sweepkit.serving.workloads import Workload
 
-SLO_ATTAINMENT = 0.90
-"""Share of the measured window that must meet both SLOs (DistServe's goodput rule)."""
 TOLERANCE = 0.05
 """Relative width of the final bracket, (hi - lo) / hi (the reference simulator's 5%)."""
 MAX_LOAD = 1e4

@@ -25,6 +25,9 @@ from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import WARMUP_FRACTION
 from sweepkit.serving.workloads import Workload
 
+SLO_ATTAINMENT = 0.90
+"""Share of the measured window that must meet both SLOs (DistServe's goodput rule)."""
+
 
 def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if x.size else float("nan")
@@ -122,10 +125,12 @@ def capacity_row(w: Workload, cfg: Config, cap: float, ref_load: float, at_cap: 
                  saturated: bool) -> dict:
     """One ``capacity`` row: capacity metrics from ``at_cap`` (None: nothing passed), latencies from ``at_ref``.
 
-    When no load meets the SLOs (capacity 0), goodput and tokens per GPU at capacity are 0 and cost and
-    energy per token are undefined (NaN).
+    When no load meets the SLOs (capacity 0, or a saturated run with attainment below 0.9), goodput and
+    tokens per GPU at capacity are 0 and cost and energy per token are undefined (NaN).
     """
     nan = float("nan")
+    if saturated and at_cap is not None and at_cap.get("attainment", 1.0) < SLO_ATTAINMENT:
+        at_cap = None                      # a saturated run that misses its SLOs has no goodput
     passed = at_cap is not None
     at_cap = at_cap or {}
     zero = {"goodput_req_s", "goodput_req_s_per_gpu", "output_tok_s_per_gpu"}

@@ -369,7 +369,7 @@ comment on column contract_capacity.saturated is 'true for offline workloads: on
 comment on column contract_capacity.load_unit is 'sessions/s | requests/s';
 comment on column contract_capacity.capacity_per_s is '1/s, highest load with attainment >= 0.9, to within the grid tolerance (default 5%: doubling or halving from twice the reference load, then bisection); null when saturated';
 comment on column contract_capacity.reference_load_per_s is '1/s, the workload reference load = 0.5 x the H100 baseline capacity (offline: 1e6), the same for every lever and device';
-comment on column contract_capacity.goodput_req_s is 'req/s at capacity = (window requests - 1) / arrival span of the window; offline: completed / horizon; 0 when no load meets the SLOs (capacity 0)';
+comment on column contract_capacity.goodput_req_s is 'req/s at capacity = (window requests - 1) / arrival span of the window; offline: completed / horizon when the saturated run meets the SLOs (attainment >= 0.9); 0 when no load meets the SLOs (capacity 0)';
 comment on column contract_capacity.goodput_per_gpu_per_s is 'req/s per GPU at capacity = goodput_req_s / GPUs';
 comment on column contract_capacity.tokens_per_gpu_per_s is 'output tokens/s per GPU at capacity (0 when capacity is 0)';
 comment on column contract_capacity.cost_per_mtok_usd is 'USD per million output tokens at capacity = price x GPUs / 3600 / tokens/s x 1e6 (illustrative prices)';
@@ -441,7 +441,7 @@ comment on column contract_serving_draws.gamma is 'gamma, drafted tokens per ver
 comment on column contract_serving_draws.alpha is 'alpha, assumed acceptance per drafted token';
 comment on column contract_serving_draws.saturated is 'true for offline workloads: one run with every request at t = 0; capacity metrics are its saturated throughput';
 comment on column contract_serving_draws.load_unit is 'sessions/s | requests/s';
-comment on column contract_serving_draws.goodput_req_s is 'req/s at capacity = (window requests - 1) / arrival span of the window; offline: completed / horizon; 0 when no load meets the SLOs (capacity 0)';
+comment on column contract_serving_draws.goodput_req_s is 'req/s at capacity = (window requests - 1) / arrival span of the window; offline: completed / horizon when the saturated run meets the SLOs (attainment >= 0.9); 0 when no load meets the SLOs (capacity 0)';
 comment on column contract_serving_draws.goodput_per_gpu_per_s is 'req/s per GPU at capacity = goodput_req_s / GPUs';
 comment on column contract_serving_draws.tokens_per_gpu_per_s is 'output tokens/s per GPU at capacity (0 when capacity is 0)';
 comment on column contract_serving_draws.cost_per_mtok_usd is 'USD per million output tokens at capacity = price x GPUs / 3600 / tokens/s x 1e6 (illustrative prices)';
