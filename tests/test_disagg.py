@@ -123,3 +123,18 @@ def test_a_prompt_larger_than_a_prefill_instance_memory_is_rejected_not_queued_f
         came = np.isfinite(np.asarray(st.arrival_s))
         assert int(np.isfinite(np.asarray(st.finish_s)).sum()) == done
         assert int(np.asarray(st.rejected)[came].sum()) == 16 - done
+
+
+def test_a_request_preempted_on_the_decode_pool_recomputes_its_prompt_there():
+    """Paged KV on a decode-bound 1P1D: decode rows outgrow the blocks, the latest arrivals are preempted by
+    recompute, and each re-prefills its prompt + generated tokens on the decode instance (its prefill tokens
+    there equal the recomputed tokens), then finishes with exactly its output tokens."""
+    cluster = dataclasses.replace(TWO, devices=("A100-40GB",))
+    w = dataclasses.replace(_prefill_heavy(40), output_mean_tokens=1024)
+    lever = dataclasses.replace(DISAGG, name="paged", kv="paged")
+    lanes = run_configs(w, cluster, [Config("A100-40GB", lever)], np.full((1, 1), 2.0), early_stop=False)
+    st, m = lanes.state(0, 0), lane_metrics(lanes, 0, 0, w, cluster.gpus, 100.0, 3.0)
+    stats = {k: np.asarray(v) for k, v in st.stats.items()}
+    assert m["completed"] == 40
+    assert stats["preemptions"][1] > 0 and stats["preemptions"][0] == 0
+    assert stats["prefill_tokens"][1] == pytest.approx(stats["recompute_tokens"][1], rel=1e-12)

@@ -145,13 +145,14 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
         finish_s=s.finish_s.at[fin].set(t, mode="drop"),
         buf_s=s.buf_s.at[ses].set(rel_s, mode="drop"), next_turn=s.next_turn.at[ses].set(nxt // B, mode="drop"),
         r_out=s.r_out.at[pre].set(ev["pre_out"], mode="drop"),
+        prefilled=s.prefilled.at[pre].set(False, mode="drop"),   # recomputed where it is preempted
         r_last_s=s.r_last_s.at[pre].set(ev["pre_last_s"], mode="drop"),
         hist=s.hist.at[ev["itl_bin"]].add(jnp.where(any_due, ev["itl_w"], 0.0)),
         zeros=s.zeros + jnp.where(any_due, ev["zeros"], 0.0),
         misses=s.misses + jnp.where(any_due, ev["misses"], 0).astype(jnp.int32),
         in_system=s.in_system - jnp.sum(fin < N))
     hand, xfer = drop(ev["hand_rid"]), drop(ev["xfer_rid"])     # after the instance arrays are written back
-    s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, pre, i, t, shape), lambda s: s, s)
+    s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, i, t, shape), lambda s: s, s)
     return jax.lax.cond(jnp.any(xfer < N), lambda s: start_transfers(pol, req, s, xfer, i, t, shape), lambda s: s, s)
 
 
@@ -199,17 +200,15 @@ def start_transfers(pol: Policy, req: Requests, s: State, rid, dest, t, shape: S
         xfer_to=s.xfer_to.at[rid].set(dest, mode="drop"))
 
 
-def hand_off(pol: Policy, req: Requests, s: State, rid, pre_rid, src, t, shape: Shape) -> State:
+def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) -> State:
     """Requests whose prompt prefill instance ``src`` finished at ``t`` (``rid`` [S], N: none; first token
     emitted) are handed to the decode pool. Push: their KV transfers start now and each is routed to the
     least-loaded decode instance when it lands. Pull: they join the least-loaded decode instance's queue now,
-    where admission reserves their room and starts the transfer. A request preempted by recompute on the
-    decode pool (``pre_rid``) recomputes its prompt there."""
+    where admission reserves their room and starts the transfer."""
     N, I = shape.requests, shape.instances
     on = rid < N
     s = dataclasses.replace(s, r_out=s.r_out.at[rid].set(1.0, mode="drop"),
                             r_last_s=s.r_last_s.at[rid].set(t, mode="drop"),
-                            prefilled=s.prefilled.at[pre_rid].set(False, mode="drop"),
                             xfer_from=s.xfer_from.at[rid].set(src, mode="drop"))
 
     def push(s):
