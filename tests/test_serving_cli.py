@@ -110,11 +110,12 @@ def test_sigint_mid_simulation_exits_130_and_commits_nothing(tmp_path):
                              "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=tmp_path)
     try:
-        time.sleep(4.0)                           # imported, compiling or simulating (the grid takes ~15 s)
-        assert proc.poll() is None, proc.communicate()
+        first = proc.stderr.readline()            # the first progress line: mid-simulation, handler installed
+        assert first.startswith("simulating serving-small") and proc.poll() is None, first + proc.communicate()[1]
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
+        err = first + err
     finally:
         proc.kill()
     assert proc.returncode == 130, err
