@@ -54,7 +54,12 @@ def main() -> None:
         cmd += ["--warehouse", args.warehouse]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     try:
-        base = proc.stderr.readline().split()[2].removesuffix("/what-if")
+        line = proc.stderr.readline()
+        while "http://" not in line:          # notices (no warehouse, ...) come before the URL
+            if not line:
+                raise SystemExit("sweepkit serve exited before printing its URL")
+            line = proc.stderr.readline()
+        base = line[line.index("http://"):].split()[0].removesuffix("/what-if")
         t0 = time.perf_counter()
         while True:
             try:

@@ -117,7 +117,7 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
             rates = np.asarray(first, np.float64).reshape(C, -1)[open_]
         else:
             rates = np.array([next_rates(brackets[c], start, R, growth) for c in open_])
-        lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True)
+        lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True, cover=configs)
         for k, c in enumerate(open_):
             ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
             brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)

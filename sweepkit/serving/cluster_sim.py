@@ -10,6 +10,9 @@ Each iteration of a ``jax.lax.while_loop`` (one lane; lanes are ``vmap``-ped ove
    (:func:`sweepkit.serving.phases.boundary`): the ended step lands, the next one is formed and priced;
 3. **advance** - time moves to the next arrival or the next step end, whichever is first.
 
+An iteration's cost does not grow with the run's requests: the earliest pending arrival comes from blocked
+minima (:mod:`sweepkit.serving.minblocks`), a boundary sees a window of its instance's queue, and the
+requests already past their TTFT SLO (the early stop) are counted every :data:`LATE_EVERY` iterations.
 Arrivals act only at step boundaries; an idle instance wakes at once. Common random numbers: the sessions
 and their unit-rate start times are drawn once per workload, a load rescales the start times, and
 acceptance draws depend only on (request, token position).
@@ -24,28 +27,31 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
     Requests, Shape, State, init_state
+from sweepkit.serving import minblocks
+from sweepkit.serving.handoff import cut_plan, hand_off, start_transfers
 from sweepkit.serving.phases import boundary, no_events
+from sweepkit.serving.prefix import node_units
 
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
 
-_INST = ("busy_until_s", "awake", "queue", "q_head", "q_tail", "swap_owed_s", "plan", "c_in", "c_refs", "c_last_s")
-_VIEW = ("busy_until_s", "awake", "queue", "head", "tail", "owed", "plan", "c_in", "c_refs", "c_last_s")
+_INST = ("busy_until_s", "awake", "q_head", "q_tail", "swap_owed_s", "plan", "c_in", "c_refs", "c_last_s")
+_VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_in", "c_refs", "c_last_s")
 
 
-def _next_arrival(s: State, load: Load):
-    """(time, is a first turn, its session if first, the releasing session if not, is a KV hand-off, the
-    handing-off session) of the earliest arrival: a first turn, a released turn, or (disaggregated) a
-    request whose KV has landed on the decode pool."""
+def next_arrival(s: State, load: Load) -> dict:
+    """The earliest pending arrival: a first turn, a released turn, or (disaggregated) a request whose KV has
+    landed on the decode pool: its time ``t_s``, whether it is a first turn (``first``; session ``a0``), the
+    releasing session ``b``, whether it is a KV hand-off (``hand``) and the handing-off session ``h``."""
     B = s.buf_s.shape[0]
     a0 = jnp.minimum(s.a0, B - 1)
     t_first = jnp.where(s.a0 < B, load.arrival0_s[a0], jnp.inf)
-    b = jnp.argmin(s.buf_s).astype(jnp.int32)
-    h = jnp.argmin(s.hand_s).astype(jnp.int32)
+    b = minblocks.argmin(s.buf_s, s.buf_min)
+    h = minblocks.argmin(s.hand_s, s.hand_min)
     first = t_first <= s.buf_s[b]
     t_new = jnp.minimum(t_first, s.buf_s[b])
     hand = s.hand_s[h] < t_new
-    return jnp.minimum(t_new, s.hand_s[h]), first & ~hand, a0, b, hand, h
+    return dict(t_s=jnp.minimum(t_new, s.hand_s[h]), first=first & ~hand, a0=a0, b=b, hand=hand, h=h)
 
 
 def _fits_empty(pol: Policy, req: Requests, rid, inst):
@@ -59,12 +65,14 @@ def _fits_empty(pol: Policy, req: Requests, rid, inst):
     return (whole <= pol.kv_units) & ((pol.role[inst] != PREFILL_POOL) | (prompt <= pol.prefill_kv_units))
 
 
-def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_arr, first, a0, b, hand, h) -> State:
-    """Route the pending arrival at ``t_arr`` where ``do``: the first turn of session a0, session b's next
-    turn, or (``hand``) session h's request whose KV landed, to the least-loaded instance of its pool."""
-    B, N, I = shape.sessions, shape.requests, shape.instances
+def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nxt: dict) -> State:
+    """Route the pending arrival ``nxt`` (:func:`next_arrival`) where ``do``: the first turn of session a0,
+    session b's next turn, or (``hand``) session h's request whose KV landed, to the least-loaded instance of
+    its pool."""
+    B, N, I, Q = shape.sessions, shape.requests, shape.instances, shape.queue
+    t_arr, first, a0, b, hand, h = (nxt[k] for k in ("t_s", "first", "a0", "b", "hand", "h"))
     session = jnp.where(hand, h, jnp.where(first, a0, b))
-    rid = jnp.where(first, 0, s.next_turn[session]) * B + session
+    rid = jnp.where(first, 0, s.next_turn[session]) * req.stride + session
     r = s.rows
     loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
     pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
@@ -78,14 +86,16 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_
     enq = ok & ~pulled
     onehot = (jnp.arange(I) == inst) & ok
     wake = onehot | ((jnp.arange(I) == s.xfer_from[rid]) & ok & pulled)
-    queue = s.queue.at[jnp.where(enq, inst, I), s.q_tail[inst] % N].set(rid, mode="drop")
-    busy_until, plan_n = _cut(s, inst, ok, t_arr)
+    queue = s.queue.at[jnp.where(enq, inst, I), s.q_tail[inst] % Q].set(rid, mode="drop")
+    busy_until, plan_n = cut_plan(s, inst, ok, t_arr)
     miss = reject & (t_arr <= load.eligible_to_s)
     new = do & ~hand
     at_rid = jnp.where(new, rid, N)
+    released = jnp.where(new & ~first, b, B)
+    buf_s = s.buf_s.at[released].set(jnp.inf, mode="drop")
     s = dataclasses.replace(
-        s, a0=s.a0 + (new & first).astype(jnp.int32),
-        buf_s=s.buf_s.at[jnp.where(new & ~first, b, B)].set(jnp.inf, mode="drop"),
+        s, a0=s.a0 + (new & first).astype(jnp.int32), buf_s=buf_s,
+        buf_min=minblocks.refresh(buf_s, s.buf_min, released),
         home=s.home.at[jnp.where(new, session, B)].set(home, mode="drop"), queue=queue,
         q_tail=s.q_tail + (onehot & enq).astype(jnp.int32), awake=s.awake | wake, busy_until_s=busy_until,
         plan=dict(s.plan, n=plan_n),
@@ -94,21 +104,10 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, t_
         in_system=s.in_system + (ok & ~hand).astype(s.in_system.dtype))
     landed = do & hand
     at_land = jnp.where(landed, rid, N)
-    return dataclasses.replace(s, hand_s=s.hand_s.at[jnp.where(landed, h, B)].set(jnp.inf, mode="drop"),
+    hand_s = s.hand_s.at[jnp.where(landed, h, B)].set(jnp.inf, mode="drop")
+    return dataclasses.replace(s, hand_s=hand_s, hand_min=minblocks.refresh(hand_s, s.hand_min, jnp.where(landed, h, B)),
                                prefilled=s.prefilled.at[at_land].set(True, mode="drop"),
                                handed=s.handed.at[at_land].set(False, mode="drop"))
-
-
-def _cut(s: State, inst, ok, t_arr):
-    """Cut instance ``inst``'s planned run of decode steps at the first step ending at or after ``t_arr``."""
-    n = s.plan["n"][inst]
-    ends = s.plan["t0"][inst] + jnp.cumsum(s.plan["dt"][inst])
-    K = ends.shape[0]
-    keep = jnp.minimum(n, 1 + jnp.sum((ends < t_arr) & (jnp.arange(K) < n))).astype(jnp.int32)
-    cut = ok & (n > 1) & (keep < n)
-    new_n = s.plan["n"].at[inst].set(jnp.where(cut, keep, n))
-    new_busy = s.busy_until_s.at[inst].set(jnp.where(cut, ends[jnp.maximum(keep - 1, 0)], s.busy_until_s[inst]))
-    return new_busy, new_n
 
 
 def _view(s: State) -> dict:
@@ -116,7 +115,25 @@ def _view(s: State) -> dict:
     return dict(iv, rows=s.rows, stats=s.stats)
 
 
-def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -> State:
+def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
+    """Instance ``i``'s boundary on its slice of the state; its queue is the window of ``slots`` entries
+    before the head and ``admits`` from it (``qbase``: the window's first ring position), so a boundary's
+    cost does not grow with the run's requests."""
+    W, Q = shape.slots + shape.admits, shape.queue
+    qbase = s.q_head[i] - shape.slots
+    qpos = (qbase + jnp.arange(W)) % Q
+    shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s,
+                  prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s, units_m=units_m)
+    old = dict(jax.tree_util.tree_map(lambda a: a[i], _view(s)), queue=s.queue[i, qpos], qbase=qbase)
+    new, ev = boundary(pol_i, req, load, old, shared, t, shape)
+    queue = s.queue.at[i, qpos].set(new.pop("queue"))
+    new.pop("qbase")
+    iv = jax.tree_util.tree_map(lambda a, n: a.at[i].set(n), _view(s), new)
+    return dataclasses.replace(s, rows=iv["rows"], stats=iv["stats"], queue=queue,
+                               **{k: iv[v] for k, v in zip(_INST, _VIEW)}), ev
+
+
+def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape: Shape) -> State:
     """Run the boundary of the first awake instance whose step has ended; scatter what it did to requests.
 
     One instance per iteration (boundaries at the same instant run in successive iterations without time
@@ -126,24 +143,21 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -
     due = ~s.done & s.awake & (s.busy_until_s <= t)
     any_due = jnp.any(due)
     i = jnp.argmax(due).astype(jnp.int32)
-    shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s,
-                  prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s)
-    old = jax.tree_util.tree_map(lambda a: a[i], _view(s))
     pol_i = instance_policy(pol, i, shape)
-    new, ev = jax.lax.cond(any_due, lambda v: boundary(pol_i, req, load, v, shared, t, shape),
-                           lambda v: (v, no_events(shape.slots, N, shape.bins, shape.admits)), old)
-    iv = jax.tree_util.tree_map(lambda a, n, o: a.at[i].set(jnp.where(any_due, n, o)), _view(s), new, old)
+    s, ev = jax.lax.cond(any_due, lambda s: _run_boundary(pol_i, req, load, s, i, t, units_m, shape),
+                         lambda s: (s, no_events(shape.slots, N, shape.bins, shape.admits)), s)
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
     nxt = drop(ev["next_rid"])
-    ses = jnp.where(nxt < N, nxt % B, B)
+    ses = jnp.where(nxt < N, nxt % req.stride, B)
     pre = drop(ev["pre_rid"])
     fin = drop(ev["finish_rid"])
     rel_s = t + req.think_s[jnp.minimum(nxt, N - 1)]
+    buf_s = s.buf_s.at[ses].set(rel_s, mode="drop")
     s = dataclasses.replace(
-        s, rows=iv["rows"], stats=iv["stats"], **{k: iv[v] for k, v in zip(_INST, _VIEW)},
-        first_s=s.first_s.at[drop(ev["first_rid"])].set(t, mode="drop"),
+        s, first_s=s.first_s.at[drop(ev["first_rid"])].set(t, mode="drop"),
         finish_s=s.finish_s.at[fin].set(t, mode="drop"),
-        buf_s=s.buf_s.at[ses].set(rel_s, mode="drop"), next_turn=s.next_turn.at[ses].set(nxt // B, mode="drop"),
+        buf_s=buf_s, buf_min=minblocks.lowered(buf_s, s.buf_min, ses, rel_s),   # released turns were inf
+        next_turn=s.next_turn.at[ses].set(nxt // req.stride, mode="drop"),
         r_out=s.r_out.at[pre].set(ev["pre_out"], mode="drop"),
         prefilled=s.prefilled.at[pre].set(False, mode="drop"),   # recomputed where it is preempted
         r_last_s=s.r_last_s.at[pre].set(ev["pre_last_s"], mode="drop"),
@@ -168,86 +182,36 @@ def instance_policy(pol: Policy, i, shape: Shape) -> Policy:
                                prefix=jnp.where(role == DECODE_POOL, 0.0, pol.prefix), role=role)
 
 
-def link_transfers(t, free_s, dur_s, on):
-    """The FIFO KV link: transfers ``on`` [S], all ready at ``t``, go in slot order after the link is free.
-
-    start_k = max(t, free) + sum_{j<k} dur_j; land_k = start_k + dur_k (an M/D/1 server when ready times are
-    Poisson and durations equal).
-
-    Returns:
-      (start [S], land [S], the link's next free time).
-    """
-    d = jnp.where(on, dur_s, 0.0)
-    start0 = jnp.maximum(t, free_s)
-    land = start0 + jnp.cumsum(d)
-    return land - d, land, jnp.where(jnp.any(on), start0 + jnp.sum(d), free_s)
+LATE_EVERY = 64
+"""Iterations between counts of the requests already waiting longer than the TTFT SLO (a pass over every
+request; the early stop it feeds can only come later, never change a pass into a fail)."""
 
 
-def start_transfers(pol: Policy, req: Requests, s: State, rid, dest, t, shape: Shape) -> State:
-    """KV transfers of requests ``rid`` [A or S] (N: none) start at ``t`` in slot order on the FIFO link, to
-    decode instance ``dest``; each lands at its session's hand-off time (prompt + first token, target + draft)."""
-    N, B = shape.requests, shape.sessions
-    on = rid < N
-    r = jnp.minimum(rid, N - 1)
-    kv_bytes = (req.prompt_tokens[r].astype(jnp.float64) + 1.0) * pol.kv_token_bytes
-    start, land, free = link_transfers(t, s.link_free_s, pol.link_latency_s + kv_bytes / pol.link_bytes_per_s, on)
-    ses = jnp.where(on, rid % B, B)
-    return dataclasses.replace(
-        s, hand_s=s.hand_s.at[ses].set(land, mode="drop"), link_free_s=free,
-        link_j=s.link_j + jnp.sum(jnp.where(on, kv_bytes * 8.0 * pol.link_j_per_bit, 0.0)),
-        xfer_start_s=s.xfer_start_s.at[rid].set(start, mode="drop"),
-        xfer_land_s=s.xfer_land_s.at[rid].set(land, mode="drop"),
-        xfer_to=s.xfer_to.at[rid].set(dest, mode="drop"))
+def _late(s: State, load: Load, t):
+    """Requests of the window still without a first token that arrived more than the TTFT SLO before ``t``
+    (surely misses), counted every :data:`LATE_EVERY` iterations (0 in between)."""
+    def count():
+        return jnp.sum((s.arrival_s < t - load.ttft_slo_s) & ~jnp.isfinite(s.first_s) & ~s.rejected
+                       & (s.arrival_s <= load.eligible_to_s)).astype(jnp.int32)
+    return jax.lax.cond(s.iters % LATE_EVERY == 0, count, lambda: jnp.zeros((), jnp.int32))
 
 
-def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) -> State:
-    """Requests whose prompt prefill instance ``src`` finished at ``t`` (``rid`` [S], N: none; first token
-    emitted) are handed to the decode pool. Push: their KV transfers start now and each is routed to the
-    least-loaded decode instance when it lands. Pull: they join the least-loaded decode instance's queue now,
-    where admission reserves their room and starts the transfer."""
-    N, I = shape.requests, shape.instances
-    on = rid < N
-    s = dataclasses.replace(s, r_out=s.r_out.at[rid].set(1.0, mode="drop"),
-                            r_last_s=s.r_last_s.at[rid].set(t, mode="drop"),
-                            xfer_from=s.xfer_from.at[rid].set(src, mode="drop"))
-
-    def push(s):
-        return start_transfers(pol, req, s, rid, 0, t, shape)
-
-    def pull(s):
-        r = s.rows
-        loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == RESERVED), axis=1)
-        dest = jnp.argmin(jnp.where((jnp.arange(I) < pol.instances) & (pol.role == DECODE_POOL), loads,
-                                    jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
-        rank = jnp.cumsum(on.astype(jnp.int32)) - 1
-        slot = jnp.where(on, (s.q_tail[dest] + rank) % N, N)
-        queue = s.queue.at[dest, slot].set(rid, mode="drop")
-        busy_until, plan_n = _cut(s, dest, jnp.any(on), t)
-        return dataclasses.replace(
-            s, queue=queue, q_tail=s.q_tail.at[dest].add(jnp.sum(on).astype(jnp.int32)),
-            awake=s.awake.at[dest].set(True), busy_until_s=busy_until, plan=dict(s.plan, n=plan_n),
-            handed=s.handed.at[rid].set(True, mode="drop"))
-
-    return jax.lax.cond(pol.pull > 0, pull, push, s)
-
-
-def step(pol: Policy, req: Requests, load: Load, s: State, shape: Shape) -> State:
-    """One iteration: route the arrival due now, run due boundaries, advance time, check the stop rules."""
+def step(pol: Policy, req: Requests, load: Load, s: State, units_m, shape: Shape) -> State:
+    """One iteration: route the arrival due now, run due boundaries, advance time, check the stop rules.
+    ``units_m``: every prefix node's KV units (computed once per run)."""
     live = ~s.done
     t = s.t_s
-    t_arr, first, a0, b, hand, h = _next_arrival(s, load)
-    s = route(pol, req, load, s, shape, live & (t_arr <= t), t_arr, first, a0, b, hand, h)
-    s = boundaries(pol, req, load, s, shape)
-    t_arr = _next_arrival(s, load)[0]
+    s = route(pol, req, load, s, shape, live & (s.nxt["t_s"] <= t), s.nxt)
+    s = boundaries(pol, req, load, s, units_m, shape)
+    nxt = next_arrival(s, load)
     t_inst = jnp.min(jnp.where(s.awake, s.busy_until_s, jnp.inf))
-    t_new = jnp.where(live, jnp.maximum(jnp.minimum(t_arr, t_inst), t), t)
+    t_new = jnp.where(live, jnp.maximum(jnp.minimum(nxt["t_s"], t_inst), t), t)
     finished = live & ~jnp.isfinite(t_new)
-    late = jnp.sum((s.arrival_s < t - load.ttft_slo_s) & ~jnp.isfinite(s.first_s) & ~s.rejected
-                   & (s.arrival_s <= load.eligible_to_s))
+    late = _late(s, load, t)
     stop = live & ~finished & ((s.misses + late).astype(jnp.float64) > load.miss_limit)
     trunc = live & (s.iters + 1 >= shape.max_iters)
     return dataclasses.replace(
-        s, t_s=jnp.where(finished, t, t_new), iters=s.iters + live.astype(jnp.int32),
+        s, t_s=jnp.where(finished, t, t_new), iters=s.iters + live.astype(jnp.int32), nxt=nxt,
         little_area=s.little_area + jnp.where(finished, 0.0, s.in_system * (t_new - t)),
         done=s.done | finished | stop | trunc, stopped=s.stopped | stop, truncated=s.truncated | trunc)
 
@@ -263,4 +227,6 @@ def simulate(pol: Policy, req: Requests, load: Load, shape: Shape) -> State:
       The final :class:`State` (``stats["energy_j"]`` is dynamic energy; add idle power x horizon).
     """
     s0 = init_state(load, shape)
-    return jax.lax.while_loop(lambda s: ~s.done, lambda s: step(pol, req, load, s, shape), s0)
+    s0 = dataclasses.replace(s0, nxt=next_arrival(s0, load))
+    units_m = node_units(req, shape, pol.block_tokens) if shape.prefix else jnp.zeros((1,))
+    return jax.lax.while_loop(lambda s: ~s.done, lambda s: step(pol, req, load, s, units_m, shape), s0)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.costmodel.steps import Instance
+from sweepkit.serving.minblocks import block_mins
 
 HIST_LOG10_LO = -5.0
 """Smallest ITL histogram edge, log10 seconds (10 us)."""
@@ -43,7 +44,8 @@ class Shape(NamedTuple):
     """Static sizes of one compiled cluster simulation (hashable: a jit static argument).
 
     instances: I.  slots: rows per instance (>= batch cap).  admits: queue entries examined per boundary.
-    requests: N (turn k of session s is request k x sessions + s).  sessions: B.  turns: T.
+    requests: N = turns x sessions (turn k of session s is request k x ``Requests.stride`` + s).  sessions: B,
+    the capacity of the per-session arrays (a run's layout may use fewer: ``Requests.stride``).  turns: T.
     systems: shared system prompts (prefix-cache segments 0..systems-1).  gamma_max: draft passes priced.
     prefix: static switch for the prefix cache arrays.  bins: ITL histogram bins.  max_iters: safety bound.
     """
@@ -59,6 +61,12 @@ class Shape(NamedTuple):
     prefix: bool = False
     bins: int = 2000
     max_iters: int = 2_000_000
+
+    @property
+    def queue(self) -> int:
+        """Entries of an instance's FIFO ring: every request, and at least the window a boundary sees
+        (``slots`` before the head, for requests preempted to the front, and ``admits`` from it)."""
+        return max(self.requests, self.slots + self.admits)
 
 
 @jax.tree_util.register_dataclass
@@ -116,10 +124,12 @@ class Policy:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Requests:
-    """Every request of a run (load independent); request k x B + s is turn k of session s.
+    """Every request of a run (load independent); request k x stride + s is turn k of session s.
 
     prompt_tokens, output_tokens, segment_tokens (new input + output: the prefix-cache segment the turn
     adds), think_s (before this turn), system_id: [N].  system_tokens: [systems] shared prompt lengths.
+    stride: sessions in the request layout (a scalar, <= ``Shape.sessions``: the arrays past turns x stride
+    are padding, so one compiled program serves every layout up to its capacity).
     """
 
     prompt_tokens: jax.Array
@@ -128,6 +138,7 @@ class Requests:
     think_s: jax.Array
     system_id: jax.Array
     system_tokens: jax.Array
+    stride: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -173,7 +184,8 @@ class State:
     Disaggregated: per session [B] the time its request's KV lands (inf: none in flight); per request [N]
     the KV transfer's start and landing, whether its prompt was computed by the prefill pool, whether it waits
     in a decode queue for room before its transfer (pull), and the prefill and decode instances of its
-    hand-off; the link's next free time and its joules.
+    hand-off; the link's next free time and its joules. ``nxt``: the earliest pending arrival as
+    :func:`sweepkit.serving.cluster_sim.next_arrival` finds it (kept from the end of the previous iteration).
     """
 
     t_s: jax.Array
@@ -183,6 +195,7 @@ class State:
     stopped: jax.Array
     a0: jax.Array
     buf_s: jax.Array
+    buf_min: jax.Array
     home: jax.Array
     next_turn: jax.Array
     rows: Rows
@@ -209,6 +222,8 @@ class State:
     in_system: jax.Array
     little_area: jax.Array
     hand_s: jax.Array
+    hand_min: jax.Array
+    nxt: dict
     link_free_s: jax.Array
     link_j: jax.Array
     xfer_start_s: jax.Array
@@ -254,9 +269,9 @@ def init_state(load: Load, shape: Shape) -> State:
     return State(
         t_s=load.arrival0_s[0], done=~jnp.isfinite(load.arrival0_s[0]), iters=jnp.zeros((), jnp.int32),
         truncated=jnp.zeros((), bool), stopped=jnp.zeros((), bool), a0=jnp.zeros((), jnp.int32),
-        buf_s=jnp.full((B,), jnp.inf, f), home=jnp.full((B,), -1, jnp.int32),
+        buf_s=jnp.full((B,), jnp.inf, f), buf_min=block_mins(jnp.full((B,), jnp.inf, f)), home=jnp.full((B,), -1, jnp.int32),
         next_turn=jnp.zeros((B,), jnp.int32), rows=rows, busy_until_s=jnp.zeros((I,), f),
-        awake=jnp.zeros((I,), bool), queue=jnp.zeros((I, N), jnp.int32), q_head=jnp.zeros((I,), jnp.int32),
+        awake=jnp.zeros((I,), bool), queue=jnp.zeros((I, shape.queue), jnp.int32), q_head=jnp.zeros((I,), jnp.int32),
         q_tail=jnp.zeros((I,), jnp.int32), swap_owed_s=jnp.zeros((I,), f),
         plan=dict(n=jnp.zeros((I,), jnp.int32), t0=jnp.zeros((I,), f), dt=jnp.zeros((I, K), f),
                   en=jnp.zeros((I, K), f), E=jnp.zeros((I, K, S), f), alloc=jnp.zeros((I, K, S), f),
@@ -265,7 +280,8 @@ def init_state(load: Load, shape: Shape) -> State:
         finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
         stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),
         zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), in_system=jnp.zeros((), f),
-        little_area=jnp.zeros((), f), hand_s=jnp.full((B,), jnp.inf, f), link_free_s=jnp.zeros((), f),
+        little_area=jnp.zeros((), f), hand_s=jnp.full((B,), jnp.inf, f),
+        hand_min=block_mins(jnp.full((B,), jnp.inf, f)), nxt={}, link_free_s=jnp.zeros((), f),
         link_j=jnp.zeros((), f), xfer_start_s=inf_n, xfer_land_s=inf_n,
         prefilled=jnp.zeros((N,), bool), handed=jnp.zeros((N,), bool), xfer_from=jnp.zeros((N,), jnp.int32),
         xfer_to=jnp.zeros((N,), jnp.int32),

@@ -18,12 +18,12 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
 from sweepkit.serving.kv_phases import kv_used
-from sweepkit.serving.prefix import chain_nodes, node_units, pin_range
+from sweepkit.serving.prefix import chain_nodes, pin_range
 
 
-def complete(pol, req, load, iv, first_s, t, shape):
+def complete(pol, req, load, iv, first_s, units_m, t, shape):
     """Land the ended step (or run of decode steps): tokens, first tokens, gaps, energy, promotions, prefix
-    inserts, retirements.
+    inserts, retirements. ``units_m``: every prefix node's KV units (:func:`sweepkit.serving.prefix.node_units`).
 
     Returns:
       (instance arrays, per-slot event fields as a dict).
@@ -58,13 +58,13 @@ def complete(pol, req, load, iv, first_s, t, shape):
               steps=st["steps"] + plan["n"], decode_rows=st["decode_rows"] + plan["n"] * plan["dec"])
     iv = dict(iv, rows=r, stats=st, plan=dict(plan, n=jnp.zeros_like(plan["n"])))
     if shape.prefix:
-        iv = insert_prefix(pol, req, iv, promote & (pol.prefix > 0), t, shape)
+        iv = insert_prefix(pol, req, iv, promote & (pol.prefix > 0), units_m, t, shape)
     fin = (r.phase == DECODE) & (out >= o)
     first_t = jnp.where(first, t, first_s[rid])
     tpot = (t - first_t) / jnp.maximum(o - 1.0, 1.0)
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
-        iv = emit_and_release(pol, req, iv, fin & (pol.prefix > 0), t, shape)
+        iv = emit_and_release(pol, req, iv, fin & (pol.prefix > 0), units_m, t, shape)
     hand = promote & ~fin & (pol.role == PREFILL_POOL)
     hold = hand & (pol.pull > 0)          # pull: the KV stays here until it lands on the decode pool
     if shape.prefix:
@@ -72,26 +72,25 @@ def complete(pol, req, load, iv, first_s, t, shape):
         iv = pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(hand & ~hold, iv["rows"].pins, 0.0), t,
                        -1.0)
     r = iv["rows"]
-    k = rid // shape.sessions
+    k = rid // req.stride
     gone = fin | (hand & ~hold)
     rows = dataclasses.replace(r, phase=jnp.where(gone, FREE, jnp.where(hold, HELD, r.phase)),
                                rid=jnp.where(gone, -1, r.rid), alloc=jnp.where(gone, 0.0, r.alloc),
                                pins=jnp.where(gone, 0.0, r.pins))
     ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N), hand_rid=jnp.where(hand, rid, N),
-              next_rid=jnp.where(fin & (k + 1 < shape.turns), rid + shape.sessions, N),
+              next_rid=jnp.where(fin & (k + 1 < shape.turns), rid + req.stride, N),
               itl_bin=jnp.concatenate([row_bin, bin_index(plan["dt"], shape.bins)]),
               itl_w=jnp.concatenate([row_w, run_w]), zeros=zeros,
               misses=(jnp.sum(ttft_miss) + jnp.sum(tpot_miss)).astype(jnp.int32))
     return dict(iv, rows=rows), ev
 
 
-def insert_prefix(pol, req, iv, on, t, shape):
+def insert_prefix(pol, req, iv, on, units, t, shape):
     """Rows whose prompt completed put its chain segments in the cache, pinned; their private KV shrinks to
     the uncached rest (the KV moves into the cache). All or none per boundary, as room allows."""
     r = iv["rows"]
     rid = jnp.maximum(r.rid, 0)
     ids, toks, valid = chain_nodes(req, rid, shape)
-    units = node_units(req, shape, pol.block_tokens)
     new = on[:, None] & valid & ~iv["c_in"][ids]
     covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
     alloc = jnp.where(on, jnp.ceil(jnp.maximum(r.target - covered, 0.0) / pol.block_tokens), r.alloc)
@@ -109,12 +108,11 @@ def insert_prefix(pol, req, iv, on, t, shape):
     return dict(iv, rows=rows)
 
 
-def emit_and_release(pol, req, iv, fin, t, shape):
+def emit_and_release(pol, req, iv, fin, units, t, shape):
     """Finished rows cache their turn's segment (multi-turn, whole chain pinned, room allowing), then unpin."""
     r = iv["rows"]
     rid = jnp.maximum(r.rid, 0)
     ids, toks, valid = chain_nodes(req, rid, shape)
-    units = node_units(req, shape, pol.block_tokens)
     node = shape.systems + rid
     whole = r.pins >= jnp.sum(valid, axis=-1)
     emit = fin & whole & ~iv["c_in"][node] & (shape.turns > 1)

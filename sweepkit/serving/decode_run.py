@@ -49,12 +49,13 @@ def decode_run(pol, req, r, dec, accepted, other_units, shape):
     p = req.prompt_tokens[rid].astype(jnp.float64)
     o = req.output_tokens[rid].astype(jnp.float64)
     rem = jnp.where(dec, o - r.out, 0.0)
-    emits, cum = [], jnp.zeros_like(rem)
-    for _ in range(K):
+
+    def emit(cum, _):
         e = jnp.where(dec, jnp.clip(accepted(rid, r.out + cum) + 1.0, 0.0, rem - cum), 0.0)
-        emits.append(e)
-        cum = cum + e
-    E = jnp.stack(emits)                      # [K, S]
+        return cum + e, e
+
+    # A loop, not unrolled: unrolled, XLA:CPU fuses every step's draws into each later step's (quadratic work).
+    E = jax.lax.scan(emit, jnp.zeros_like(rem), None, length=K)[1]   # [K, S]
     before = jnp.cumsum(E, axis=0) - E        # tokens emitted before step j
     finish = dec[None, :] & (before + E >= rem[None, :])
     j_fin = jnp.min(jnp.where(jnp.any(finish, axis=1), jnp.arange(K), K))

@@ -97,14 +97,14 @@ def grow(pol, req, iv, units_m, order, shape):
 def preempt(pol, req, iv, pre, t, order, shape):
     """Preempted rows: swapped out (decode rows, swap on) or dropped and queued at the front for recompute."""
     r = iv["rows"]
-    S, N = r.rid.shape[0], iv["queue"].shape[0]
+    S, N, W = r.rid.shape[0], shape.requests, iv["queue"].shape[0]
     rid = jnp.maximum(r.rid, 0)
     to_swap = pre & (pol.swap > 0) & (r.phase == DECODE)
     rec = pre & ~to_swap
     n_rec = jnp.sum(rec).astype(jnp.int32)
     rank = jax.lax.cond(n_rec > 0, lambda: arrival_rank(order(), rec), lambda: jnp.full_like(r.rid, S))
     head = iv["head"] - n_rec
-    queue = iv["queue"].at[jnp.where(rec, (head + rank) % N, N)].set(rid, mode="drop")
+    queue = iv["queue"].at[jnp.where(rec, head + rank - iv["qbase"], W)].set(rid, mode="drop")   # the window
     units = jnp.sum(jnp.where(to_swap, r.alloc, 0.0))
     sec, joules = _swap_cost(pol, units)
     p = req.prompt_tokens[rid].astype(jnp.float64)

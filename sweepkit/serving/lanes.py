@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache, partial
 
@@ -51,11 +51,13 @@ def _sessions(w: Workload, n: int) -> Sessions:
     return sample_sessions(w, n, WORKLOAD_SEED)
 
 
-def requests_for(w: Workload, n_sessions: int) -> tuple[Requests, Sessions]:
-    """Every turn of the first ``n_sessions`` sessions; request k x B + s is turn k of session s."""
+def requests_for(w: Workload, n_sessions: int, capacity: int | None = None) -> tuple[Requests, Sessions]:
+    """Every turn of the first ``n_sessions`` sessions; request k x n_sessions + s is turn k of session s.
+    The arrays are padded to turns x ``capacity`` (>= n_sessions; default n_sessions)."""
     ses = _sessions(w, n_sessions)
     T = w.turns
-    col = lambda a: np.asarray(a).T.reshape(-1)  # noqa: E731  [B, T] -> [T x B]
+    pad = T * (capacity or n_sessions) - T * n_sessions
+    col = lambda a: np.pad(np.asarray(a).T.reshape(-1), (0, pad))  # noqa: E731  [B, T] -> [T x B], padded
     systems = max(w.system_prompts, 1)
     sys_tokens = np.full(systems, w.system_prompt_tokens if w.system_prompts > 0 else 0, np.int32)
     think = np.where(np.arange(T)[None, :] == 0, 0.0, ses.think_s)
@@ -63,19 +65,21 @@ def requests_for(w: Workload, n_sessions: int) -> tuple[Requests, Sessions]:
                    output_tokens=jnp.asarray(col(ses.output), jnp.int32),
                    segment_tokens=jnp.asarray(col(ses.new_input + ses.output), jnp.int32),
                    think_s=jnp.asarray(col(think), jnp.float64),
-                   system_id=jnp.asarray(np.tile(ses.system_id, T), jnp.int32),
-                   system_tokens=jnp.asarray(sys_tokens))
+                   system_id=jnp.asarray(np.pad(np.tile(ses.system_id, T), (0, pad)), jnp.int32),
+                   system_tokens=jnp.asarray(sys_tokens), stride=jnp.asarray(n_sessions, jnp.int32))
     return req, ses
 
 
-def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool) -> dict[str, np.ndarray]:
-    """The :class:`Load` fields of one lane at ``rate`` (sessions/s or requests/s) with ``n_ses`` sessions."""
+def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool,
+             capacity: int | None = None) -> dict[str, np.ndarray]:
+    """The :class:`Load` fields of one lane at ``rate`` (sessions/s or requests/s) with ``n_ses`` sessions
+    (first-turn arrivals padded with inf to ``capacity`` sessions)."""
     B = ses.n_sessions
     rate_eff = OFFLINE_RATE if w.offline else rate
     if rate <= 0:
         rate_eff, n_ses = 1.0, 0
     start = ses.start_unit / rate_eff
-    arr0 = np.where(np.arange(B) < n_ses, start, np.inf)
+    arr0 = np.pad(np.where(np.arange(B) < n_ses, start, np.inf), (0, (capacity or B) - B), constant_values=np.inf)
     starts = start[:max(n_ses, 1)]
     nominal = (starts[:, None] + np.arange(w.turns)[None, :] * w.think_mean_s).ravel()
     n_total = n_ses * w.turns
@@ -100,20 +104,32 @@ def _run(pol, req, load, shape: Shape):
 
 def _compiled(pol, req, load, shape: Shape, device):
     """The one-lane engine compiled for these input shapes on ``device`` (where the inputs are placed), from the
-    executable cache when the CLI turned it on."""
+    executable cache when the CLI turned it on. A program is built once; other threads wait for that one
+    build only, never for a build of another shape."""
     leaves = tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves((pol, req, load)))
     key = (shape, leaves, device.id)
     with _LOCK:
-        if key not in _COMPILED:
-            t0 = time.perf_counter()
-            _COMPILED[key] = compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape),
-                                            devices=[device])
+        entry = _COMPILED.pop(key, None)
+        owner = entry is None
+        if owner:
+            entry = Future()
+        _COMPILED[key] = entry                      # most recently used last
+        while len(_COMPILED) > MAX_PROGRAMS:        # the oldest first: each holds JIT code mappings of its own
+            _COMPILED.pop(next(iter(_COMPILED)))
+    if owner:
+        t0 = time.perf_counter()
+        try:
+            entry.set_result(compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape),
+                                            devices=[device]))
+        except BaseException as exc:
+            entry.set_exception(exc)
+            with _LOCK:
+                _COMPILED.pop(key, None)
+            raise
+        with _LOCK:
             COMPILE_STATS["programs"] += 1
             COMPILE_STATS["seconds"] += time.perf_counter() - t0
-            while len(_COMPILED) > MAX_PROGRAMS:   # the oldest first: each holds JIT code mappings of its own
-                _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[key] = _COMPILED.pop(key)        # most recently used last
-        return _COMPILED[key]
+    return entry.result()
 
 
 _COMPILED: dict = {}
@@ -128,7 +144,7 @@ LANES_RUN: Counter = Counter()
 _LOCK = threading.Lock()
 _POOL: list = []
 _RUNNING: Counter = Counter()
-_LEASES = threading.Lock()   # not _LOCK, which is held while a program compiles
+_LEASES = threading.Lock()
 
 
 def lane_devices() -> list:
@@ -163,8 +179,24 @@ def lane_pool() -> ThreadPoolExecutor:
 
 
 def _bucket(n: int) -> int:
-    """Power-of-2 session buckets (fewer compiled shapes)."""
+    """Power-of-2 session buckets: a run's request layout (request k x bucket + s), and so its draws."""
     return 64 * 2 ** math.ceil(math.log2(max(n, 64) / 64.0))
+
+
+CAPACITY_FACTOR = 8
+"""Session capacities of the compiled programs grow by this factor (64, 512, 4,096, 32,768, ...): layouts of
+several buckets share one program, their arrays padded (an iteration's cost does not grow with the padding)."""
+
+
+def _capacity(bucket: int, prefix: bool) -> int:
+    """Sessions a program is compiled for: the bucket's capacity class, or the bucket itself with the prefix
+    cache (whose per-boundary passes over its segments do grow with the arrays)."""
+    if prefix:
+        return bucket
+    cap = 64
+    while cap < bucket:
+        cap *= max(int(CAPACITY_FACTOR), 2)
+    return cap
 
 
 def _run_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape):
@@ -183,6 +215,12 @@ def _run_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape)
                                   *[s for row in states for s in row])
 
 
+_PER_REQUEST = ("arrival_s", "first_s", "finish_s", "r_out", "r_last_s", "rejected", "xfer_start_s", "xfer_land_s",
+                "prefilled", "handed", "xfer_from", "xfer_to")
+_PER_SESSION = ("buf_s", "home", "next_turn", "hand_s")
+"""Final-state fields of one entry per request and per session (cut to the run's layout by ``Lanes.state``)."""
+
+
 @dataclasses.dataclass
 class Lanes:
     """Final states of configurations x loads: ``state(c, r)`` is one lane's state as numpy arrays."""
@@ -194,45 +232,61 @@ class Lanes:
     sessions: Sessions
     n_sessions: int
     instances: list
+    turns: int = 1
 
-    def state(self, c: int, r: int):
+    def state(self, c: int, r: int, trim: bool = True):
+        """Lane (c, r)'s final state; ``trim``: per-request and per-session arrays cut to the run's layout
+        (the program's arrays may be padded past it)."""
         g, k = self.where[c]
-        return jax.tree_util.tree_map(lambda a: a[k, r], self.groups[g])
+        st = jax.tree_util.tree_map(lambda a: a[k, r], self.groups[g])
+        if not trim:
+            return st
+        B = self.n_sessions
+        cut = {f: getattr(st, f)[:B * self.turns] for f in _PER_REQUEST}
+        return dataclasses.replace(st, **cut, **{f: getattr(st, f)[:B] for f in _PER_SESSION})
 
 
 def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, early_stop=True,
-                cap_sessions: bool = False) -> Lanes:
+                cap_sessions: bool = False, cover: list[Config] | None = None) -> Lanes:
     """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled program per static shape, one
     call of it per (configuration, load) lane.
 
-    Times are float64 whatever the caller's JAX mode (a float32 clock loses a step's duration after hours)."""
+    ``cover``: configurations the programs are sized for besides ``configs`` (instances and draft passes), so
+    that the successive calls of a capacity search, each with the configurations still open, share one
+    program (a larger program gives the same results). Times are float64 whatever the caller's JAX mode (a
+    float32 clock loses a step's duration after hours)."""
     with jax.enable_x64(True):
-        return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions)
+        return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, list(cover or []))
 
 
-def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions) -> Lanes:
+def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) -> Lanes:
     rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
     stop = np.broadcast_to(np.asarray(early_stop, bool), rates.shape)
     count = (lambda r: min(w.sessions_at(r), COARSE_MAX_SESSIONS)) if cap_sessions else w.sessions_at
     n_max = max([count(float(r)) for r in rates.ravel() if r > 0] or [w.min_sessions])
     B = _bucket(n_max)
-    req, ses = requests_for(w, B)
-    loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
-             for c in range(len(configs)) for k, r in enumerate(rates[c])}
     res = [resolve(cluster, cfg.lever) for cfg in configs]
     static = [(bool(r["prefix_caching"]),) for r in res]
     groups, where = [], {}
     for flags in dict.fromkeys(static):
         idx = [c for c in range(len(configs)) if static[c] == flags]
-        shape = shape_for(w, cluster, res, [cfg.lever for cfg in configs], B, *flags)
+        cap = _capacity(B, *flags)
+        req, ses = requests_for(w, B, cap)
+        sized = res + [resolve(cluster, cfg.lever) for cfg in cover]
+        shape = shape_for(w, cluster, sized, [cfg.lever for cfg in configs + cover], cap, *flags)
         pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
+        loads = [[load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]), cap)
+                  for k, r in enumerate(rates[c])] for c in idx]
         t0 = time.perf_counter()
-        out = _run_lanes(pols, [[loads[c, k] for k in range(rates.shape[1])] for c in idx], req, shape)
+        out = _run_lanes(pols, loads, req, shape)
         LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,
                   len(idx), rates.shape[1], shape.instances, shape.requests, int(out.iters.max()),
                   time.perf_counter() - t0)
         for k, c in enumerate(idx):
             where[c] = (len(groups), k)
         groups.append(out)
+    ses = _sessions(w, B)
+    loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
+             for c in range(len(configs)) for k, r in enumerate(rates[c])}
     return Lanes(groups=groups, where=where, rates=rates, loads=loads, sessions=ses, n_sessions=B,
-                 instances=[r["total_instances"] for r in res])
+                 instances=[r["total_instances"] for r in res], turns=w.turns)

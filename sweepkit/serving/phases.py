@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from sweepkit.serving.cluster_state import RUN_STEPS, SWAPPED
 from sweepkit.serving.complete import complete, land
 from sweepkit.serving.kv_phases import kv_used, parked, swap_in
-from sweepkit.serving.prefix import evict, node_units
+from sweepkit.serving.prefix import evict
 from sweepkit.serving.row_order import arrival_order
 from sweepkit.serving.schedule import schedule
 
@@ -52,13 +52,13 @@ def boundary(pol, req, load, iv, shared, t, shape):
 
     Args:
       iv: the instance's arrays (rows, queue ring, cache, counters).  shared: per-request arrays of the lane
-        (first_s, r_out, r_last_s, arrival_s), read only.  t: the boundary time, s.
+        (first_s, r_out, r_last_s, arrival_s, ...) and every prefix node's KV units (``units_m``), read only.  t: the boundary time, s.
 
     Returns:
       (instance arrays with ``busy_until_s`` and ``awake`` set, event fields).
     """
-    units_m = node_units(req, shape, pol.block_tokens) if shape.prefix else jnp.zeros((1,))
-    iv, ev = complete(pol, req, load, iv, shared["first_s"], t, shape)
+    units_m = shared["units_m"]
+    iv, ev = complete(pol, req, load, iv, shared["first_s"], units_m, t, shape)
     iv = jax.lax.cond(jnp.any(parked(iv["rows"])), lambda v: land(pol, req, v, shared["xfer_land_s"], t, shape),
                       lambda v: v, iv)
     order = lambda: arrival_order(iv["rows"].arr_s)  # noqa: E731  (sorted only where a branch needs it)

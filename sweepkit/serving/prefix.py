@@ -27,7 +27,7 @@ BISECTIONS = 24
 
 def chain_nodes(req, rid: jax.Array, shape):
     """Node ids [T+1], tokens [T+1] and validity [T+1] of the chain of request ``rid`` (any shape of rid)."""
-    B, T = shape.sessions, shape.turns
+    B, T = req.stride, shape.turns
     k, s = rid // B, rid % B
     sys_id = req.system_id[rid]
     ids = [sys_id] + [shape.systems + j * B + s for j in range(T - 1)]
@@ -63,6 +63,12 @@ def evict(c_in, c_refs, c_last_s, units, shortfall):
     Returns:
       (new cached flags, units evicted).
     """
+    return jax.lax.cond(shortfall > 0, lambda: _evict(c_in, c_refs, c_last_s, units, shortfall),
+                        lambda: (c_in, jnp.zeros((), units.dtype)))
+
+
+def _evict(c_in, c_refs, c_last_s, units, shortfall):
+    """:func:`evict` where the shortfall is positive: bisect the last-use time that frees enough."""
     free_able = c_in & (c_refs <= 0)
     lo = jnp.min(jnp.where(free_able, c_last_s, jnp.inf)) - 1.0
     hi = jnp.max(jnp.where(free_able, c_last_s, -jnp.inf))
@@ -74,7 +80,7 @@ def evict(c_in, c_refs, c_last_s, units, shortfall):
         return jnp.where(enough, lo, mid), jnp.where(enough, mid, hi)
 
     lo, hi = jax.lax.fori_loop(0, BISECTIONS, half, (lo, hi))
-    gone = free_able & (c_last_s <= hi) & (shortfall > 0)
+    gone = free_able & (c_last_s <= hi)
     return c_in & ~gone, jnp.sum(jnp.where(gone, units, 0.0))
 
 

@@ -34,10 +34,9 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
     tokens emitted before, whether the prompt was computed by the prefill pool (disaggregated), and whether
     its KV still waits there for room here (pull hand-off: admitting it reserves the room and starts the
     transfer)."""
-    N = iv["queue"].shape[0]
     ar = jnp.arange(shape.admits)
     valid = ar < iv["tail"] - iv["head"]
-    rid = iv["queue"][(iv["head"] + ar) % N]
+    rid = iv["queue"][iv["head"] + ar - iv["qbase"]]     # the boundary's window of the ring
     p = req.prompt_tokens[rid].astype(jnp.float64)
     o = req.output_tokens[rid].astype(jnp.float64)
     prev = r_out[rid]

@@ -1,0 +1,86 @@
+"""What keeps an iteration of the cluster engine independent of the run's size: the blocked minimum behind
+the next-arrival search (against ``jnp.argmin``, Hypothesis; its invariant after real runs), and programs
+compiled for a larger capacity than the run's layout (padding changes no result)."""
+
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sweepkit.serving import minblocks
+
+times = st.one_of(st.just(np.inf), st.floats(0.0, 100.0, allow_nan=False).map(lambda x: round(x, 1)))
+
+
+@given(st.lists(times, min_size=1, max_size=300),
+       st.lists(st.tuples(st.integers(0, 299), times), max_size=20))
+def test_argmin_matches_jnp_argmin_through_point_updates(values, updates):
+    v = jnp.asarray(values, jnp.float32)
+    mins = minblocks.block_mins(v)
+    assert int(minblocks.argmin(v, mins)) == int(jnp.argmin(v))
+    for i, x in updates:
+        i = i % v.shape[0]
+        lower = x <= float(v[i])
+        v = v.at[i].set(x)
+        mins = (minblocks.lowered(v, mins, jnp.array([i]), jnp.array([x], jnp.float32)) if lower
+                else minblocks.refresh(v, mins, jnp.int32(i)))
+        np.testing.assert_array_equal(np.asarray(mins), np.asarray(minblocks.block_mins(v)))
+        assert int(minblocks.argmin(v, mins)) == int(jnp.argmin(v))   # first index of the minimum on ties
+
+
+def test_out_of_range_updates_change_nothing():
+    v = jnp.arange(100.0)
+    mins = minblocks.block_mins(v)
+    np.testing.assert_array_equal(minblocks.refresh(v, mins, jnp.int32(100)), mins)
+    np.testing.assert_array_equal(minblocks.lowered(v, mins, jnp.array([100, -1]), jnp.array([-5.0, -5.0])), mins)
+
+
+def test_block_size_is_about_sqrt_n():
+    assert [minblocks.block_size(n) for n in (1, 64, 1024, 16384, 65536)] == [8, 8, 32, 128, 256]
+
+
+def test_engine_state_keeps_block_minima_exact():
+    """After a real multi-turn run the kept minima equal a full recomputation (released turns only lowered
+    their entries, routed ones were refreshed)."""
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config
+    from sweepkit.serving.lanes import run_configs
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    w, lv = load_workloads()["chat"], load_levers()
+    lanes = run_configs(w, load_cluster(), [Config("H100", lv["baseline"]), Config("H100", lv["disagg-1p1d"])],
+                        np.full((2, 1), 0.5), early_stop=False)
+    for c in range(2):
+        st_ = lanes.state(c, 0)
+        assert np.isfinite(st_.finish_s[np.isfinite(st_.arrival_s)]).all()
+        for values, mins in ((st_.buf_s, st_.buf_min), (st_.hand_s, st_.hand_min)):
+            np.testing.assert_array_equal(mins, np.asarray(minblocks.block_mins(jnp.asarray(values))))
+
+
+def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
+    """The same lanes (multi-turn chat: the draws depend on the request layout; a speculative and a paged
+    lever) in a program sized to the run's bucket and in one padded to 8x it give the same metrics."""
+    from sweepkit.serving import lanes as lanes_mod
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.metrics import lane_metrics
+    from sweepkit.serving.workloads import load_workloads
+
+    w, lv, cl = load_workloads()["chat"], load_levers(), load_cluster()
+    cfgs = [Config("H100", lv["mtp"]), Config("H100", lv["paged"])]
+    rates = np.full((2, 1), 0.4)
+
+    def run(factor):
+        monkeypatch.setattr(lanes_mod, "CAPACITY_FACTOR", factor)
+        out = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=False)
+        shapes = {g.arrival_s.shape[-1] for g in out.groups}
+        return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(2)], shapes
+
+    factor = lanes_mod.CAPACITY_FACTOR
+    exact, n_exact = run(2)     # capacity = the bucket (buckets are powers of 2)
+    padded, n_padded = run(factor)
+    assert max(n_padded) > max(n_exact)            # the second program really is padded
+    for a, b in zip(exact, padded):
+        assert a == b
