@@ -39,9 +39,10 @@ def test_block_size_is_about_sqrt_n():
     assert [minblocks.block_size(n) for n in (1, 64, 1024, 16384, 65536)] == [8, 8, 32, 128, 256]
 
 
-def test_engine_state_keeps_block_minima_exact():
-    """After a real multi-turn run the kept minima equal a full recomputation (released turns only lowered
-    their entries, routed ones were refreshed)."""
+def test_engine_state_keeps_block_minima_exact(x64):
+    """When a real multi-turn run stops early (turns still pending, so the minima are not all inf) the kept
+    minima equal a full recomputation over the program's whole arrays (released turns only lowered their
+    entries, routed ones were refreshed)."""
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
     from sweepkit.serving.lanes import run_configs
@@ -50,10 +51,10 @@ def test_engine_state_keeps_block_minima_exact():
 
     w, lv = load_workloads()["chat"], load_levers()
     lanes = run_configs(w, load_cluster(), [Config("H100", lv["baseline"]), Config("H100", lv["disagg-1p1d"])],
-                        np.full((2, 1), 0.5), early_stop=False)
+                        np.full((2, 1), 8.0), early_stop=True)
     for c in range(2):
-        st_ = lanes.state(c, 0)
-        assert np.isfinite(st_.finish_s[np.isfinite(st_.arrival_s)]).all()
+        st_ = lanes.state(c, 0, trim=False)
+        assert st_.stopped and np.isfinite(st_.buf_s).any()
         for values, mins in ((st_.buf_s, st_.buf_min), (st_.hand_s, st_.hand_min)):
             np.testing.assert_array_equal(mins, np.asarray(minblocks.block_mins(jnp.asarray(values))))
 

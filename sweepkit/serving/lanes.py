@@ -70,16 +70,14 @@ def requests_for(w: Workload, n_sessions: int, capacity: int | None = None) -> t
     return req, ses
 
 
-def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool,
-             capacity: int | None = None) -> dict[str, np.ndarray]:
-    """The :class:`Load` fields of one lane at ``rate`` (sessions/s or requests/s) with ``n_ses`` sessions
-    (first-turn arrivals padded with inf to ``capacity`` sessions)."""
+def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool) -> dict[str, np.ndarray]:
+    """The :class:`Load` fields of one lane at ``rate`` (sessions/s or requests/s) with ``n_ses`` sessions."""
     B = ses.n_sessions
     rate_eff = OFFLINE_RATE if w.offline else rate
     if rate <= 0:
         rate_eff, n_ses = 1.0, 0
     start = ses.start_unit / rate_eff
-    arr0 = np.pad(np.where(np.arange(B) < n_ses, start, np.inf), (0, (capacity or B) - B), constant_values=np.inf)
+    arr0 = np.where(np.arange(B) < n_ses, start, np.inf)
     starts = start[:max(n_ses, 1)]
     nominal = (starts[:, None] + np.arange(w.turns)[None, :] * w.think_mean_s).ravel()
     n_total = n_ses * w.turns
@@ -200,6 +198,12 @@ def _capacity(bucket: int, prefix: bool) -> int:
     return cap
 
 
+def _padded(load: dict, capacity: int) -> dict:
+    """A lane's load with its first-turn arrivals padded with inf (never arriving) to ``capacity`` sessions."""
+    arr0 = load["arrival0_s"]
+    return dict(load, arrival0_s=np.pad(arr0, (0, capacity - arr0.shape[0]), constant_values=np.inf))
+
+
 def _run_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape):
     """Every (configuration, load) lane as its own call of one compiled program, on :func:`lane_pool` and the
     least busy of :func:`lane_devices`; returns the final states stacked [C, R, ...]."""
@@ -266,28 +270,27 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
     count = (lambda r: min(w.sessions_at(r), COARSE_MAX_SESSIONS)) if cap_sessions else w.sessions_at
     n_max = max([count(float(r)) for r in rates.ravel() if r > 0] or [w.min_sessions])
     B = _bucket(n_max)
+    ses = _sessions(w, B)
+    loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
+             for c in range(len(configs)) for k, r in enumerate(rates[c])}
     res = [resolve(cluster, cfg.lever) for cfg in configs]
     static = [(bool(r["prefix_caching"]),) for r in res]
     groups, where = [], {}
     for flags in dict.fromkeys(static):
         idx = [c for c in range(len(configs)) if static[c] == flags]
         cap = _capacity(B, *flags)
-        req, ses = requests_for(w, B, cap)
+        req, _ = requests_for(w, B, cap)
         sized = res + [resolve(cluster, cfg.lever) for cfg in cover]
         shape = shape_for(w, cluster, sized, [cfg.lever for cfg in configs + cover], cap, *flags)
         pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
-        loads = [[load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]), cap)
-                  for k, r in enumerate(rates[c])] for c in idx]
+        padded = [[_padded(loads[c, k], cap) for k in range(rates.shape[1])] for c in idx]
         t0 = time.perf_counter()
-        out = _run_lanes(pols, loads, req, shape)
+        out = _run_lanes(pols, padded, req, shape)
         LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,
                   len(idx), rates.shape[1], shape.instances, shape.requests, int(out.iters.max()),
                   time.perf_counter() - t0)
         for k, c in enumerate(idx):
             where[c] = (len(groups), k)
         groups.append(out)
-    ses = _sessions(w, B)
-    loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
-             for c in range(len(configs)) for k, r in enumerate(rates[c])}
     return Lanes(groups=groups, where=where, rates=rates, loads=loads, sessions=ses, n_sessions=B,
                  instances=[r["total_instances"] for r in res], turns=w.turns)
