@@ -85,3 +85,50 @@ def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
     assert max(n_padded) > max(n_exact)            # the second program really is padded
     for a, b in zip(exact, padded):
         assert a == b
+
+
+def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
+    """Chat (3 turns) in a program of 4 turns and 8 shared-prompt slots, and in one of exactly its own,
+    gives the same metrics; turns are data (``Requests.turns``), so a session still ends after its third."""
+    from sweepkit.serving import lanes as lanes_mod
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.metrics import lane_metrics
+    from sweepkit.serving.workloads import load_workloads
+
+    w, lv, cl = load_workloads()["chat"], load_levers(), load_cluster()
+    cfgs = [Config("H100", lv["mtp"]), Config("H100", lv["baseline"])]
+    rates = np.full((2, 1), 0.4)
+
+    def run():
+        out = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=False)
+        turns = {g.arrival_s.shape[-1] // out.n_sessions for g in out.groups}
+        return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(2)], turns, out
+
+    classed, t_classed, out = run()
+    monkeypatch.setattr(lanes_mod, "_turns_class", lambda t: t)
+    monkeypatch.setattr(lanes_mod, "SYSTEMS_CLASS", 1)
+    exact, t_exact, _ = run()
+    assert t_classed != t_exact                    # the first program really holds a fourth turn
+    assert classed == exact
+    st = out.state(0, 0, trim=False)
+    assert np.all(np.isinf(st.arrival_s[w.turns * out.n_sessions:]))   # no fourth turn ever arrives
+
+
+def test_workloads_of_similar_size_share_a_program():
+    """Without the prefix cache, the seed's single-turn workloads (1 and 4 shared prompts) compile to one
+    shape, and so do its 6- and 8-turn ones; the prefix cache keeps each workload's own sizes."""
+    from sweepkit.serving import lanes as lanes_mod
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import resolve
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    ws, lv, cl = load_workloads(), load_levers(), load_cluster()
+    res = [resolve(cl, lv["baseline"])]
+    shape = lambda name, prefix: lanes_mod.shape_for(ws[name], cl, res, [lv["baseline"]], 512, prefix)  # noqa: E731
+    assert shape("offline-batch", False) == shape("long-context-rag", False)
+    assert shape("coding-agent", False) == shape("realtime-voice", False)
+    assert shape("coding-agent", True) != shape("realtime-voice", True)
+    assert shape("chat", True).turns == ws["chat"].turns

@@ -218,12 +218,19 @@ def step_cost(inst: Instance, ctx: jax.Array, rows: jax.Array, chunks: Work, gam
     """
     positions = inst.gamma * (rows > 0) + 1.0
     t, e = target_pass(inst, combine(verify_work(ctx, rows, positions), chunks))
-    t_d, e_d = draft_pass(inst, chunks)
-    prefill = chunks.tokens > 0                       # a step without prompt chunks runs no draft prefill
-    t, e = t + jnp.where(prefill, t_d, 0.0), e + jnp.where(prefill, e_d, 0.0)
-    for j in range(gamma_max):
-        t_j, e_j = draft_pass(inst, decode_work(ctx + j * rows, rows))
-        on = (j < inst.gamma) & (rows > 0)
-        t, e = t + jnp.where(on, t_j, 0.0), e + jnp.where(on, e_j, 0.0)
+
+    def drafted(te):
+        t, e = te
+        t_d, e_d = draft_pass(inst, chunks)
+        prefill = chunks.tokens > 0                   # a step without prompt chunks runs no draft prefill
+        t, e = t + jnp.where(prefill, t_d, 0.0), e + jnp.where(prefill, e_d, 0.0)
+        for j in range(gamma_max):
+            t_j, e_j = draft_pass(inst, decode_work(ctx + j * rows, rows))
+            on = (j < inst.gamma) & (rows > 0)
+            t, e = t + jnp.where(on, t_j, 0.0), e + jnp.where(on, e_j, 0.0)
+        return t, e
+
+    # Without a draft every draft pass costs exactly 0: skipped (a real branch outside vmap over instances).
+    t, e = jax.lax.cond(inst.draft.present > 0, drafted, lambda te: te, (t, e))
     empty = (rows <= 0) & (chunks.tokens <= 0)
     return jnp.where(empty, 0.0, t), jnp.where(empty, 0.0, e)

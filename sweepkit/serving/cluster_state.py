@@ -129,7 +129,8 @@ class Requests:
     prompt_tokens, output_tokens, segment_tokens (new input + output: the prefix-cache segment the turn
     adds), think_s (before this turn), system_id: [N].  system_tokens: [systems] shared prompt lengths.
     stride: sessions in the request layout (a scalar, <= ``Shape.sessions``: the arrays past turns x stride
-    are padding, so one compiled program serves every layout up to its capacity).
+    are padding, so one compiled program serves every layout up to its capacity).  turns: the workload's
+    turns per session (a scalar, <= ``Shape.turns``, so workloads of several turn counts share a program).
     """
 
     prompt_tokens: jax.Array
@@ -139,6 +140,7 @@ class Requests:
     system_id: jax.Array
     system_tokens: jax.Array
     stride: jax.Array
+    turns: jax.Array
 
 
 @jax.tree_util.register_dataclass

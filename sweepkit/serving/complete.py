@@ -78,7 +78,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape):
                                rid=jnp.where(gone, -1, r.rid), alloc=jnp.where(gone, 0.0, r.alloc),
                                pins=jnp.where(gone, 0.0, r.pins))
     ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N), hand_rid=jnp.where(hand, rid, N),
-              next_rid=jnp.where(fin & (k + 1 < shape.turns), rid + req.stride, N),
+              next_rid=jnp.where(fin & (k + 1 < req.turns), rid + req.stride, N),
               itl_bin=jnp.concatenate([row_bin, bin_index(plan["dt"], shape.bins)]),
               itl_w=jnp.concatenate([row_w, run_w]), zeros=zeros,
               misses=(jnp.sum(ttft_miss) + jnp.sum(tpot_miss)).astype(jnp.int32))
@@ -115,7 +115,7 @@ def emit_and_release(pol, req, iv, fin, units, t, shape):
     ids, toks, valid = chain_nodes(req, rid, shape)
     node = shape.systems + rid
     whole = r.pins >= jnp.sum(valid, axis=-1)
-    emit = fin & whole & ~iv["c_in"][node] & (shape.turns > 1)
+    emit = fin & whole & ~iv["c_in"][node] & (req.turns > 1)
     need = jnp.sum(jnp.where(emit, units[node] - r.alloc, 0.0))
     private, cache, pinned = kv_used(pol, iv, units)
     emit = emit & (private + pinned + need <= pol.kv_units)

@@ -54,8 +54,14 @@ def decode_run(pol, req, r, dec, accepted, other_units, shape):
         e = jnp.where(dec, jnp.clip(accepted(rid, r.out + cum) + 1.0, 0.0, rem - cum), 0.0)
         return cum + e, e
 
-    # A loop, not unrolled: unrolled, XLA:CPU fuses every step's draws into each later step's (quadratic work).
-    E = jax.lax.scan(emit, jnp.zeros_like(rem), None, length=K)[1]   # [K, S]
+    def drafted():
+        # A loop, not unrolled: unrolled, XLA:CPU fuses every step's draws into each later step's (quadratic).
+        return jax.lax.scan(emit, jnp.zeros_like(rem), None, length=K)[1]   # [K, S]
+
+    def plain():      # nothing accepted: one token a step while the row has any left (rem is a whole number)
+        return jnp.where(dec[None, :] & (jnp.arange(K, dtype=rem.dtype)[:, None] < rem[None, :]), 1.0, 0.0)
+
+    E = jax.lax.cond(jnp.any(pol.accept_survival > 0), drafted, plain) if shape.gamma_max > 0 else plain()
     before = jnp.cumsum(E, axis=0) - E        # tokens emitted before step j
     finish = dec[None, :] & (before + E >= rem[None, :])
     j_fin = jnp.min(jnp.where(jnp.any(finish, axis=1), jnp.arange(K), K))

@@ -51,22 +51,26 @@ def _sessions(w: Workload, n: int) -> Sessions:
     return sample_sessions(w, n, WORKLOAD_SEED)
 
 
-def requests_for(w: Workload, n_sessions: int, capacity: int | None = None) -> tuple[Requests, Sessions]:
+def requests_for(w: Workload, n_sessions: int, capacity: int | None = None, turns: int | None = None,
+                 systems: int | None = None) -> tuple[Requests, Sessions]:
     """Every turn of the first ``n_sessions`` sessions; request k x n_sessions + s is turn k of session s.
-    The arrays are padded to turns x ``capacity`` (>= n_sessions; default n_sessions)."""
+    The arrays are padded to ``turns`` x ``capacity`` (>= the workload's turns and n_sessions; defaults: those)
+    and the shared prompts to ``systems`` (>= the workload's)."""
     ses = _sessions(w, n_sessions)
     T = w.turns
-    pad = T * (capacity or n_sessions) - T * n_sessions
+    pad = (turns or T) * (capacity or n_sessions) - T * n_sessions
     col = lambda a: np.pad(np.asarray(a).T.reshape(-1), (0, pad))  # noqa: E731  [B, T] -> [T x B], padded
-    systems = max(w.system_prompts, 1)
-    sys_tokens = np.full(systems, w.system_prompt_tokens if w.system_prompts > 0 else 0, np.int32)
+    n_sys = max(w.system_prompts, 1)
+    sys_tokens = np.zeros(max(systems or n_sys, n_sys), np.int32)
+    sys_tokens[:n_sys] = w.system_prompt_tokens if w.system_prompts > 0 else 0
     think = np.where(np.arange(T)[None, :] == 0, 0.0, ses.think_s)
     req = Requests(prompt_tokens=jnp.asarray(col(ses.prompt), jnp.int32),
                    output_tokens=jnp.asarray(col(ses.output), jnp.int32),
                    segment_tokens=jnp.asarray(col(ses.new_input + ses.output), jnp.int32),
                    think_s=jnp.asarray(col(think), jnp.float64),
                    system_id=jnp.asarray(np.pad(np.tile(ses.system_id, T), (0, pad)), jnp.int32),
-                   system_tokens=jnp.asarray(sys_tokens), stride=jnp.asarray(n_sessions, jnp.int32))
+                   system_tokens=jnp.asarray(sys_tokens), stride=jnp.asarray(n_sessions, jnp.int32),
+                   turns=jnp.asarray(T, jnp.int32))
     return req, ses
 
 
@@ -89,10 +93,24 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
 
 def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool) -> Shape:
     """Static sizes of one program: enough instances and draft passes for every configuration of the call,
-    and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs)."""
+    and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs). Without
+    the prefix cache, turns and shared prompts are rounded up to classes (:func:`_turns_class`), so
+    workloads of similar sizes share a program too; the prefix cache's arrays keep the workload's own."""
+    turns = w.turns if prefix else _turns_class(w.turns)
+    systems = max(w.system_prompts, 1)
     return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
-                 requests=n_ses * w.turns, sessions=n_ses, turns=w.turns, systems=max(w.system_prompts, 1),
+                 requests=n_ses * turns, sessions=n_ses, turns=turns,
+                 systems=systems if prefix else SYSTEMS_CLASS * math.ceil(systems / SYSTEMS_CLASS),
                  gamma_max=max(lv.gamma for lv in levers), prefix=prefix)
+
+
+def _turns_class(turns: int) -> int:
+    """Turns a program is compiled for: the next power of 2 (1, 2, 4, 8, 16, ...)."""
+    return 1 << max(int(turns) - 1, 0).bit_length()
+
+
+SYSTEMS_CLASS = 8
+"""Shared system prompts of a program without the prefix cache are padded to a multiple of this."""
 
 
 @partial(jax.jit, static_argnames="shape")
@@ -204,9 +222,9 @@ def _padded(load: dict, capacity: int) -> dict:
     return dict(load, arrival0_s=np.pad(arr0, (0, capacity - arr0.shape[0]), constant_values=np.inf))
 
 
-def _run_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape):
-    """Every (configuration, load) lane as its own call of one compiled program, on :func:`lane_pool` and the
-    least busy of :func:`lane_devices`; returns the final states stacked [C, R, ...]."""
+def _submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape) -> list[list[Future]]:
+    """Every (configuration, load) lane as its own call of one compiled program, queued on :func:`lane_pool`
+    (each runs on the least busy of :func:`lane_devices`); :func:`_collect` waits for them."""
     def one(pol, ld):
         with jax.enable_x64(True), _device_lease() as device:
             load = Load(**{f: np.asarray(v, np.float64) for f, v in ld.items()})
@@ -214,9 +232,14 @@ def _run_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape)
             out = _compiled(*args, shape, device)(*args)
             return jax.tree_util.tree_map(np.asarray, out)
     pool = lane_pool()
-    futures = [[pool.submit(one, pol, ld) for ld in row] for pol, row in zip(pols, loads)]
+    return [[pool.submit(one, pol, ld) for ld in row] for pol, row in zip(pols, loads)]
+
+
+def _collect(futures: list[list[Future]]):
+    """The final states of :func:`_submit_lanes`'s lanes, stacked [C, R, ...]."""
     states = [[f.result() for f in row] for row in futures]
-    return jax.tree_util.tree_map(lambda *xs: np.stack(xs).reshape(len(pols), len(loads[0]), *xs[0].shape),
+    C, R = len(futures), len(futures[0])
+    return jax.tree_util.tree_map(lambda *xs: np.stack(xs).reshape(C, R, *xs[0].shape),
                                   *[s for row in states for s in row])
 
 
@@ -275,17 +298,18 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
              for c in range(len(configs)) for k, r in enumerate(rates[c])}
     res = [resolve(cluster, cfg.lever) for cfg in configs]
     static = [(bool(r["prefix_caching"]),) for r in res]
-    groups, where = [], {}
-    for flags in dict.fromkeys(static):
+    groups, where, pending = [], {}, []
+    for flags in dict.fromkeys(static):             # every group's lanes queued before any is awaited
         idx = [c for c in range(len(configs)) if static[c] == flags]
         cap = _capacity(B, *flags)
-        req, _ = requests_for(w, B, cap)
         sized = res + [resolve(cluster, cfg.lever) for cfg in cover]
         shape = shape_for(w, cluster, sized, [cfg.lever for cfg in configs + cover], cap, *flags)
+        req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
         pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
         padded = [[_padded(loads[c, k], cap) for k in range(rates.shape[1])] for c in idx]
-        t0 = time.perf_counter()
-        out = _run_lanes(pols, padded, req, shape)
+        pending.append((idx, shape, time.perf_counter(), _submit_lanes(pols, padded, req, shape)))
+    for idx, shape, t0, futures in pending:
+        out = _collect(futures)
         LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,
                   len(idx), rates.shape[1], shape.instances, shape.requests, int(out.iters.max()),
                   time.perf_counter() - t0)

@@ -198,11 +198,14 @@ def _fixed_load(grid: ServingGrid, w: Workload, load: float, progress=None):
 
 
 def default_workers() -> int:
-    """Concurrent simulator calls: one per CPU core on the CPU backend (XLA:CPU runs a ``while_loop`` on one
-    thread), one per local accelerator otherwise (each call's lanes spread over the devices that are free)."""
+    """Tasks in flight (a capacity search of one workload x device, or a fixed-load run): twice the lane
+    threads, at least 4. A task only queues lanes on :func:`sweepkit.serving.lanes.lane_pool` (one thread per
+    CPU core, or per accelerator) and waits; with several in flight, the lanes of one keep the cores busy while
+    another waits for its slowest lane."""
     import jax
 
-    return max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else len(jax.local_devices())
+    lanes = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else len(jax.local_devices())
+    return max(4, 2 * lanes)
 
 
 def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) -> dict[str, tuple]:
@@ -210,7 +213,8 @@ def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) 
 
     Tasks (one capacity search per workload x device, one fixed-load run per workload) go to a pool of
     ``workers`` threads (default :func:`default_workers`; JAX releases the GIL while a compiled call runs):
-    every search first, then the reference runs, each submitted as soon as its load is known.
+    every search first, then the reference runs, each submitted as soon as its load is known. A task's busy
+    seconds are its wall time, waits for the shared lane threads included.
     """
     busy, sims, lock = {w.name: 0.0 for w in grid.workloads}, {w.name: 0 for w in grid.workloads}, threading.Lock()
 
