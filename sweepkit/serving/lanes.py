@@ -96,7 +96,7 @@ def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int
     and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs). Without
     the prefix cache, turns and shared prompts are rounded up to classes (:func:`_turns_class`), so
     workloads of similar sizes share a program too; the prefix cache's arrays keep the workload's own."""
-    turns = w.turns if prefix else _turns_class(w.turns)
+    turns = w.turns if prefix else _turns_class(w.turns, n_ses)
     systems = max(w.system_prompts, 1)
     return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
                  requests=n_ses * turns, sessions=n_ses, turns=turns,
@@ -104,9 +104,15 @@ def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int
                  gamma_max=max(lv.gamma for lv in levers), prefix=prefix)
 
 
-def _turns_class(turns: int) -> int:
-    """Turns a program is compiled for: the next power of 2 (1, 2, 4, 8, 16, ...)."""
-    return 1 << max(int(turns) - 1, 0).bit_length()
+def _turns_class(turns: int, sessions: int) -> int:
+    """Turns a program is compiled for: the next power of 2, and at least :data:`MIN_REQUESTS` / sessions
+    (so the small workloads, single- or multi-turn, share one program of 4,096 requests)."""
+    return max(1 << max(int(turns) - 1, 0).bit_length(), MIN_REQUESTS // max(int(sessions), 1))
+
+
+MIN_REQUESTS = 4096
+"""Requests a program without the prefix cache holds at least (padding requests costs a lane next to nothing:
+only the per-session arrays are touched every iteration)."""
 
 
 SYSTEMS_CLASS = 8
