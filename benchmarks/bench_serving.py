@@ -44,7 +44,7 @@ def main() -> None:
 
     import resource
 
-    from sweepkit.serving.lanes import COMPILE_STATS
+    from sweepkit.serving.programs import COMPILE_STATS
     from sweepkit.serving.run import default_workers, load_serving_grid, run_workloads
 
     grid = load_serving_grid(args.grid_opt or args.grid or "grids/serving-seed.toml")

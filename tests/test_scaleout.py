@@ -130,13 +130,13 @@ LANES = """
 import json, sys
 import jax
 from sweepkit.jaxcache import enable_persistent_cache
-from sweepkit.serving import lanes
+from sweepkit.serving import programs
 from sweepkit.serving.run import load_serving_grid, run_grid
 
 enable_persistent_cache()
 tables = run_grid(load_serving_grid(sys.argv[1]))
 rows = {k: sorted(repr(tuple(r.values())) for r in t.to_pylist()) for k, t in tables.items()}
-print(json.dumps({"devices": len(jax.local_devices()), "lanes": lanes.LANES_RUN, "rows": rows}))
+print(json.dumps({"devices": len(jax.local_devices()), "lanes": programs.LANES_RUN, "rows": rows}))
 """
 
 

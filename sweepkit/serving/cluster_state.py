@@ -45,8 +45,9 @@ class Shape(NamedTuple):
 
     instances: I.  slots: rows per instance (>= batch cap).  admits: queue entries examined per boundary.
     requests: N = turns x sessions (turn k of session s is request k x ``Requests.stride`` + s).  sessions: B,
-    the capacity of the per-session arrays (a run's layout may use fewer: ``Requests.stride``).  turns: T.
-    systems: shared system prompts (prefix-cache segments 0..systems-1).  gamma_max: draft passes priced.
+    the capacity of the per-session arrays (a run's layout may use fewer: ``Requests.stride``).  turns: T,
+    the capacity in turns (a workload may use fewer: ``Requests.turns``; the prefix cache's programs hold
+    exactly the workload's).  systems: shared system prompts (prefix-cache segments 0..systems-1).  gamma_max: draft passes priced.
     prefix: static switch for the prefix cache arrays.  bins: ITL histogram bins.  max_iters: safety bound.
     """
 

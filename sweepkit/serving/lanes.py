@@ -2,10 +2,8 @@
 
 Configurations that share a static shape (instances per cluster, prefix cache on or off, draft passes;
 colocated and disaggregated levers alike) share one compiled program; every (configuration, load) lane is
-one call of it, the lanes spread over one thread per core or device (:func:`lane_pool`) and over the local
-JAX devices (:func:`lane_devices`): a lane runs on the device with the fewest lanes running, with its
-inputs placed there and the program compiled for that device. A lane's result does not depend on its
-device. The sessions (lengths, think times, unit-rate start times) are drawn once per workload and a load
+one call of it (:mod:`sweepkit.serving.programs`: the compiled programs, the lane threads and devices). A
+lane's result does not depend on its device. The sessions (lengths, think times, unit-rate start times) are drawn once per workload and a load
 rescales the start times (common random numbers across loads and levers).
 """
 
@@ -14,23 +12,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
-import threading
 import time
-from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from functools import lru_cache, partial
+from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_sim import MISS_SHARE, simulate
-from sweepkit.jaxcache import compile_cached
-from sweepkit.serving.cluster_state import Load, Requests, Shape
+from sweepkit.serving.cluster_sim import MISS_SHARE
+from sweepkit.serving.cluster_state import Requests, Shape
 from sweepkit.serving.config import Config, policy, resolve
+from sweepkit.serving.programs import collect, submit_lanes
 from sweepkit.serving.requests import Sessions, sample_sessions
 from sweepkit.serving.workloads import Workload
 
@@ -119,87 +112,6 @@ SYSTEMS_CLASS = 8
 """Shared system prompts of a program without the prefix cache are padded to a multiple of this."""
 
 
-@partial(jax.jit, static_argnames="shape")
-def _run(pol, req, load, shape: Shape):
-    return simulate(pol, req, load, shape)
-
-
-def _compiled(pol, req, load, shape: Shape, device):
-    """The one-lane engine compiled for these input shapes on ``device`` (where the inputs are placed), from the
-    executable cache when the CLI turned it on. A program is built once; other threads wait for that one
-    build only, never for a build of another shape."""
-    leaves = tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves((pol, req, load)))
-    key = (shape, leaves, device.id)
-    with _LOCK:
-        entry = _COMPILED.pop(key, None)
-        owner = entry is None
-        if owner:
-            entry = Future()
-        _COMPILED[key] = entry                      # most recently used last
-        while len(_COMPILED) > MAX_PROGRAMS:        # the oldest first: each holds JIT code mappings of its own
-            _COMPILED.pop(next(iter(_COMPILED)))
-    if owner:
-        t0 = time.perf_counter()
-        try:
-            entry.set_result(compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape),
-                                            devices=[device]))
-        except BaseException as exc:
-            entry.set_exception(exc)
-            with _LOCK:
-                _COMPILED.pop(key, None)
-            raise
-        with _LOCK:
-            COMPILE_STATS["programs"] += 1
-            COMPILE_STATS["seconds"] += time.perf_counter() - t0
-    return entry.result()
-
-
-_COMPILED: dict = {}
-MAX_PROGRAMS = 12
-"""Compiled programs kept in memory (least recently used dropped; one per shape and device): a long sweep over
-many session buckets would otherwise exhaust the process's memory mappings (vm.max_map_count) with XLA:CPU's
-JIT code."""
-COMPILE_STATS = {"programs": 0, "seconds": 0.0}
-"""Programs built (or loaded from the executable cache) by this process, and the seconds spent on them."""
-LANES_RUN: Counter = Counter()
-"""Lanes run by this process, per JAX device id."""
-_LOCK = threading.Lock()
-_POOL: list = []
-_RUNNING: Counter = Counter()
-_LEASES = threading.Lock()
-
-
-def lane_devices() -> list:
-    """The devices lanes spread over: every local device of the default backend (several GPUs, or CPU devices
-    under ``XLA_FLAGS=--xla_force_host_platform_device_count=N``)."""
-    return jax.local_devices()
-
-
-@contextmanager
-def _device_lease():
-    """The device with the fewest lanes running now (the lowest id on ties), held for one lane."""
-    with _LEASES:
-        device = min(lane_devices(), key=lambda d: (_RUNNING[d.id], d.id))
-        _RUNNING[device.id] += 1
-    try:
-        yield device
-    finally:
-        with _LEASES:
-            _RUNNING[device.id] -= 1
-            LANES_RUN[device.id] += 1
-
-
-def lane_pool() -> ThreadPoolExecutor:
-    """The threads that run lanes: one per core on the CPU backend (a lane's ``while_loop`` runs on one
-    thread and every lane ends as soon as it is done) and at least one per device, shared by every caller so
-    cores are not oversubscribed."""
-    with _LOCK:
-        if not _POOL:
-            cores = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
-            _POOL.append(ThreadPoolExecutor(max(cores, len(lane_devices())), thread_name_prefix="sweepkit-lane"))
-        return _POOL[0]
-
-
 def _bucket(n: int) -> int:
     """Power-of-2 session buckets: a run's request layout (request k x bucket + s), and so its draws."""
     return 64 * 2 ** math.ceil(math.log2(max(n, 64) / 64.0))
@@ -226,27 +138,6 @@ def _padded(load: dict, capacity: int) -> dict:
     """A lane's load with its first-turn arrivals padded with inf (never arriving) to ``capacity`` sessions."""
     arr0 = load["arrival0_s"]
     return dict(load, arrival0_s=np.pad(arr0, (0, capacity - arr0.shape[0]), constant_values=np.inf))
-
-
-def _submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape) -> list[list[Future]]:
-    """Every (configuration, load) lane as its own call of one compiled program, queued on :func:`lane_pool`
-    (each runs on the least busy of :func:`lane_devices`); :func:`_collect` waits for them."""
-    def one(pol, ld):
-        with jax.enable_x64(True), _device_lease() as device:
-            load = Load(**{f: np.asarray(v, np.float64) for f, v in ld.items()})
-            args = jax.device_put((pol, req, load), device)
-            out = _compiled(*args, shape, device)(*args)
-            return jax.tree_util.tree_map(np.asarray, out)
-    pool = lane_pool()
-    return [[pool.submit(one, pol, ld) for ld in row] for pol, row in zip(pols, loads)]
-
-
-def _collect(futures: list[list[Future]]):
-    """The final states of :func:`_submit_lanes`'s lanes, stacked [C, R, ...]."""
-    states = [[f.result() for f in row] for row in futures]
-    C, R = len(futures), len(futures[0])
-    return jax.tree_util.tree_map(lambda *xs: np.stack(xs).reshape(C, R, *xs[0].shape),
-                                  *[s for row in states for s in row])
 
 
 _PER_REQUEST = ("arrival_s", "first_s", "finish_s", "r_out", "r_last_s", "rejected", "xfer_start_s", "xfer_land_s",
@@ -313,9 +204,9 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
         req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
         pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
         padded = [[_padded(loads[c, k], cap) for k in range(rates.shape[1])] for c in idx]
-        pending.append((idx, shape, time.perf_counter(), _submit_lanes(pols, padded, req, shape)))
+        pending.append((idx, shape, time.perf_counter(), submit_lanes(pols, padded, req, shape)))
     for idx, shape, t0, futures in pending:
-        out = _collect(futures)
+        out = collect(futures)
         LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,
                   len(idx), rates.shape[1], shape.instances, shape.requests, int(out.iters.max()),
                   time.perf_counter() - t0)

@@ -199,7 +199,7 @@ def _fixed_load(grid: ServingGrid, w: Workload, load: float, progress=None):
 
 def default_workers() -> int:
     """Tasks in flight (a capacity search of one workload x device, or a fixed-load run): twice the lane
-    threads, at least 4. A task only queues lanes on :func:`sweepkit.serving.lanes.lane_pool` (one thread per
+    threads, at least 4. A task only queues lanes on :func:`sweepkit.serving.programs.lane_pool` (one thread per
     CPU core, or per accelerator) and waits; with several in flight, the lanes of one keep the cores busy while
     another waits for its slowest lane."""
     import jax
