@@ -76,7 +76,7 @@ def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
     def run(factor):
         monkeypatch.setattr(lanes_mod, "CAPACITY_FACTOR", factor)
         out = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=False)
-        shapes = {g.arrival_s.shape[-1] for g in out.groups}
+        shapes = {g.buf_s.shape[-1] for g in out.groups}     # sessions the program holds
         return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(2)], shapes
 
     factor = lanes_mod.CAPACITY_FACTOR
