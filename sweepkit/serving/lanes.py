@@ -3,8 +3,8 @@
 Configurations that share a static shape (instances per cluster, prefix cache on or off, draft passes;
 colocated and disaggregated levers alike) share one compiled program; every (configuration, load) lane is
 one call of it (:mod:`sweepkit.serving.programs`: the compiled programs, the lane threads and devices). A
-lane's result does not depend on its device. The sessions (lengths, think times, unit-rate start times) are drawn once per workload and a load
-rescales the start times (common random numbers across loads and levers).
+lane's result does not depend on its device. The sessions (lengths, think times, unit-rate start times) are
+drawn once per workload and a load rescales the start times (common random numbers across loads and levers).
 """
 
 from __future__ import annotations

@@ -101,9 +101,14 @@ def lane_pool() -> ThreadPoolExecutor:
     cores are not oversubscribed."""
     with _LOCK:
         if not _POOL:
-            cores = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
-            _POOL.append(ThreadPoolExecutor(max(cores, len(lane_devices())), thread_name_prefix="sweepkit-lane"))
+            _POOL.append(ThreadPoolExecutor(lane_threads(), thread_name_prefix="sweepkit-lane"))
         return _POOL[0]
+
+
+def lane_threads() -> int:
+    """Threads of :func:`lane_pool`: one per CPU core (at most 8) on the CPU backend, else one per device."""
+    cores = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else 1
+    return max(cores, len(lane_devices()))
 
 
 def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape) -> list[list[Future]]:

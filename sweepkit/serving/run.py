@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +44,7 @@ from sweepkit.serving.cluster import Cluster, load_cluster
 from sweepkit.serving.config import Config, check, grid_points
 from sweepkit.serving.draws import parse_serving_bands, run_draws
 from sweepkit.serving.lanes import OFFLINE_RATE, run_configs
+from sweepkit.serving.programs import lane_threads
 from sweepkit.serving.levers import Lever, load_levers
 from sweepkit.serving.metrics import capacity_row, lane_metrics
 from sweepkit.serving.workloads import Workload, load_workloads
@@ -199,13 +199,10 @@ def _fixed_load(grid: ServingGrid, w: Workload, load: float, progress=None):
 
 def default_workers() -> int:
     """Tasks in flight (a capacity search of one workload x device, or a fixed-load run): twice the lane
-    threads, at least 4. A task only queues lanes on :func:`sweepkit.serving.programs.lane_pool` (one thread per
-    CPU core, or per accelerator) and waits; with several in flight, the lanes of one keep the cores busy while
-    another waits for its slowest lane."""
-    import jax
-
-    lanes = max(1, min(os.cpu_count() or 1, 8)) if jax.default_backend() == "cpu" else len(jax.local_devices())
-    return max(4, 2 * lanes)
+    threads (:func:`sweepkit.serving.programs.lane_threads`: one per CPU core, or per accelerator), at least
+    4. A task only queues lanes on the lane pool and waits; with several in flight, the lanes of one keep
+    the cores busy while another waits for its slowest lane."""
+    return max(4, 2 * lane_threads())
 
 
 def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) -> dict[str, tuple]:
