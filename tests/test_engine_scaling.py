@@ -88,8 +88,9 @@ def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
 
 
 def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
-    """Chat (3 turns) in a program of 4 turns and 8 shared-prompt slots, and in one of exactly its own,
-    gives the same metrics; turns are data (``Requests.turns``), so a session still ends after its third."""
+    """Chat (3 turns) in a program padded in turns (a power of 2, at least 4,096 requests) and shared-prompt
+    slots (8), and in one of exactly its own sizes, gives the same metrics; turns are data
+    (``Requests.turns``), so a session still ends after its third."""
     from sweepkit.serving import lanes as lanes_mod
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
@@ -103,17 +104,17 @@ def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
 
     def run():
         out = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=False)
-        turns = {g.arrival_s.shape[-1] // out.n_sessions for g in out.groups}
+        turns = {g.arrival_s.shape[-1] // g.buf_s.shape[-1] for g in out.groups}   # requests / sessions held
         return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(2)], turns, out
 
     classed, t_classed, out = run()
     monkeypatch.setattr(lanes_mod, "_turns_class", lambda t, n: t)
     monkeypatch.setattr(lanes_mod, "SYSTEMS_CLASS", 1)
     exact, t_exact, _ = run()
-    assert t_classed != t_exact                    # the first program really holds a fourth turn
+    assert t_exact == {w.turns} and min(t_classed) > w.turns    # the first program really holds more turns
     assert classed == exact
     st = out.state(0, 0, trim=False)
-    assert np.all(np.isinf(st.arrival_s[w.turns * out.n_sessions:]))   # no fourth turn ever arrives
+    assert np.all(np.isinf(st.arrival_s[w.turns * out.n_sessions:]))   # no later turn ever arrives
 
 
 def test_workloads_of_similar_size_share_a_program():

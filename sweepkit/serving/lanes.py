@@ -196,10 +196,10 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
     res = [resolve(cluster, cfg.lever) for cfg in configs]
     static = [(bool(r["prefix_caching"]),) for r in res]
     groups, where, pending = [], {}, []
+    sized = res + [resolve(cluster, cfg.lever) for cfg in cover]     # what every group's program holds
     for flags in dict.fromkeys(static):             # every group's lanes queued before any is awaited
         idx = [c for c in range(len(configs)) if static[c] == flags]
         cap = _capacity(B, *flags)
-        sized = res + [resolve(cluster, cfg.lever) for cfg in cover]
         shape = shape_for(w, cluster, sized, [cfg.lever for cfg in configs + cover], cap, *flags)
         req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
         pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
