@@ -88,8 +88,10 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     wake = onehot | ((jnp.arange(I) == s.xfer_from[rid]) & ok & pulled)
     queue = s.queue.at[jnp.where(enq, inst, I), s.q_tail[inst] % Q].set(rid, mode="drop")
     busy_until, plan_n = cut_plan(s, inst, ok, t_arr)
-    miss = reject & (t_arr <= load.eligible_to_s)
     new = do & ~hand
+    miss = reject & in_window(load, s, t_arr)
+    arrived = s.arrived + new.astype(jnp.int32)
+    window_from_s = jnp.where(new & (arrived.astype(jnp.float64) == load.warmup_requests), t_arr, s.window_from_s)
     at_rid = jnp.where(new, rid, N)
     released = jnp.where(new & ~first, b, B)
     buf_s = s.buf_s.at[released].set(jnp.inf, mode="drop")
@@ -101,6 +103,7 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
         plan=dict(s.plan, n=plan_n),
         arrival_s=s.arrival_s.at[at_rid].set(t_arr, mode="drop"),
         rejected=s.rejected.at[at_rid].set(reject, mode="drop"), misses=s.misses + miss.astype(jnp.int32),
+        arrived=arrived, window_from_s=window_from_s,
         in_system=s.in_system + (ok & ~hand).astype(s.in_system.dtype))
     landed = do & hand
     at_land = jnp.where(landed, rid, N)
@@ -108,6 +111,13 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     return dataclasses.replace(s, hand_s=hand_s, hand_min=minblocks.refresh(hand_s, s.hand_min, jnp.where(landed, h, B)),
                                prefilled=s.prefilled.at[at_land].set(True, mode="drop"),
                                handed=s.handed.at[at_land].set(False, mode="drop"))
+
+
+def in_window(load: Load, s: State, arrival_s):
+    """Whether a request that arrived at ``arrival_s`` is surely in the measured window: after the
+    ``warmup_requests``-th arrival (strictly, so ties at the cut are left out) and at or before the last
+    session start. The window's misses alone decide the early stop (:func:`step`)."""
+    return (arrival_s > s.window_from_s) & (arrival_s <= load.eligible_to_s)
 
 
 def _view(s: State) -> dict:
@@ -122,7 +132,7 @@ def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
     W, Q = shape.slots + shape.admits, shape.queue
     qbase = s.q_head[i] - shape.slots
     qpos = (qbase + jnp.arange(W)) % Q
-    shared = dict(first_s=s.first_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s,
+    shared = dict(first_s=s.first_s, window_from_s=s.window_from_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s,
                   prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s, units_m=units_m)
     old = dict(jax.tree_util.tree_map(lambda a: a[i], _view(s)), queue=s.queue[i, qpos], qbase=qbase)
     new, ev = boundary(pol_i, req, load, old, shared, t, shape)
@@ -183,16 +193,23 @@ def instance_policy(pol: Policy, i, shape: Shape) -> Policy:
 
 
 LATE_EVERY = 64
-"""Iterations between counts of the requests already waiting longer than the TTFT SLO (a pass over every
-request; the early stop it feeds can only come later, never change a pass into a fail)."""
+"""Iterations between counts of the window's requests that will surely miss but are not yet counted (a pass
+over every request; the early stop it feeds can only come later, never change a pass into a fail)."""
 
 
-def _late(s: State, load: Load, t):
-    """Requests of the window still without a first token that arrived more than the TTFT SLO before ``t``
-    (surely misses), counted every :data:`LATE_EVERY` iterations (0 in between)."""
+def _late(req: Requests, s: State, load: Load, t):
+    """The window's requests (:func:`in_window`) that will surely miss an SLO, not yet in ``s.misses``: still
+    without a first token more than the TTFT SLO after arrival, or decoding so long since their first token
+    that their TPOT, (finish - first) / (output - 1) with finish >= ``t``, already exceeds its SLO. Counted
+    every :data:`LATE_EVERY` iterations (0 in between)."""
     def count():
-        return jnp.sum((s.arrival_s < t - load.ttft_slo_s) & ~jnp.isfinite(s.first_s) & ~s.rejected
-                       & (s.arrival_s <= load.eligible_to_s)).astype(jnp.int32)
+        win = in_window(load, s, s.arrival_s) & ~s.rejected
+        started = jnp.isfinite(s.first_s)
+        waiting = ~started & (s.arrival_s < t - load.ttft_slo_s)
+        o = req.output_tokens.astype(jnp.float64)
+        slow = (started & ~jnp.isfinite(s.finish_s) & (s.first_s - s.arrival_s <= load.ttft_slo_s) & (o >= 2)
+                & ((t - s.first_s) / jnp.maximum(o - 1.0, 1.0) > load.tpot_slo_s))
+        return jnp.sum(win & (waiting | slow)).astype(jnp.int32)
     return jax.lax.cond(s.iters % LATE_EVERY == 0, count, lambda: jnp.zeros((), jnp.int32))
 
 
@@ -207,7 +224,7 @@ def step(pol: Policy, req: Requests, load: Load, s: State, units_m, shape: Shape
     t_inst = jnp.min(jnp.where(s.awake, s.busy_until_s, jnp.inf))
     t_new = jnp.where(live, jnp.maximum(jnp.minimum(nxt["t_s"], t_inst), t), t)
     finished = live & ~jnp.isfinite(t_new)
-    late = _late(s, load, t)
+    late = _late(req, s, load, t)
     stop = live & ~finished & ((s.misses + late).astype(jnp.float64) > load.miss_limit)
     trunc = live & (s.iters + 1 >= shape.max_iters)
     return dataclasses.replace(

@@ -147,7 +147,11 @@ class Requests:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Load:
-    """One offered load: first-turn arrivals [B] (inf: not simulated), ITL window, SLOs, early-stop limit."""
+    """One offered load: first-turn arrivals [B] (inf: not simulated), ITL window, SLOs, early-stop limit.
+
+    ``warmup_requests``: the earliest arrivals dropped from the measured window (n_drop); ``miss_limit``: the
+    misses of the window's later arrivals past which attainment < 0.9 is certain (0.1 x the largest window
+    the run can have, n - n_drop; 1e18: never stop)."""
 
     arrival0_s: jax.Array
     itl_from_s: jax.Array
@@ -156,6 +160,7 @@ class Load:
     ttft_slo_s: jax.Array
     tpot_slo_s: jax.Array
     miss_limit: jax.Array
+    warmup_requests: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -189,6 +194,9 @@ class State:
     in a decode queue for room before its transfer (pull), and the prefill and decode instances of its
     hand-off; the link's next free time and its joules. ``nxt``: the earliest pending arrival as
     :func:`sweepkit.serving.cluster_sim.next_arrival` finds it (kept from the end of the previous iteration).
+    Early stop: ``misses`` counts the certain misses of the measured window's arrivals, those after
+    ``window_from_s`` (the arrival time of the ``warmup_requests``-th request routed, inf until then;
+    ``arrived`` counts the requests routed so far).
     """
 
     t_s: jax.Array
@@ -222,6 +230,8 @@ class State:
     hist: jax.Array
     zeros: jax.Array
     misses: jax.Array
+    arrived: jax.Array
+    window_from_s: jax.Array
     in_system: jax.Array
     little_area: jax.Array
     hand_s: jax.Array
@@ -282,7 +292,8 @@ def init_state(load: Load, shape: Shape) -> State:
         c_refs=jnp.zeros((I, M), f), c_last_s=jnp.zeros((I, M), f), arrival_s=inf_n, first_s=inf_n,
         finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
         stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),
-        zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), in_system=jnp.zeros((), f),
+        zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), arrived=jnp.zeros((), jnp.int32),
+        window_from_s=jnp.where(load.warmup_requests > 0, jnp.inf, -jnp.inf).astype(f), in_system=jnp.zeros((), f),
         little_area=jnp.zeros((), f), hand_s=jnp.full((B,), jnp.inf, f),
         hand_min=block_mins(jnp.full((B,), jnp.inf, f)), nxt={}, link_free_s=jnp.zeros((), f),
         link_j=jnp.zeros((), f), xfer_start_s=inf_n, xfer_land_s=inf_n,

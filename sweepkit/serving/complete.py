@@ -21,9 +21,10 @@ from sweepkit.serving.kv_phases import kv_used
 from sweepkit.serving.prefix import chain_nodes, pin_range
 
 
-def complete(pol, req, load, iv, first_s, units_m, t, shape):
+def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     """Land the ended step (or run of decode steps): tokens, first tokens, gaps, energy, promotions, prefix
     inserts, retirements. ``units_m``: every prefix node's KV units (:func:`sweepkit.serving.prefix.node_units`).
+    ``window_from_s``: the measured window's misses (the early stop's) are those of arrivals after it.
 
     Returns:
       (instance arrays, per-slot event fields as a dict).
@@ -43,7 +44,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape):
     row_bin = bin_index(ends[0] - r.last_s, shape.bins)
     run_w = jnp.where(on & (jnp.arange(K) >= 1), jnp.sum(jnp.where(E > 0, win[None, :], 0.0), axis=1), 0.0)
     zeros = jnp.sum(jnp.where(first[None, :], 0.0, jnp.maximum(E - 1.0, 0.0) * win[None, :]))
-    eligible = r.arr_s <= load.eligible_to_s
+    eligible = (r.arr_s > window_from_s) & (r.arr_s <= load.eligible_to_s)
     ttft_miss = first & (t - r.arr_s > load.ttft_slo_s) & eligible
     promote = (r.phase == PREFILL) & (r.done >= r.target)
     out = r.out + jnp.sum(E, axis=0)

@@ -79,9 +79,10 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
     nominal = (starts[:, None] + np.arange(w.turns)[None, :] * w.think_mean_s).ravel()
     n_total = n_ses * w.turns
     n_drop = int(WARMUP_FRACTION * n_total)
-    limit = n_drop + MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
+    limit = MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
     return dict(arrival0_s=arr0, itl_from_s=np.sort(nominal)[n_drop], itl_to_s=starts[-1],
-                eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit)
+                eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit,
+                warmup_requests=float(n_drop))
 
 
 def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool) -> Shape:

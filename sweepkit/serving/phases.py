@@ -58,7 +58,7 @@ def boundary(pol, req, load, iv, shared, t, shape):
       (instance arrays with ``busy_until_s`` and ``awake`` set, event fields).
     """
     units_m = shared["units_m"]
-    iv, ev = complete(pol, req, load, iv, shared["first_s"], units_m, t, shape)
+    iv, ev = complete(pol, req, load, iv, shared["first_s"], units_m, t, shape, shared["window_from_s"])
     iv = jax.lax.cond(jnp.any(parked(iv["rows"])), lambda v: land(pol, req, v, shared["xfer_land_s"], t, shape),
                       lambda v: v, iv)
     order = lambda: arrival_order(iv["rows"].arr_s)  # noqa: E731  (sorted only where a branch needs it)
