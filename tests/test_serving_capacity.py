@@ -64,7 +64,8 @@ def test_search_rule_doubles_halves_then_bisects_to_the_tolerance():
     assert b.lo <= 3.3 < b.hi and (b.hi - b.lo) <= TOLERANCE * b.hi and b.best == {"at": b.lo}
     down = update(Bracket(), np.array([2.0]), np.array([False]), [None])
     assert next_rates(down, 2.0).tolist() == [1.0]      # a failing start halves
-    assert converged(Bracket(0.0, 2.0 / 4096.0), 2.0)   # nothing passes at the floor: capacity 0
+    assert converged(Bracket(0.0, 2.0 / 64.0), 2.0)     # nothing passes at the reference's floor: capacity 0
+    assert not converged(Bracket(0.0, 2.0 / 32.0), 2.0)  # one more halving before it
     noisy = update(Bracket(1.0, 2.0), np.array([2.5]), np.array([True]), [None])
     assert (noisy.lo, noisy.hi) == (1.0, 2.0)           # a pass above a fail does not move the bracket
     three = next_rates(Bracket(1.0, 2.0), 2.0, 3)

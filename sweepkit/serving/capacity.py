@@ -32,8 +32,11 @@ TOLERANCE = 0.05
 """Relative width of the final bracket, (hi - lo) / hi (the reference simulator's 5%)."""
 MAX_LOAD = 1e4
 """Doubling stops here (per second): a capacity above it is reported as this load."""
-MIN_FACTOR = 4096.0
-"""Halving stops at start / MIN_FACTOR: nothing passing there means capacity 0."""
+MIN_FACTOR = 64.0
+"""Halving stops at start / MIN_FACTOR (the reference's floor): nothing passing there means capacity 0, which
+the matrix reads as -100% goodput with undefined cost and energy, as the reference sweep does. A lever below
+1/64 of twice the reference load has no useful capacity, and the probes down there are the dearest of a
+search (a few rows decoding for a long time)."""
 
 
 @dataclasses.dataclass
