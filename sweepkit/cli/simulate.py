@@ -27,16 +27,18 @@ def _progress(total: int):
 
 
 class _Ticker:
-    """Progress without a terminal (a log, CI): one stderr line at most every ``every_s`` seconds."""
+    """Progress without a terminal (a log, CI): one stderr line when the first simulations are done (so a
+    log shows the run has started), then at most one every ``every_s`` seconds."""
 
     def __init__(self, name: str, every_s: float = 10.0):
         self.name, self.every_s, self.done = name, every_s, 0
         self.t0 = self.last = time.perf_counter()
 
     def __call__(self, n: int) -> None:
+        first = self.done == 0
         self.done += n
         now = time.perf_counter()
-        if now - self.last >= self.every_s:
+        if first or now - self.last >= self.every_s:
             self.last = now
             note(f"simulating {self.name}: {self.done} sims, {now - self.t0:.0f} s")
 
