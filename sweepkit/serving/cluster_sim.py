@@ -132,8 +132,9 @@ def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
     W, Q = shape.slots + shape.admits, shape.queue
     qbase = s.q_head[i] - shape.slots
     qpos = (qbase + jnp.arange(W)) % Q
-    shared = dict(first_s=s.first_s, window_from_s=s.window_from_s, r_out=s.r_out, r_last_s=s.r_last_s, arrival_s=s.arrival_s,
-                  prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s, units_m=units_m)
+    shared = dict(first_s=s.first_s, window_from_s=s.window_from_s, r_out=s.r_out, r_last_s=s.r_last_s,
+                  arrival_s=s.arrival_s, prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s,
+                  units_m=units_m)
     old = dict(jax.tree_util.tree_map(lambda a: a[i], _view(s)), queue=s.queue[i, qpos], qbase=qbase)
     new, ev = boundary(pol_i, req, load, old, shared, t, shape)
     queue = s.queue.at[i, qpos].set(new.pop("queue"))
