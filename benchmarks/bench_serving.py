@@ -98,9 +98,9 @@ def _commit(warehouse: str, grid, results: dict, since_s: float) -> None:
     import pyarrow as pa
 
     from sweepkit.cli.common import open_warehouse
+    from sweepkit.serving.run import result_rows
 
-    serving = [r for s, _, _, _ in results.values() for r in s]
-    capacity = [r for _, c, _, _ in results.values() for r in c]
+    serving, capacity = result_rows(results)
     tables = {"serving": pa.Table.from_pylist(serving), "capacity": pa.Table.from_pylist(capacity)}
     run_id = open_warehouse(warehouse).write_run(
         kind="serving", grid_name=grid.name, grid_toml=grid.text, grid_sha256=grid.sha256,

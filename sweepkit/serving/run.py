@@ -293,12 +293,14 @@ def run_workload(grid: ServingGrid, w: Workload, progress=None, workers: int | N
 def run_grid(grid: ServingGrid, progress=None, workers: int | None = None) -> dict[str, pa.Table]:
     """Run every workload of the grid (:func:`run_workloads`); returns pyarrow tables ``serving`` and ``capacity``,
     and ``serving_draws`` when the grid has ``[serving.bands]`` (:func:`sweepkit.serving.draws.run_draws`)."""
-    serving, capacity = [], []
-    for s, c, _, _ in run_workloads(grid, progress, workers).values():
-        serving += s
-        capacity += c
+    serving, capacity = result_rows(run_workloads(grid, progress, workers))
     out = {"serving": pa.Table.from_pylist(serving), "capacity": pa.Table.from_pylist(capacity)}
     if grid.bands is not None:
         draws = run_draws(grid, serving, capacity, progress, workers or default_workers())
         out["serving_draws"] = pa.Table.from_pylist(draws)
     return out
+
+
+def result_rows(results: dict[str, tuple]) -> tuple[list[dict], list[dict]]:
+    """:func:`run_workloads`' serving rows and capacity rows of every workload, in the grid's order."""
+    return ([r for s, _, _, _ in results.values() for r in s], [r for _, c, _, _ in results.values() for r in c])
