@@ -50,6 +50,25 @@ def test_search_brackets_to_the_tolerance_and_capacity_passes(voice):
     assert above and (min(above) - cap) / min(above) <= TOLERANCE
 
 
+def test_a_fixed_load_on_the_rules_path_is_read_not_simulated_again(voice):
+    """With ``fixed`` = start / 2 and a failing start, the whole run at the fixed load is the rule's second
+    probe: the same probes and capacity as without it, one simulation less than searching and then running
+    the fixed load, and the read probe passes or fails as the early-stopped probe did."""
+    from sweepkit.serving.capacity import _passes
+
+    cap, _, rows, _ = voice
+    w, cl, cfg = load_workloads()["realtime-voice"], load_cluster(), Config("H100", load_levers()["baseline"])
+    sims = []
+    caps, _, rows2 = search(w, cl, [cfg], [3.0], [100.0], fixed=0.5, progress=sims.append)
+    probes = [r for _, r, p, _ in rows if p == "search"]
+    assert probes[:2] == [1.0, 0.5] and caps[0] == cap
+    assert [r for _, r, p, _ in rows2 if p == "search"] == probes
+    ref = [m for _, r, p, m in rows2 if p == "reference"]
+    assert len(ref) == 1 and not ref[0]["stopped_early"]
+    assert sum(sims) == len(probes)                     # len(probes) - 1 probes + the whole run at 0.5
+    assert _passes(next(m for _, r, p, m in rows if r == 0.5)) == _passes(ref[0])
+
+
 def test_search_rule_doubles_halves_then_bisects_to_the_tolerance():
     """The reference's rule on a known step function: capacity exactly 3.3 per second, start 2."""
     from sweepkit.serving.capacity import Bracket, converged, next_rates, update

@@ -165,21 +165,27 @@ class ServingWork:
             return {"serving": serving, "capacity": capacity}
         if what[0] == "search":
             idx, caps, best, rows = srun._search_device(grid, w, what[2])
-            return {"serving": [srun._row(grid, w, configs[c], load, purpose, m) for c, load, purpose, m in rows],
-                    "_search": [{"config": c, "capacity": float(cap), "best": json.dumps(b)}
-                                for c, cap, b in zip(idx, caps, best)]}
-        found = []
+            at_ref = {c: m for c, _, purpose, m in rows if purpose == "reference"}
+            return {"serving": [srun._row(grid, w, configs[c], load, purpose, m) for c, load, purpose, m in rows
+                                if purpose != "reference"],
+                    "_search": [{"config": c, "capacity": float(cap), "best": json.dumps(b),
+                                 "reference": json.dumps(at_ref.get(c))} for c, cap, b in zip(idx, caps, best)]}
+        found, at_ref = [], {}
         for j in self.tasks[i].after:
             part = run.read("_search", self.digest, j).to_pylist()
             found.append(([r["config"] for r in part], [r["capacity"] for r in part],
                           [json.loads(r["best"]) for r in part], []))
-        if w.name in grid.reference_loads:
+            at_ref.update({r["config"]: json.loads(r.get("reference") or "null") for r in part})
+        if w.name in grid.reference_loads:   # the searches ran it (capacity.search's ``fixed``)
             load = grid.reference_loads[w.name]
+            ms = [at_ref.get(c) for c in range(len(configs))]
+            ms = ms if all(m is not None for m in ms) else srun._fixed_load(grid, w, load)
         else:
             ref = next(c for c, cfg in enumerate(configs) if cfg.device == grid.reference_device
                        and cfg.lever.name == grid.baseline)
             load = 0.5 * {c: cap for idx, cs, _, _ in found for c, cap in zip(idx, cs)}[ref]
-        serving, capacity = srun._online_rows(grid, w, found, load, srun._fixed_load(grid, w, load))
+            ms = srun._fixed_load(grid, w, load)
+        serving, capacity = srun._online_rows(grid, w, found, load, ms)
         return {"serving": serving, "capacity": capacity}
 
     def files(self, run: PendingRun) -> dict[str, list[Path | str]]:

@@ -14,12 +14,19 @@ waiting longer than the TTFT SLO, against the largest window still possible), so
 With ``rates_per_call`` R > 1 a round probes R loads: start x 2^j while expanding, R equally spaced interior
 loads while bisecting (the bracket shrinks R + 1 times a round). Attainment is not strictly monotone in load
 (finite samples): a pass above a fail does not move the bracket.
+
+With ``fixed`` (the reference load), every configuration is also simulated there in the first round, whole
+(no early stop), on a thread of its own beside the first probes; when the rule's next probe is that load
+(``start`` / 2: the first probe failed), the search reads it instead of simulating it again (a whole run
+passes or fails as an early-stopped one would). A point then needs one simulation less wherever twice the
+reference load fails, which on the reference's sweep is most points.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -86,7 +93,8 @@ def _passes(m: dict) -> bool:
 
 def search(w: Workload, cluster, configs: list[Config], prices: list[float], idle_w: list[float],
            start: float = 1.0, rates_per_call: int = 1, tolerance: float = TOLERANCE, progress=None,
-           max_rounds: int = 40, first: np.ndarray | None = None, growth: float = 2.0):
+           max_rounds: int = 40, first: np.ndarray | None = None, growth: float = 2.0,
+           fixed: float | None = None):
     """Capacity of every configuration for workload ``w`` (not offline).
 
     Args:
@@ -99,10 +107,12 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
       first: optional [C, K] loads of the first round (a search started near a known capacity: a draw of the
         grid's bands probes its point's final bracket first, :mod:`sweepkit.serving.draws`).
       growth: step of the expanding or shrinking rounds (2: doubling and halving).
+      fixed: optional load (per second, > 0) every configuration is also simulated at, whole; its runs come
+        back as "reference" rows, and serve as the search's probe where the rule reaches that load.
 
     Returns:
       (capacities [C], metrics at capacity [C] (None where capacity is 0), every probe as (config index, load,
-      "search", metrics) rows).
+      "search", metrics) rows, then with ``fixed`` one (config index, fixed, "reference", metrics) row each).
 
     Example:
       >>> b = update(Bracket(), np.array([2.0]), np.array([True]), [{}])
@@ -111,20 +121,50 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     """
     C, R = len(configs), max(int(rates_per_call), 1)
     brackets = [Bracket() for _ in range(C)]
-    rows = []
-    for round_ in range(max_rounds):
-        open_ = [c for c in range(C) if not converged(brackets[c], start, tolerance)]
-        if not open_:
-            break
-        if round_ == 0 and first is not None:
-            rates = np.asarray(first, np.float64).reshape(C, -1)[open_]
-        else:
-            rates = np.array([next_rates(brackets[c], start, R, growth) for c in open_])
-        lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True, cover=configs)
-        for k, c in enumerate(open_):
-            ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
-            brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)
-            rows += [(c, float(rates[k, r]), "search", ms[r]) for r in range(rates.shape[1])]
-        if progress:
-            progress(rates.size)
+    rows, at_fixed, pending = [], [None] * C, None
+    with ThreadPoolExecutor(1, thread_name_prefix="sweepkit-fixed") as side:
+        if fixed is not None:
+            pending = side.submit(_fixed_runs, w, cluster, configs, prices, idle_w, fixed)
+        for round_ in range(max_rounds):
+            if pending is not None and round_ > 0 and (pending.done() or any(
+                    _wants(brackets[c], fixed, start, R, growth, tolerance) for c in range(C))):
+                at_fixed, pending = pending.result(), None
+                if progress:
+                    progress(C)
+                for c in range(C):
+                    if _wants(brackets[c], fixed, start, R, growth, tolerance):
+                        brackets[c] = update(brackets[c], np.array([fixed]), np.array([_passes(at_fixed[c])]),
+                                             [at_fixed[c]])
+                        rows.append((c, float(fixed), "search", at_fixed[c]))
+            open_ = [c for c in range(C) if not converged(brackets[c], start, tolerance)]
+            if not open_:
+                break
+            if round_ == 0 and first is not None:
+                rates = np.asarray(first, np.float64).reshape(C, -1)[open_]
+            else:
+                rates = np.array([next_rates(brackets[c], start, R, growth) for c in open_])
+            lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True, cover=configs)
+            for k, c in enumerate(open_):
+                ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
+                brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)
+                rows += [(c, float(rates[k, r]), "search", ms[r]) for r in range(rates.shape[1])]
+            if progress:
+                progress(rates.size)
+        if pending is not None:
+            at_fixed = pending.result()
+            if progress:
+                progress(C)
+    rows += [(c, float(fixed), "reference", at_fixed[c]) for c in range(C)] if fixed is not None else []
     return [b.lo for b in brackets], [b.best for b in brackets], rows
+
+
+def _fixed_runs(w: Workload, cluster, configs: list[Config], prices, idle_w, load: float) -> list[dict]:
+    """Every configuration at ``load``, whole (no early stop): the reference-load runs."""
+    lanes = run_configs(w, cluster, configs, np.full((len(configs), 1), load), early_stop=False, cover=configs)
+    return [lane_metrics(lanes, c, 0, w, cluster.gpus, idle_w[c], prices[c]) for c in range(len(configs))]
+
+
+def _wants(b: Bracket, load: float, start: float, R: int, growth: float, tolerance: float) -> bool:
+    """Whether the rule's next probe (one a round) is ``load``."""
+    return (R == 1 and not converged(b, start, tolerance)
+            and math.isclose(float(next_rates(b, start, 1, growth)[0]), load, rel_tol=1e-12))

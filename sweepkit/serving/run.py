@@ -173,7 +173,8 @@ def _points(grid: ServingGrid):
 
 
 def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
-    """Capacity search of one device's configurations: (config indices, capacities, metrics, search rows).
+    """Capacity search of one device's configurations: (config indices, capacities, metrics, search rows, and
+    with a pinned reference load its "reference" rows: :func:`sweepkit.serving.capacity.search`'s ``fixed``).
 
     One search per device: a device's configurations share a compiled shape whose session count follows that
     device's capacities (a fast device's high loads would otherwise inflate every lane).
@@ -183,7 +184,8 @@ def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
     ref = grid.reference_loads.get(w.name)
     caps, best, rows = search(w, grid.cluster, [configs[i] for i in idx], [prices[i] for i in idx],
                               [idle[i] for i in idx], start=2.0 * ref if ref else 1.0,
-                              rates_per_call=grid.rates_per_call, tolerance=grid.tolerance, progress=progress)
+                              rates_per_call=grid.rates_per_call, tolerance=grid.tolerance, progress=progress,
+                              fixed=ref)
     return idx, caps, best, [(idx[c], load, purpose, m) for c, load, purpose, m in rows]
 
 
@@ -234,10 +236,8 @@ def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) 
             jobs[w.name] = ({"": pool.submit(timed, w.name, _fixed_load, grid, w, OFFLINE_RATE)}
                             if w.offline else
                             {d: pool.submit(timed, w.name, _search_device, grid, w, d) for d in grid.devices})
-        for w in grid.workloads:
-            if not w.offline and w.name in grid.reference_loads:
-                load = grid.reference_loads[w.name]
-                refs[w.name] = load, pool.submit(timed, w.name, _fixed_load, grid, w, load)
+            if not w.offline and w.name in grid.reference_loads:     # run by the searches (``fixed``)
+                refs[w.name] = grid.reference_loads[w.name], None
         found = {}
         for w in grid.workloads:
             if w.offline:
@@ -256,7 +256,7 @@ def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) 
                 out[w.name] = _offline_rows(grid, w, jobs[w.name][""].result())
             else:
                 load, f = refs[w.name]
-                out[w.name] = _online_rows(grid, w, found[w.name], load, f.result())
+                out[w.name] = _online_rows(grid, w, found[w.name], load, f.result() if f else None)
         return {k: (s, c, busy[k], sims[k]) for k, (s, c) in out.items()}
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -270,13 +270,18 @@ def _offline_rows(grid: ServingGrid, w: Workload, ms: list[dict]):
     return serving, capacity
 
 
-def _online_rows(grid: ServingGrid, w: Workload, found: list, ref_load: float, at_ref: list[dict]):
+def _online_rows(grid: ServingGrid, w: Workload, found: list, ref_load: float, at_ref: list[dict] | None):
+    """Serving and capacity rows of an online workload from its searches (``found``) and its reference-load
+    runs (``at_ref`` per configuration; None: the searches' "reference" rows)."""
     configs = _points(grid)[0]
-    caps, best, serving, capacity = [None] * len(configs), [None] * len(configs), [], []
+    caps, best, serving, capacity, ref_rows = [None] * len(configs), [None] * len(configs), [], [], {}
     for idx, cs, bs, rows in found:
         for k, i in enumerate(idx):
             caps[i], best[i] = cs[k], bs[k]
-        serving += [_row(grid, w, configs[c], load, purpose, m) for c, load, purpose, m in rows]
+        serving += [_row(grid, w, configs[c], load, purpose, m) for c, load, purpose, m in rows
+                    if purpose != "reference"]
+        ref_rows.update({c: m for c, _, purpose, m in rows if purpose == "reference"})
+    at_ref = at_ref if at_ref is not None else [ref_rows[c] for c in range(len(configs))]
     for c, cfg in enumerate(configs):
         serving.append(_row(grid, w, cfg, ref_load, "reference", at_ref[c]))
         capacity.append(capacity_row(w, cfg, caps[c], ref_load, best[c], at_ref[c], saturated=False))
