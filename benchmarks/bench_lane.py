@@ -6,7 +6,13 @@ per lever the median and range of wall and process CPU seconds, the engine's ite
 microseconds per iteration. The reference simulator needs ~1.9 s for chat at 1.9375 sessions/s (1,947 requests,
 34,343 passes) in one Python process on this class of machine.
 
+``--vmap K`` measures instead why lanes are separate calls and not a ``vmap``: K loads of one lever (0.9-1.1x
+``--rate``) run one after the other as single lanes, then as one ``jax.vmap`` of the engine over 2, 4, ... K
+loads (a vmapped ``while_loop`` runs until its slowest lane ends and turns every ``lax.cond`` into both
+branches), printing microseconds per iteration of each.
+
 Usage: python benchmarks/bench_lane.py [--workload chat] [--rate 1.9375] [--levers baseline,mtp] [--repeats 5]
+       python benchmarks/bench_lane.py --levers baseline --vmap 8
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ def main() -> None:
     ap.add_argument("--levers", default="baseline,mtp,disagg-1p1d")
     ap.add_argument("--device", default="H100")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--vmap", type=int, default=0, help="K: compare K single lanes with vmaps over 2..K loads")
     args = ap.parse_args()
+    if args.vmap:
+        return vmap_lanes(args)
     import numpy as np
 
     from sweepkit.serving.cluster import load_cluster
@@ -59,6 +68,54 @@ def main() -> None:
               f"{cpu:6.2f} s ({min(cpus):.2f}-{max(cpus):.2f}), {m['iterations']:,} iterations, "
               f"{int(m['steps']):,} steps, {1e6 * cpu / m['iterations']:.0f} CPU-us/iteration, "
               f"{m['requests']:,} requests", flush=True)
+
+
+def vmap_lanes(args) -> None:
+    """K loads of one lever as K single-lane calls, then as vmaps of the engine over 2, 4, ... K loads."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from sweepkit.serving import lanes as L
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.cluster_sim import simulate
+    from sweepkit.serving.cluster_state import Load
+    from sweepkit.serving.config import Config, policy, resolve
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    w, cl = load_workloads()[args.workload], load_cluster()
+    cfg = Config(args.device, load_levers()[args.levers.split(",")[0]])
+    rates = args.rate * np.linspace(0.9, 1.1, args.vmap)
+    print(f"{platform.machine()}, {os.cpu_count()} CPUs, {datetime.date.today()}: {args.workload}, "
+          f"{cfg.lever.name} on {args.device}, {args.vmap} loads {rates[0]:.4g}-{rates[-1]:.4g} /s")
+    with jax.enable_x64(True):
+        n = [w.sessions_at(float(r)) for r in rates]
+        B = L._bucket(max(n))
+        ses, res, cap = L._sessions(w, B), resolve(cl, cfg.lever), L._capacity(B, False)
+        shape = L.shape_for(w, cl, [res], [cfg.lever], cap, False)
+        req, _ = L.requests_for(w, B, cap, shape.turns, shape.systems)
+        pol = policy(cl, cfg, res, w.name, shape.gamma_max, shape.instances)
+        loads = [Load(**{f: np.asarray(v, np.float64) for f, v in
+                         L._padded(L.load_for(w, ses, float(r), k, False), cap).items()}) for r, k in zip(rates, n)]
+        one = jax.jit(lambda p, q, ld: simulate(p, q, ld, shape))
+        jax.block_until_ready(one(pol, req, loads[0]))
+        t, its = time.perf_counter(), 0
+        for ld in loads:
+            its += int(jax.block_until_ready(one(pol, req, ld)).iters)
+        dt = time.perf_counter() - t
+        print(f"single lanes, one after the other: {dt:.2f} s, {its:,} iterations, {1e6 * dt / its:.0f} us/iteration")
+        k = 2
+        while k <= args.vmap:
+            many = jax.jit(jax.vmap(lambda p, q, ld: simulate(p, q, ld, shape), in_axes=(None, None, 0)))
+            stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *loads[:k])
+            jax.block_until_ready(many(pol, req, stacked))
+            t = time.perf_counter()
+            out = jax.block_until_ready(many(pol, req, stacked))
+            dt, top = time.perf_counter() - t, int(out.iters.max())
+            print(f"vmap over {k} loads: {dt:.2f} s, {top:,} iterations of the batch, {1e6 * dt / top:.0f} us each "
+                  f"({1e6 * dt / int(out.iters.sum()):.0f} us per lane-iteration)", flush=True)
+            k *= 2
 
 
 if __name__ == "__main__":
