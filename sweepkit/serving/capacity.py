@@ -125,7 +125,7 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     side = ThreadPoolExecutor(1, thread_name_prefix="sweepkit-fixed")
     try:
         if fixed is not None:
-            pending = side.submit(_fixed_runs, w, cluster, configs, prices, idle_w, fixed)
+            pending = side.submit(run_at, w, cluster, configs, prices, idle_w, fixed)
         for round_ in range(max_rounds):
             if pending is not None and round_ > 0 and (pending.done() or any(
                     _wants(b, fixed, start, R, growth, tolerance) for b in brackets)):
@@ -156,8 +156,9 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     return [b.lo for b in brackets], [b.best for b in brackets], rows
 
 
-def _fixed_runs(w: Workload, cluster, configs: list[Config], prices, idle_w, load: float) -> list[dict]:
-    """Every configuration at ``load``, whole (no early stop): the reference-load runs."""
+def run_at(w: Workload, cluster, configs: list[Config], prices, idle_w, load: float) -> list[dict]:
+    """Metrics of every configuration simulated whole (no early stop) at one ``load`` per second: the
+    reference-load runs, or (``load`` = :data:`sweepkit.serving.lanes.OFFLINE_RATE`) every request at once."""
     lanes = run_configs(w, cluster, configs, np.full((len(configs), 1), load), early_stop=False, cover=configs)
     return [lane_metrics(lanes, c, 0, w, cluster.gpus, idle_w[c], prices[c]) for c in range(len(configs))]
 

@@ -33,20 +33,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from sweepkit.catalogue import get_device
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
-from sweepkit.serving.capacity import TOLERANCE, search
+from sweepkit.serving.capacity import TOLERANCE, run_at, search
 from sweepkit.serving.cluster import Cluster, load_cluster
 from sweepkit.serving.config import Config, check, grid_points
 from sweepkit.serving.draws import parse_serving_bands, run_draws
-from sweepkit.serving.lanes import OFFLINE_RATE, run_configs
+from sweepkit.serving.lanes import OFFLINE_RATE
 from sweepkit.serving.programs import lane_threads
 from sweepkit.serving.levers import Lever, load_levers
-from sweepkit.serving.metrics import capacity_row, lane_metrics
+from sweepkit.serving.metrics import capacity_row
 from sweepkit.serving.workloads import Workload, load_workloads
 from sweepkit.sweep.bands import Bands
 
@@ -192,11 +191,10 @@ def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
 def _fixed_load(grid: ServingGrid, w: Workload, load: float, progress=None):
     """Every configuration at one load (the reference load, or every request at once offline)."""
     configs, prices, idle = _points(grid)
-    cl = grid.cluster
-    lanes = run_configs(w, cl, configs, np.full((len(configs), 1), load), early_stop=False)
+    out = run_at(w, grid.cluster, configs, prices, idle, load)
     if progress:
         progress(len(configs))
-    return [lane_metrics(lanes, c, 0, w, cl.gpus, idle[c], prices[c]) for c in range(len(configs))]
+    return out
 
 
 def default_workers() -> int:
