@@ -31,6 +31,7 @@ from sweepkit.serving import minblocks
 from sweepkit.serving.handoff import cut_plan, hand_off, start_transfers
 from sweepkit.serving.phases import boundary, no_events
 from sweepkit.serving.prefix import node_units
+from sweepkit.serving.updates import add_at, set_at
 
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
@@ -86,7 +87,7 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     enq = ok & ~pulled
     onehot = (jnp.arange(I) == inst) & ok
     wake = onehot | ((jnp.arange(I) == s.xfer_from[rid]) & ok & pulled)
-    queue = s.queue.at[jnp.where(enq, inst, I), s.q_tail[inst] % Q].set(rid, mode="drop")
+    queue = set_at(s.queue, (jnp.where(enq, inst, I), s.q_tail[inst] % Q), rid)
     busy_until, plan_n = cut_plan(s, inst, ok, t_arr)
     new = do & ~hand
     miss = reject & in_window(load, s, t_arr)
@@ -94,23 +95,23 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     window_from_s = jnp.where(new & (arrived.astype(jnp.float64) == load.warmup_requests), t_arr, s.window_from_s)
     at_rid = jnp.where(new, rid, N)
     released = jnp.where(new & ~first, b, B)
-    buf_s = s.buf_s.at[released].set(jnp.inf, mode="drop")
+    buf_s = set_at(s.buf_s, released, jnp.inf)
     s = dataclasses.replace(
         s, a0=s.a0 + (new & first).astype(jnp.int32), buf_s=buf_s,
         buf_min=minblocks.refresh(buf_s, s.buf_min, released),
-        home=s.home.at[jnp.where(new, session, B)].set(home, mode="drop"), queue=queue,
+        home=set_at(s.home, jnp.where(new, session, B), home), queue=queue,
         q_tail=s.q_tail + (onehot & enq).astype(jnp.int32), awake=s.awake | wake, busy_until_s=busy_until,
         plan=dict(s.plan, n=plan_n),
-        arrival_s=s.arrival_s.at[at_rid].set(t_arr, mode="drop"),
-        rejected=s.rejected.at[at_rid].set(reject, mode="drop"), misses=s.misses + miss.astype(jnp.int32),
+        arrival_s=set_at(s.arrival_s, at_rid, t_arr),
+        rejected=set_at(s.rejected, at_rid, reject), misses=s.misses + miss.astype(jnp.int32),
         arrived=arrived, window_from_s=window_from_s,
         in_system=s.in_system + (ok & ~hand).astype(s.in_system.dtype))
     landed = do & hand
     at_land = jnp.where(landed, rid, N)
-    hand_s = s.hand_s.at[jnp.where(landed, h, B)].set(jnp.inf, mode="drop")
+    hand_s = set_at(s.hand_s, jnp.where(landed, h, B), jnp.inf)
     return dataclasses.replace(s, hand_s=hand_s, hand_min=minblocks.refresh(hand_s, s.hand_min, jnp.where(landed, h, B)),
-                               prefilled=s.prefilled.at[at_land].set(True, mode="drop"),
-                               handed=s.handed.at[at_land].set(False, mode="drop"))
+                               prefilled=set_at(s.prefilled, at_land, True),
+                               handed=set_at(s.handed, at_land, False))
 
 
 def in_window(load: Load, s: State, arrival_s):
@@ -137,9 +138,9 @@ def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
                   units_m=units_m)
     old = dict(jax.tree_util.tree_map(lambda a: a[i], _view(s)), queue=s.queue[i, qpos], qbase=qbase)
     new, ev = boundary(pol_i, req, load, old, shared, t, shape)
-    queue = s.queue.at[i, qpos].set(new.pop("queue"))
+    queue = set_at(s.queue, (i, qpos), new.pop("queue"))
     new.pop("qbase")
-    iv = jax.tree_util.tree_map(lambda a, n: a.at[i].set(n), _view(s), new)
+    iv = jax.tree_util.tree_map(lambda a, n: set_at(a, i, n), _view(s), new)
     return dataclasses.replace(s, rows=iv["rows"], stats=iv["stats"], queue=queue,
                                **{k: iv[v] for k, v in zip(_INST, _VIEW)}), ev
 
@@ -163,16 +164,16 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape:
     pre = drop(ev["pre_rid"])
     fin = drop(ev["finish_rid"])
     rel_s = t + req.think_s[jnp.minimum(nxt, N - 1)]
-    buf_s = s.buf_s.at[ses].set(rel_s, mode="drop")
+    buf_s = set_at(s.buf_s, ses, rel_s)
     s = dataclasses.replace(
-        s, first_s=s.first_s.at[drop(ev["first_rid"])].set(t, mode="drop"),
-        finish_s=s.finish_s.at[fin].set(t, mode="drop"),
+        s, first_s=set_at(s.first_s, drop(ev["first_rid"]), t),
+        finish_s=set_at(s.finish_s, fin, t),
         buf_s=buf_s, buf_min=minblocks.lowered(buf_s, s.buf_min, ses, rel_s),   # released turns were inf
-        next_turn=s.next_turn.at[ses].set(nxt // req.stride, mode="drop"),
-        r_out=s.r_out.at[pre].set(ev["pre_out"], mode="drop"),
-        prefilled=s.prefilled.at[pre].set(False, mode="drop"),   # recomputed where it is preempted
-        r_last_s=s.r_last_s.at[pre].set(ev["pre_last_s"], mode="drop"),
-        hist=s.hist.at[ev["itl_bin"]].add(jnp.where(any_due, ev["itl_w"], 0.0)),
+        next_turn=set_at(s.next_turn, ses, nxt // req.stride),
+        r_out=set_at(s.r_out, pre, ev["pre_out"]),
+        prefilled=set_at(s.prefilled, pre, False),   # recomputed where it is preempted
+        r_last_s=set_at(s.r_last_s, pre, ev["pre_last_s"]),
+        hist=add_at(s.hist, ev["itl_bin"], jnp.where(any_due, ev["itl_w"], 0.0)),
         zeros=s.zeros + jnp.where(any_due, ev["zeros"], 0.0),
         misses=s.misses + jnp.where(any_due, ev["misses"], 0).astype(jnp.int32),
         in_system=s.in_system - jnp.sum(fin < N))

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving import minblocks
 from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, RESERVED, Policy, Requests, Shape, State
+from sweepkit.serving.updates import add_at, set_at
 
 
 def link_transfers(t, free_s, dur_s, on):
@@ -41,13 +42,13 @@ def start_transfers(pol: Policy, req: Requests, s: State, rid, dest, t, shape: S
     kv_bytes = (req.prompt_tokens[r].astype(jnp.float64) + 1.0) * pol.kv_token_bytes
     start, land, free = link_transfers(t, s.link_free_s, pol.link_latency_s + kv_bytes / pol.link_bytes_per_s, on)
     ses = jnp.where(on, rid % req.stride, B)
-    hand_s = s.hand_s.at[ses].set(land, mode="drop")
+    hand_s = set_at(s.hand_s, ses, land)
     return dataclasses.replace(
         s, hand_s=hand_s, hand_min=minblocks.lowered(hand_s, s.hand_min, ses, land), link_free_s=free,
         link_j=s.link_j + jnp.sum(jnp.where(on, kv_bytes * 8.0 * pol.link_j_per_bit, 0.0)),
-        xfer_start_s=s.xfer_start_s.at[rid].set(start, mode="drop"),
-        xfer_land_s=s.xfer_land_s.at[rid].set(land, mode="drop"),
-        xfer_to=s.xfer_to.at[rid].set(dest, mode="drop"))
+        xfer_start_s=set_at(s.xfer_start_s, rid, start),
+        xfer_land_s=set_at(s.xfer_land_s, rid, land),
+        xfer_to=set_at(s.xfer_to, rid, dest))
 
 
 def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) -> State:
@@ -57,9 +58,9 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
     where admission reserves their room and starts the transfer."""
     N, I, Q = shape.requests, shape.instances, shape.queue
     on = rid < N
-    s = dataclasses.replace(s, r_out=s.r_out.at[rid].set(1.0, mode="drop"),
-                            r_last_s=s.r_last_s.at[rid].set(t, mode="drop"),
-                            xfer_from=s.xfer_from.at[rid].set(src, mode="drop"))
+    s = dataclasses.replace(s, r_out=set_at(s.r_out, rid, 1.0),
+                            r_last_s=set_at(s.r_last_s, rid, t),
+                            xfer_from=set_at(s.xfer_from, rid, src))
 
     def push(s):
         return start_transfers(pol, req, s, rid, 0, t, shape)
@@ -71,12 +72,12 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
                                     jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
         rank = jnp.cumsum(on.astype(jnp.int32)) - 1
         slot = jnp.where(on, (s.q_tail[dest] + rank) % Q, Q)
-        queue = s.queue.at[dest, slot].set(rid, mode="drop")
+        queue = set_at(s.queue, (dest, slot), rid)
         busy_until, plan_n = cut_plan(s, dest, jnp.any(on), t)
         return dataclasses.replace(
-            s, queue=queue, q_tail=s.q_tail.at[dest].add(jnp.sum(on).astype(jnp.int32)),
-            awake=s.awake.at[dest].set(True), busy_until_s=busy_until, plan=dict(s.plan, n=plan_n),
-            handed=s.handed.at[rid].set(True, mode="drop"))
+            s, queue=queue, q_tail=add_at(s.q_tail, dest, jnp.sum(on).astype(jnp.int32)),
+            awake=set_at(s.awake, dest, True), busy_until_s=busy_until, plan=dict(s.plan, n=plan_n),
+            handed=set_at(s.handed, rid, True))
 
     return jax.lax.cond(pol.pull > 0, pull, push, s)
 
@@ -88,6 +89,6 @@ def cut_plan(s: State, inst, ok, t_arr):
     K = ends.shape[0]
     keep = jnp.minimum(n, 1 + jnp.sum((ends < t_arr) & (jnp.arange(K) < n))).astype(jnp.int32)
     cut = ok & (n > 1) & (keep < n)
-    new_n = s.plan["n"].at[inst].set(jnp.where(cut, keep, n))
-    new_busy = s.busy_until_s.at[inst].set(jnp.where(cut, ends[jnp.maximum(keep - 1, 0)], s.busy_until_s[inst]))
+    new_n = set_at(s.plan["n"], inst, jnp.where(cut, keep, n))
+    new_busy = set_at(s.busy_until_s, inst, jnp.where(cut, ends[jnp.maximum(keep - 1, 0)], s.busy_until_s[inst]))
     return new_busy, new_n

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, RESERVED, SWAPPED
 from sweepkit.serving.prefix import chain_nodes, pin_range
 from sweepkit.serving.row_order import arrival_rank, ordered_cumsum
+from sweepkit.serving.updates import set_at
 
 
 def kv_used(pol, iv, units):
@@ -104,7 +105,7 @@ def preempt(pol, req, iv, pre, t, order, shape):
     n_rec = jnp.sum(rec).astype(jnp.int32)
     rank = jax.lax.cond(n_rec > 0, lambda: arrival_rank(order(), rec), lambda: jnp.full_like(r.rid, S))
     head = iv["head"] - n_rec
-    queue = iv["queue"].at[jnp.where(rec, head + rank - iv["qbase"], W)].set(rid, mode="drop")   # the window
+    queue = set_at(iv["queue"], jnp.where(rec, head + rank - iv["qbase"], W), rid)   # the window
     units = jnp.sum(jnp.where(to_swap, r.alloc, 0.0))
     sec, joules = _swap_cost(pol, units)
     p = req.prompt_tokens[rid].astype(jnp.float64)

@@ -21,7 +21,7 @@ import numpy as np
 
 from sweepkit.serving.cluster import Cluster
 from sweepkit.serving.cluster_sim import MISS_SHARE
-from sweepkit.serving.cluster_state import Requests, Shape
+from sweepkit.serving.cluster_state import Load, Requests, Shape
 from sweepkit.serving.config import Config, policy, resolve
 from sweepkit.serving.programs import collect, submit_lanes
 from sweepkit.serving.requests import Sessions, sample_sessions
@@ -183,6 +183,21 @@ def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, ear
     float32 clock loses a step's duration after hours)."""
     with jax.enable_x64(True):
         return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, list(cover or []))
+
+
+def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rate: float, early_stop: bool = False):
+    """One lane's engine inputs ``(pol, req, load, shape)`` for ``cfg`` at ``rate`` per second, as
+    :func:`run_configs` builds them (call under ``jax.enable_x64(True)``); for benchmarks and checks of the
+    compiled program."""
+    n = w.sessions_at(float(rate))
+    B = _bucket(n)
+    res = resolve(cluster, cfg.lever)
+    cap = _capacity(B, bool(res["prefix_caching"]))
+    shape = shape_for(w, cluster, [res], [cfg.lever], cap, bool(res["prefix_caching"]))
+    req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
+    pol = policy(cluster, cfg, res, w.name, shape.gamma_max, shape.instances)
+    load = _padded(load_for(w, _sessions(w, B), float(rate), n, early_stop), cap)
+    return pol, req, Load(**{f: np.asarray(v, np.float64) for f, v in load.items()}), shape
 
 
 def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) -> Lanes:

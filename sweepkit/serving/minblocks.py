@@ -19,6 +19,8 @@ import math
 
 import jax.numpy as jnp
 
+from sweepkit.serving.updates import min_at, set_at
+
 
 def block_size(n: int) -> int:
     """Entries per block for an array of ``n``: the power of two nearest above sqrt(n), at least 8."""
@@ -60,7 +62,7 @@ def refresh(values, mins, i):
     n = values.shape[0]
     k = jnp.clip(i, 0, n - 1) // block_size(n)
     _, vals = _block(values, k)
-    return mins.at[jnp.where((i >= 0) & (i < n), k, mins.shape[0])].set(jnp.min(vals), mode="drop")
+    return set_at(mins, jnp.where((i >= 0) & (i < n), k, mins.shape[0]), jnp.min(vals))
 
 
 def lowered(values, mins, idx, new):
@@ -68,4 +70,4 @@ def lowered(values, mins, idx, new):
     range: skipped): a scatter-min, O(K)."""
     n = values.shape[0]
     k = jnp.where((idx >= 0) & (idx < n), jnp.clip(idx, 0, n - 1) // block_size(n), mins.shape[0])
-    return mins.at[k].min(new, mode="drop")
+    return min_at(mins, k, new)

@@ -37,6 +37,7 @@ from sweepkit.serving.kv_phases import kv_used, parked, swap_in
 from sweepkit.serving.prefix import evict
 from sweepkit.serving.row_order import arrival_order
 from sweepkit.serving.schedule import schedule
+from sweepkit.serving.updates import add_at
 
 
 def no_events(S: int, N: int, bins: int, A: int) -> dict:
@@ -74,7 +75,7 @@ def boundary(pol, req, load, iv, shared, t, shape):
     busy = plan["n"] > 0
     owed = jnp.where(busy, iv["owed"], 0.0)
     frac = (private + cache) / jnp.maximum(pol.kv_units, 1.0)
-    plan = dict(plan, dt=plan["dt"].at[0].add(owed), frac=frac)
+    plan = dict(plan, dt=add_at(plan["dt"], 0, owed), frac=frac)
     st = iv["stats"]
     iv = dict(iv, plan=plan, busy_until_s=t + jnp.sum(jnp.where(jnp.arange(plan["dt"].shape[0]) < plan["n"],
                                                                  plan["dt"], 0.0)),

@@ -22,6 +22,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from sweepkit.serving.updates import add_at, set_at
+
 BISECTIONS = 24
 
 
@@ -90,6 +92,6 @@ def pin_range(iv, ids, valid, lo, hi, t, delta=1.0):
     on = valid & (pos > lo[:, None]) & (pos <= hi[:, None])
     M = iv["c_in"].shape[0]
     flat = jnp.where(on, ids, M).ravel()
-    refs = iv["c_refs"].at[flat].add(jnp.where(on, delta, 0.0).ravel(), mode="drop")
-    last = iv["c_last_s"].at[flat].set(t, mode="drop")
+    refs = add_at(iv["c_refs"], flat, jnp.where(on, delta, 0.0).ravel())
+    last = set_at(iv["c_last_s"], flat, t)
     return dict(iv, c_refs=refs, c_last_s=last)

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from sweepkit.jaxcache import compile_cached
+from sweepkit.xla_options import engine_compile_options
 from sweepkit.serving.cluster_sim import simulate
 from sweepkit.serving.cluster_state import Load, Requests, Shape
 
@@ -48,7 +49,7 @@ def _compiled(pol, req, load, shape: Shape, device):
         t0 = time.perf_counter()
         try:
             entry.set_result(compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape),
-                                            devices=[device]))
+                                            engine_compile_options(device.platform), devices=[device]))
         except BaseException as exc:
             entry.set_exception(exc)
             with _LOCK:

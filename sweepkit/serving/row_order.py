@@ -9,6 +9,9 @@ request sees the same draws whatever else runs beside it (common random numbers)
 from __future__ import annotations
 
 import jax.numpy as jnp
+from jax import lax
+
+from sweepkit.serving.updates import set_at
 
 
 def uniform(seed, rid, position):
@@ -26,8 +29,19 @@ def arrival_order(arr_s):
     """(order, inverse) of the rows by arrival time, ties by slot: one sort per boundary, shared by every
     ordered sum of the boundary (an order over all rows is the order over any subset of them)."""
     S = arr_s.shape[0]
-    order = jnp.argsort(arr_s, stable=True)
-    return order, jnp.zeros((S,), jnp.int32).at[order].set(jnp.arange(S, dtype=jnp.int32))
+    rows = jnp.arange(S, dtype=jnp.int32)
+    inverse = lax.platform_dependent(arr_s, cpu=_ranks, default=lambda a: set_at(
+        jnp.zeros((S,), jnp.int32), jnp.argsort(a, stable=True), rows))
+    return set_at(jnp.zeros((S,), jnp.int32), inverse, rows), inverse
+
+
+def _ranks(arr_s):
+    """Each row's place in arrival order, ties by slot, by counting the rows before it: no sort, so XLA:CPU
+    can compile the engine's loop into one function (:mod:`sweepkit.serving.updates`); S^2 comparisons."""
+    rows = jnp.arange(arr_s.shape[0])
+    earlier = arr_s[None, :] < arr_s[:, None]
+    tie = (arr_s[None, :] == arr_s[:, None]) & (rows[None, :] < rows[:, None])
+    return jnp.sum(earlier | tie, axis=1).astype(jnp.int32)
 
 
 def ordered_cumsum(values, order, mask):

@@ -27,6 +27,7 @@ from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
 from sweepkit.serving.prefix import chain_nodes, lookup, pin_range
 from sweepkit.serving.row_order import ordered_cumsum, uniform
+from sweepkit.serving.updates import first_true, set_at
 
 
 def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
@@ -97,10 +98,10 @@ def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
     valid, rid, target, hit, nodes, need, prev, computed, awaiting = cand
     r = iv["rows"]
     S, A = r.rid.shape[0], take.shape[0]
-    free_idx = jnp.nonzero(r.phase == FREE, size=A, fill_value=S)[0]
+    free_idx = first_true(r.phase == FREE, A, S)
     dest = jnp.where(take, free_idx, S)
     done = jnp.where(computed, target, hit + c_new)
-    put = lambda a, v: a.at[dest].set(v, mode="drop")  # noqa: E731
+    put = lambda a, v: set_at(a, dest, v)  # noqa: E731
     rows = dataclasses.replace(
         r, rid=put(r.rid, rid), phase=put(r.phase, jnp.where(awaiting, RESERVED, jnp.where(computed, DECODE, PREFILL))),
         target=put(r.target, target), done=put(r.done, done),
@@ -168,7 +169,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     multi = pure & (run["n"] >= 2) & jnp.any(dec)
     iv, dest, emit_new = admit(pol, req, dict(iv, rows=dataclasses.replace(r, done=done)), take, cand, c_new,
                                 shared["r_last_s"], shared["arrival_s"], t, shape)
-    emit = emit.at[dest].set(emit_new, mode="drop")
+    emit = set_at(emit, dest, emit_new)
     joined = take & computed & ~awaiting
     ctx = jnp.sum(jnp.where(dec, p + r.out, 0.0)) + jnp.sum(jnp.where(joined, target, 0.0))
     rows_dec = (jnp.sum(dec) + jnp.sum(joined)).astype(jnp.float64)

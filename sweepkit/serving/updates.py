@@ -1,0 +1,80 @@
+"""Indexed updates of the engine's state without scatters: ``a[idx] = v`` (or ``+=``, ``min=``) as one
+dynamic-update-slice per index on XLA:CPU, a scatter elsewhere.
+
+Why: XLA:CPU runs a ``while_loop`` op by op (a runtime dispatch per kernel, ~0.1-0.5 us each, several
+hundred per engine iteration) unless the whole loop can be compiled into one function, which its
+small-while-loop pass does only where the loop holds no scatter or sort (``SmallWhileLoopHoistingPass``,
+https://github.com/openxla/xla/blob/main/xla/service/cpu/small_while_loop_hoisting_pass.cc). The engine's
+updates touch a handful of entries (a row, a request, a session), so a short loop of slice updates costs
+next to nothing inside that function. On other platforms (GPU, TPU) the same calls lower to scatters.
+
+Semantics are JAX's ``.at[idx].op(v, mode="drop")``: negative indices count from the end, an index still
+out of range after that is skipped, and repeated indices apply in order (the last ``set`` wins, ``add``
+sums in index order), as XLA:CPU's scatter does.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+_COMBINE = {"set": lambda old, new: new, "add": jnp.add, "min": jnp.minimum}
+
+
+def set_at(a, idx, v):
+    """``a`` with ``a[idx] = v`` (JAX's ``a.at[idx].set(v, mode="drop")``)."""
+    return _update(a, idx, v, "set")
+
+
+def add_at(a, idx, v):
+    """``a`` with ``a[idx] += v`` (JAX's ``a.at[idx].add(v, mode="drop")``)."""
+    return _update(a, idx, v, "add")
+
+
+def min_at(a, idx, v):
+    """``a`` with ``a[idx] = min(a[idx], v)`` (JAX's ``a.at[idx].min(v, mode="drop")``)."""
+    return _update(a, idx, v, "min")
+
+
+def _update(a, idx, v, op: str):
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    return lax.platform_dependent(a, idx, v, cpu=lambda a, idx, v: _sliced(a, idx, v, op),
+                                  default=lambda a, idx, v: _scattered(a, idx, v, op))
+
+
+def _scattered(a, idx, v, op: str):
+    ref = a.at[idx]
+    return {"set": ref.set, "add": ref.add, "min": ref.min}[op](v, mode="drop")
+
+
+def _sliced(a, idx, v, op: str):
+    """One dynamic-update-slice per index row, in order; a loop where there are several."""
+    idx = jnp.broadcast_arrays(*(jnp.asarray(i, jnp.int32) for i in idx))
+    lead, tail = len(idx), a.shape[len(idx):]
+    flat = [i.reshape(-1) for i in idx]
+    count = flat[0].shape[0]
+    vals = jnp.broadcast_to(jnp.asarray(v), idx[0].shape + tail).reshape((count,) + tail).astype(a.dtype)
+    combine = _COMBINE[op]
+
+    def one(k, a):
+        pos = [f[k] for f in flat]
+        pos = [jnp.where(p < 0, p + n, p) for p, n in zip(pos, a.shape)]
+        inside = jnp.all(jnp.stack([(p >= 0) & (p < n) for p, n in zip(pos, a.shape)]))
+        start = [jnp.clip(p, 0, n - 1) for p, n in zip(pos, a.shape)] + [jnp.int32(0)] * len(tail)
+        old = lax.dynamic_slice(a, start, (1,) * lead + tail)
+        new = combine(old, vals[k].reshape(old.shape)).astype(a.dtype)
+        return lax.dynamic_update_slice(a, jnp.where(inside, new, old), start)
+
+    if count == 1:
+        return one(0, a)
+    return lax.fori_loop(0, count, one, a)
+
+
+def first_true(mask, size: int, fill: int):
+    """Indices of the first ``size`` true entries of a vector, ``fill`` past its last true one (JAX's
+    ``jnp.nonzero(mask, size=size, fill_value=fill)[0]``, which is a scatter): entry k is the number of
+    places whose running count of trues is still at most k, size x len(mask) comparisons."""
+    count = jnp.cumsum(mask.astype(jnp.int32))
+    k = jnp.arange(size, dtype=jnp.int32)
+    idx = jnp.sum(count[None, :] <= k[:, None], axis=1).astype(jnp.int32)
+    return jnp.where(k < count[-1], idx, fill)
