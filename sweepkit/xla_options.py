@@ -1,9 +1,9 @@
-"""XLA:CPU options under which the serving engine's loop compiles into one function.
+"""Opt-in XLA:CPU options under which the serving engine's loop compiles into one function.
 
 The serving engine is one ``while_loop`` whose iteration is several hundred small kernels. XLA:CPU runs
 such a loop kernel by kernel (a runtime dispatch each) unless its small-while-loop pass compiles the whole
 loop into one function, which it does for loops under a byte threshold (1 kB by default) that hold no
-scatter, sort or custom fusion. sweepkit
+scatter, sort or custom fusion. Under ``SWEEPKIT_XLA_OPTIONS=1`` sweepkit
 
 - raises the threshold, and skips LLVM's loop unroller and SLP vectorizer, which on a function that large
   cost compile time and buy nothing measurable (``XLA_FLAGS``' backend options, read once per process: added
@@ -12,10 +12,12 @@ scatter, sort or custom fusion. sweepkit
   (:data:`ENGINE_COMPILE_OPTIONS`, per program);
 - writes the engine's indexed updates without scatters or sorts (:mod:`sweepkit.serving.updates`).
 
-Measured on the seed's 15 H100 points: ~140 us of CPU per engine iteration become ~100 us
-(docs/performance.md). The backend options are added only for the jaxlib releases they were checked on
-(:data:`CHECKED_JAXLIB`; XLA aborts the process on a backend option it does not know), only where
-``XLA_FLAGS`` sets no backend options of its own, and not at all under ``SWEEPKIT_XLA_OPTIONS=0``.
+It is off by default: it speeds most lanes up (a chat baseline lane: ~140 -> ~100 us of CPU per iteration;
+the seed's 15 H100 points warm: 43 -> 31-36 s) but slows prefix-caching and decode-priority lanes by 7-14%,
+compiles each program slower, and the whole H100 lever grid ran slower with it (docs/performance.md). The
+backend options are added only for the jaxlib releases they were checked on (:data:`CHECKED_JAXLIB`; XLA
+aborts the process on a backend option it does not know), not where a GPU or TPU backend is installed
+(:data:`ACCELERATOR_PLUGINS`), and only where ``XLA_FLAGS`` sets no backend options of its own.
 
 References:
     XLA's small-while-loop pass: https://github.com/openxla/xla/blob/main/xla/service/cpu/small_while_loop_hoisting_pass.cc
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import os
 from importlib import metadata
+from importlib.util import find_spec
 
 BACKEND_OPTIONS = ("xla_cpu_small_while_loop_byte_threshold=1000000000", "xla_cpu_disable_loop_unrolling",
                    "xla_cpu_disable_slp_vectorizer")
@@ -33,6 +36,9 @@ ENGINE_COMPILE_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 """Compile options of the serving engine on the CPU: no YNNPACK fusion types."""
 CHECKED_JAXLIB = ((0, 8), (0, 12))
 """jaxlib releases [from, to) whose XLA knows :data:`BACKEND_OPTIONS`."""
+ACCELERATOR_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu")
+"""Packages of JAX's GPU and TPU backends: where one is installed (and ``JAX_PLATFORMS`` is not ``cpu``) the
+CPU-only backend options are left out, so no other compiler is handed options it was not checked with."""
 
 
 def with_options(xla_flags: str) -> str:
@@ -61,21 +67,34 @@ def checked_jaxlib(version: str) -> bool:
 
 
 def apply(environ=os.environ) -> bool:
-    """Add :data:`BACKEND_OPTIONS` to ``environ["XLA_FLAGS"]`` where they apply; True if it did."""
-    if environ.get("SWEEPKIT_XLA_OPTIONS", "1") == "0":
+    """Add :data:`BACKEND_OPTIONS` to ``environ["XLA_FLAGS"]`` under ``SWEEPKIT_XLA_OPTIONS=1``, where they
+    apply; True if the engine's loop may then compile into one function (:func:`loop_options_on`)."""
+    global _ON
+    if environ.get("SWEEPKIT_XLA_OPTIONS", "0") != "1":
         return False
     try:
         if not checked_jaxlib(metadata.version("jaxlib")):
             return False
     except metadata.PackageNotFoundError:
         return False
-    flags = environ.get("XLA_FLAGS", "")
-    environ["XLA_FLAGS"] = with_options(flags)
-    return environ["XLA_FLAGS"] != flags
+    if environ.get("JAX_PLATFORMS", "") != "cpu" and any(find_spec(p) for p in ACCELERATOR_PLUGINS):
+        return False
+    environ["XLA_FLAGS"] = with_options(environ.get("XLA_FLAGS", ""))
+    _ON = BACKEND_OPTIONS[0] in environ["XLA_FLAGS"]
+    return _ON
+
+
+_ON = False
+
+
+def loop_options_on() -> bool:
+    """Whether this process runs with :data:`BACKEND_OPTIONS` (set by :func:`apply` at import): the engine then
+    writes its updates without scatters or sorts (:mod:`sweepkit.serving.updates`)."""
+    return _ON
 
 
 def engine_compile_options(platform: str) -> dict | None:
     """Compile options of the serving engine on ``platform`` (a JAX device's ``platform``)."""
-    if platform != "cpu" or os.environ.get("SWEEPKIT_XLA_OPTIONS", "1") == "0":
+    if platform != "cpu" or not _ON:
         return None
     return dict(ENGINE_COMPILE_OPTIONS)

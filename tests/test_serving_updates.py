@@ -1,7 +1,7 @@
 """The engine's scatter-free updates equal JAX's scatters, and its loop compiles into one function.
 
-``sweepkit.serving.updates`` writes ``a.at[idx].set/add/min(v, mode="drop")`` as dynamic-update-slices on
-XLA:CPU; ``row_order.arrival_order`` ranks rows by counting instead of sorting; ``first_true`` replaces
+Under ``SWEEPKIT_XLA_OPTIONS=1`` (``sliced=True`` here) ``sweepkit.serving.updates`` writes
+``a.at[idx].set/add/min(v, mode="drop")`` as dynamic-update-slices on XLA:CPU; ``row_order.arrival_order`` ranks rows by counting instead of sorting; ``first_true`` replaces
 ``jnp.nonzero(size=...)``. Each is checked against the JAX operation it replaces on random inputs
 (negative, out-of-range and repeated indices included), and the engine's compiled loop is checked to be one
 function (XLA's ``xla_cpu_small_call``) with no scatter or sort left in it.
@@ -37,7 +37,7 @@ def test_vector_updates_equal_jax_scatters_with_drop(idx, vals, op):
     a = jnp.arange(N, dtype=jnp.float32) * 1.5 - 3.0
     i = jnp.asarray(idx, jnp.int32)
     v = jnp.asarray(vals[:len(idx)], jnp.float32)
-    ours = {"set": set_at, "add": add_at, "min": min_at}[op](a, i, v)
+    ours = {"set": set_at, "add": add_at, "min": min_at}[op](a, i, v, sliced=True)
     ref = getattr(a.at[i], op)(v, mode="drop")
     if op == "set" and len(set(k % N if -N <= k < N else k for k in idx)) < len(idx):
         # repeated indices: XLA:CPU's scatter applies them in order, the last write wins (as ours)
@@ -53,17 +53,18 @@ def test_row_and_2d_updates_equal_jax(i, j, scalar):
     a = jnp.arange(4 * 6, dtype=jnp.int32).reshape(4, 6)
     if scalar:   # a whole row at a scalar index
         row = jnp.full((6,), -1, jnp.int32)
-        assert (set_at(a, i, row) == a.at[i].set(row, mode="drop")).all()
+        assert (set_at(a, i, row, sliced=True) == a.at[i].set(row, mode="drop")).all()
     else:        # one entry per column index, at row i
         cols = jnp.asarray([j, j + 1, 0], jnp.int32)
         vals = jnp.asarray([7, 8, 9], jnp.int32)
-        assert (set_at(a, (i, cols), vals) == a.at[i, cols].set(vals, mode="drop")).all()
+        assert (set_at(a, (i, cols), vals, sliced=True) == a.at[i, cols].set(vals, mode="drop")).all()
 
 
 def test_boolean_and_scalar_values_broadcast():
     a = jnp.zeros((5,), bool)
-    assert set_at(a, jnp.asarray([1, 9, 3]), True).tolist() == [False, True, False, True, False]
-    assert add_at(jnp.zeros((3,)), 2, 1.5).tolist() == [0.0, 0.0, 1.5]
+    for sliced in (True, False):
+        assert set_at(a, jnp.asarray([1, 9, 3]), True, sliced).tolist() == [False, True, False, True, False]
+        assert add_at(jnp.zeros((3,)), 2, 1.5, sliced).tolist() == [0.0, 0.0, 1.5]
 
 
 @settings(max_examples=60, deadline=None)
@@ -71,21 +72,23 @@ def test_boolean_and_scalar_values_broadcast():
 def test_first_true_equals_nonzero_with_size(mask, size):
     m = jnp.asarray(mask)
     ref = jnp.nonzero(m, size=size, fill_value=len(mask))[0]
-    assert first_true(m, size, len(mask)).tolist() == ref.tolist()
+    assert first_true(m, size, len(mask), sliced=True).tolist() == ref.tolist()
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, np.inf]), min_size=1, max_size=16))
 def test_arrival_order_is_a_stable_argsort(times):
     arr = jnp.asarray(times, jnp.float64) if jax.config.jax_enable_x64 else jnp.asarray(times)
-    order, inverse = arrival_order(arr)
     ref = np.argsort(np.asarray(times), kind="stable")
-    assert order.tolist() == ref.tolist()
-    assert inverse.tolist() == np.argsort(ref, kind="stable").tolist()
+    for sliced in (True, False):
+        order, inverse = arrival_order(arr, sliced)
+        assert order.tolist() == ref.tolist()
+        assert inverse.tolist() == np.argsort(ref, kind="stable").tolist()
 
 
 def test_the_engines_loop_compiles_into_one_function_without_scatters():
-    """Run in a fresh process so the backend options are read as sweepkit sets them at import."""
+    """Run in a fresh process under SWEEPKIT_XLA_OPTIONS=1, so the backend options are read as sweepkit
+    sets them at import."""
     if not xla_options.checked_jaxlib(metadata.version("jaxlib")):
         pytest.skip("the backend options are added only for the jaxlib releases they were checked on")
     code = textwrap.dedent("""
@@ -104,20 +107,25 @@ def test_the_engines_loop_compiles_into_one_function_without_scatters():
                 programs.engine_compile_options("cpu")).as_text()
         print(text.count("xla_cpu_small_call"), text.count(" scatter("), text.count(" sort("))
     """)
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "SWEEPKIT_XLA_OPTIONS")}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["SWEEPKIT_XLA_OPTIONS"] = "1"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     calls, scatters, sorts = map(int, out.stdout.split()[-3:])
     assert calls >= 1 and scatters == 0 and sorts == 0
 
 
-def test_backend_options_are_added_only_where_xla_flags_has_none():
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    assert xla_options.apply(env) == xla_options.checked_jaxlib(metadata.version("jaxlib"))
-    if "xla_backend_extra_options" in env["XLA_FLAGS"]:
-        assert env["XLA_FLAGS"].startswith("--xla_force_host_platform_device_count=2 ")
-        assert not xla_options.apply(env)                       # applied once
-    own = {"XLA_FLAGS": "--xla_backend_extra_options=xla_cpu_disable_loop_unrolling"}
-    assert not xla_options.apply(own) and own["XLA_FLAGS"].endswith("unrolling")
-    off = {"SWEEPKIT_XLA_OPTIONS": "0"}
-    assert not xla_options.apply(off) and "XLA_FLAGS" not in off
+def test_backend_options_are_opt_in_and_added_only_where_xla_flags_has_none():
+    checked = xla_options.checked_jaxlib(metadata.version("jaxlib"))
+    default = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    assert not xla_options.apply(default) and default["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "SWEEPKIT_XLA_OPTIONS": "1"}
+    try:
+        assert xla_options.apply(env) == checked
+        if checked:
+            assert env["XLA_FLAGS"].startswith("--xla_force_host_platform_device_count=2 --xla_backend_extra_options=")
+            assert xla_options.apply(env) and env["XLA_FLAGS"].count("xla_backend_extra_options") == 1
+        own = {"XLA_FLAGS": "--xla_backend_extra_options=xla_cpu_disable_loop_unrolling", "SWEEPKIT_XLA_OPTIONS": "1"}
+        assert not xla_options.apply(own) and own["XLA_FLAGS"].endswith("unrolling")
+    finally:
+        xla_options._ON = False     # this process's programs keep their scatters

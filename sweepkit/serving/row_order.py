@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from sweepkit.serving.updates import set_at
+from sweepkit.xla_options import loop_options_on
 
 
 def uniform(seed, rid, position):
@@ -25,14 +26,18 @@ def uniform(seed, rid, position):
     return ((x >> jnp.uint64(11)).astype(jnp.float64) + 0.5) / float(1 << 53)
 
 
-def arrival_order(arr_s):
+def arrival_order(arr_s, sliced: bool | None = None):
     """(order, inverse) of the rows by arrival time, ties by slot: one sort per boundary, shared by every
-    ordered sum of the boundary (an order over all rows is the order over any subset of them)."""
+    ordered sum of the boundary (an order over all rows is the order over any subset of them). ``sliced``
+    (default: :func:`sweepkit.xla_options.loop_options_on`): ranks by counting on the CPU, no sort."""
     S = arr_s.shape[0]
     rows = jnp.arange(S, dtype=jnp.int32)
+    if not (loop_options_on() if sliced is None else sliced):
+        order = jnp.argsort(arr_s, stable=True)
+        return order, jnp.zeros((S,), jnp.int32).at[order].set(rows)
     inverse = lax.platform_dependent(arr_s, cpu=_ranks, default=lambda a: set_at(
-        jnp.zeros((S,), jnp.int32), jnp.argsort(a, stable=True), rows))
-    return set_at(jnp.zeros((S,), jnp.int32), inverse, rows), inverse
+        jnp.zeros((S,), jnp.int32), jnp.argsort(a, stable=True), rows, sliced=False))
+    return set_at(jnp.zeros((S,), jnp.int32), inverse, rows, sliced=True), inverse
 
 
 def _ranks(arr_s):

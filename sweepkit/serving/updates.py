@@ -1,5 +1,5 @@
-"""Indexed updates of the engine's state without scatters: ``a[idx] = v`` (or ``+=``, ``min=``) as one
-dynamic-update-slice per index on XLA:CPU, a scatter elsewhere.
+"""Indexed updates of the engine's state: ``a[idx] = v`` (or ``+=``, ``min=``) as one dynamic-update-slice per
+index on XLA:CPU under :mod:`sweepkit.xla_options` (``SWEEPKIT_XLA_OPTIONS=1``), a scatter otherwise.
 
 Why: XLA:CPU runs a ``while_loop`` op by op (a runtime dispatch per kernel, ~0.1-0.5 us each, several
 hundred per engine iteration) unless the whole loop can be compiled into one function, which its
@@ -18,26 +18,31 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from sweepkit.xla_options import loop_options_on
+
 _COMBINE = {"set": lambda old, new: new, "add": jnp.add, "min": jnp.minimum}
 
 
-def set_at(a, idx, v):
-    """``a`` with ``a[idx] = v`` (JAX's ``a.at[idx].set(v, mode="drop")``)."""
-    return _update(a, idx, v, "set")
+def set_at(a, idx, v, sliced: bool | None = None):
+    """``a`` with ``a[idx] = v`` (JAX's ``a.at[idx].set(v, mode="drop")``); ``sliced``: slice updates on the
+    CPU (default: :func:`sweepkit.xla_options.loop_options_on`)."""
+    return _update(a, idx, v, "set", sliced)
 
 
-def add_at(a, idx, v):
+def add_at(a, idx, v, sliced: bool | None = None):
     """``a`` with ``a[idx] += v`` (JAX's ``a.at[idx].add(v, mode="drop")``)."""
-    return _update(a, idx, v, "add")
+    return _update(a, idx, v, "add", sliced)
 
 
-def min_at(a, idx, v):
+def min_at(a, idx, v, sliced: bool | None = None):
     """``a`` with ``a[idx] = min(a[idx], v)`` (JAX's ``a.at[idx].min(v, mode="drop")``)."""
-    return _update(a, idx, v, "min")
+    return _update(a, idx, v, "min", sliced)
 
 
-def _update(a, idx, v, op: str):
+def _update(a, idx, v, op: str, sliced: bool | None):
     idx = idx if isinstance(idx, tuple) else (idx,)
+    if not (loop_options_on() if sliced is None else sliced):
+        return _scattered(a, idx, v, op)
     return lax.platform_dependent(a, idx, v, cpu=lambda a, idx, v: _sliced(a, idx, v, op),
                                   default=lambda a, idx, v: _scattered(a, idx, v, op))
 
@@ -70,10 +75,13 @@ def _sliced(a, idx, v, op: str):
     return lax.fori_loop(0, count, one, a)
 
 
-def first_true(mask, size: int, fill: int):
+def first_true(mask, size: int, fill: int, sliced: bool | None = None):
     """Indices of the first ``size`` true entries of a vector, ``fill`` past its last true one (JAX's
-    ``jnp.nonzero(mask, size=size, fill_value=fill)[0]``, which is a scatter): entry k is the number of
-    places whose running count of trues is still at most k, size x len(mask) comparisons."""
+    ``jnp.nonzero(mask, size=size, fill_value=fill)[0]``, a scatter); without scatters where ``sliced``
+    (default: :func:`sweepkit.xla_options.loop_options_on`): entry k is the number of places whose running
+    count of trues is still at most k, size x len(mask) comparisons."""
+    if not (loop_options_on() if sliced is None else sliced):
+        return jnp.nonzero(mask, size=size, fill_value=fill)[0]
     count = jnp.cumsum(mask.astype(jnp.int32))
     k = jnp.arange(size, dtype=jnp.int32)
     idx = jnp.sum(count[None, :] <= k[:, None], axis=1).astype(jnp.int32)
