@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sweepkit"
 
 LAYERS = {
     "errors": 0, "inputs": 0, "checks": 0, "catalogue": 0, "speculative": 0, "acceptance": 0, "jaxcache": 0,
+    "xla_options": 0,
     "costmodel": 1,
     "sweep": 2, "serving": 2, "trace": 2, "validation": 2, "evaluate": 2,
     "store": 3, "queries": 3, "report": 4, "scale": 4, "serve": 4, "cli": 5,
