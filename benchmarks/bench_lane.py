@@ -79,8 +79,7 @@ def vmap_lanes(args) -> None:
     from sweepkit.serving import lanes as L
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.cluster_sim import simulate
-    from sweepkit.serving.cluster_state import Load
-    from sweepkit.serving.config import Config, policy, resolve
+    from sweepkit.serving.config import Config
     from sweepkit.serving.levers import load_levers
     from sweepkit.serving.workloads import load_workloads
 
@@ -90,14 +89,7 @@ def vmap_lanes(args) -> None:
     print(f"{platform.machine()}, {os.cpu_count()} CPUs, {datetime.date.today()}: {args.workload}, "
           f"{cfg.lever.name} on {args.device}, {args.vmap} loads {rates[0]:.4g}-{rates[-1]:.4g} /s")
     with jax.enable_x64(True):
-        n = [w.sessions_at(float(r)) for r in rates]
-        B = L._bucket(max(n))
-        ses, res, cap = L._sessions(w, B), resolve(cl, cfg.lever), L._capacity(B, False)
-        shape = L.shape_for(w, cl, [res], [cfg.lever], cap, False)
-        req, _ = L.requests_for(w, B, cap, shape.turns, shape.systems)
-        pol = policy(cl, cfg, res, w.name, shape.gamma_max, shape.instances)
-        loads = [Load(**{f: np.asarray(v, np.float64) for f, v in
-                         L._padded(L.load_for(w, ses, float(r), k, False), cap).items()}) for r, k in zip(rates, n)]
+        pol, req, loads, shape = L.lane_inputs(w, cl, cfg, rates)
         one = jax.jit(lambda p, q, ld: simulate(p, q, ld, shape))
         jax.block_until_ready(one(pol, req, loads[0]))
         t, its = time.perf_counter(), 0

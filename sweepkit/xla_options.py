@@ -66,11 +66,32 @@ def checked_jaxlib(version: str) -> bool:
     return CHECKED_JAXLIB[0] <= parts < CHECKED_JAXLIB[1]
 
 
+SETTINGS = ("", "0", "1")
+"""Values ``SWEEPKIT_XLA_OPTIONS`` may take: unset, empty or ``0`` (off), ``1`` (on)."""
+
+
+def setting_problem(environ=os.environ) -> str | None:
+    """One line naming a ``SWEEPKIT_XLA_OPTIONS`` value other than :data:`SETTINGS` (None when it is one).
+
+    Example:
+        >>> setting_problem({"SWEEPKIT_XLA_OPTIONS": "yes"})
+        "SWEEPKIT_XLA_OPTIONS = 'yes' is not allowed; expected 1 (on), 0 or unset (off)"
+        >>> setting_problem({}) is None
+        True
+    """
+    value = environ.get("SWEEPKIT_XLA_OPTIONS", "")
+    if value.strip() in SETTINGS:
+        return None
+    return f"SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed; expected 1 (on), 0 or unset (off)"
+
+
 def apply(environ=os.environ) -> bool:
     """Add :data:`BACKEND_OPTIONS` to ``environ["XLA_FLAGS"]`` under ``SWEEPKIT_XLA_OPTIONS=1``, where they
-    apply; True if the engine's loop may then compile into one function (:func:`loop_options_on`)."""
+    apply; True if the engine's loop may then compile into one function (:func:`loop_options_on`). Another
+    value than :data:`SETTINGS` leaves them off here, and the serving engine refuses to run
+    (:func:`setting_problem`: one line; exit status 2 from the CLI)."""
     global _ON
-    if environ.get("SWEEPKIT_XLA_OPTIONS", "0") != "1":
+    if environ.get("SWEEPKIT_XLA_OPTIONS", "").strip() != "1":
         return False
     try:
         if not checked_jaxlib(metadata.version("jaxlib")):

@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from sweepkit.scale import run_decode

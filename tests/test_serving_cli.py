@@ -32,7 +32,6 @@ def warehouse(tmp_path_factory):
         _cap_row("H100", "mtp", "chat", 4.9, 1.80, 1.45, 1.06, 0.3580, 0.0163, 0.1238, draft="mtp"),
     ]
     schema = pa.Table.from_pylist(rows).schema
-    serving = pa.table({c: pa.array([], type=pa.float64()) for c in []})
     wh = Warehouse(root)
     s_cols = [c for c in declared_columns()["serving"] if c != "run_id"]
     text_cols = {"device", "lever", "workload", "draft", "load_unit", "purpose"}

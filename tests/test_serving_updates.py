@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from importlib import metadata
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -101,7 +102,7 @@ def test_the_engines_loop_compiles_into_one_function_without_scatters():
         from sweepkit.serving.levers import load_levers
         from sweepkit.serving.workloads import load_workloads
         w = load_workloads()["chat"]
-        pol, req, load, shape = lane_inputs(w, load_cluster(), Config("H100", load_levers()["baseline"]), 1.0)
+        pol, req, (load,), shape = lane_inputs(w, load_cluster(), Config("H100", load_levers()["baseline"]), 1.0)
         with jax.enable_x64(True):
             text = programs._run.lower(pol, req, load, shape=shape).compile(
                 programs.engine_compile_options("cpu")).as_text()
@@ -129,3 +130,21 @@ def test_backend_options_are_opt_in_and_added_only_where_xla_flags_has_none():
         assert not xla_options.apply(own) and own["XLA_FLAGS"].endswith("unrolling")
     finally:
         xla_options._ON = False     # this process's programs keep their scatters
+
+
+@pytest.mark.parametrize("value", ["yes", "2"])
+def test_a_mistyped_setting_is_refused_in_one_line(value, tmp_path):
+    """Any other value than 1, 0 or unset leaves the options off and the serving engine refuses to run:
+    one line naming the variable, its value and what is allowed, exit status 2 from the CLI."""
+    env = {"XLA_FLAGS": "", "SWEEPKIT_XLA_OPTIONS": value}
+    assert not xla_options.apply(env) and env["XLA_FLAGS"] == ""
+    assert f"SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed" in xla_options.setting_problem(env)
+    for ok in ("", "0", "1", " 1 "):
+        assert xla_options.setting_problem({"SWEEPKIT_XLA_OPTIONS": ok}) is None
+    cli = Path(sys.executable).with_name("sweepkit")
+    out = subprocess.run([str(cli), "simulate", "grids/serving-small.toml", "--warehouse", str(tmp_path / "wh")],
+                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1],
+                         env={**os.environ, "SWEEPKIT_XLA_OPTIONS": value})
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"Error: SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed; expected 1 (on), 0 or unset (off)"]
+    assert not (tmp_path / "wh").exists()

@@ -62,7 +62,10 @@ class SweepkitGroup(click.Group):
             return None
         if name in COMPUTING:
             from sweepkit.jaxcache import enable_persistent_cache
+            from sweepkit.xla_options import setting_problem
 
+            if setting_problem():
+                raise InputError(setting_problem())
             enable_persistent_cache()
         module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)

@@ -6,6 +6,7 @@ import math
 import numbers
 import tomllib
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from sweepkit.errors import InputError, bad_value

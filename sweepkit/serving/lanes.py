@@ -19,13 +19,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
 from sweepkit.serving.cluster_sim import MISS_SHARE
-from sweepkit.serving.cluster_state import Load, Requests, Shape
+from sweepkit.serving.cluster_state import Requests, Shape
 from sweepkit.serving.config import Config, policy, resolve
-from sweepkit.serving.programs import collect, submit_lanes
+from sweepkit.serving.programs import as_load, collect, submit_lanes
 from sweepkit.serving.requests import Sessions, sample_sessions
 from sweepkit.serving.workloads import Workload
+from sweepkit.xla_options import setting_problem
 
 LOG = logging.getLogger(__name__)
 
@@ -185,22 +187,32 @@ def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, ear
         return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, list(cover or []))
 
 
-def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rate: float, early_stop: bool = False):
-    """One lane's engine inputs ``(pol, req, load, shape)`` for ``cfg`` at ``rate`` per second, as
-    :func:`run_configs` builds them (call under ``jax.enable_x64(True)``); for benchmarks and checks of the
-    compiled program."""
-    n = w.sessions_at(float(rate))
-    B = _bucket(n)
+def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: bool = False):
+    """The engine inputs ``(pol, req, loads, shape)`` of ``cfg`` at each of ``rates`` (per second): one program,
+    one :class:`Load` per rate, as :func:`run_configs` builds a group's (call under ``jax.enable_x64(True)``);
+    for benchmarks and checks of the compiled program."""
+    rates = np.atleast_1d(np.asarray(rates, np.float64))
+    n = [w.sessions_at(float(r)) for r in rates]
+    B = _bucket(max(n))
     res = resolve(cluster, cfg.lever)
-    cap = _capacity(B, bool(res["prefix_caching"]))
-    shape = shape_for(w, cluster, [res], [cfg.lever], cap, bool(res["prefix_caching"]))
-    req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
+    cap, shape, req = _program(w, cluster, B, bool(res["prefix_caching"]), [res], [cfg.lever])
     pol = policy(cluster, cfg, res, w.name, shape.gamma_max, shape.instances)
-    load = _padded(load_for(w, _sessions(w, B), float(rate), n, early_stop), cap)
-    return pol, req, Load(**{f: np.asarray(v, np.float64) for f, v in load.items()}), shape
+    ses = _sessions(w, B)
+    return pol, req, [as_load(_padded(load_for(w, ses, float(r), k, early_stop), cap)) for r, k in zip(rates, n)], shape
+
+
+def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[dict], levers: list):
+    """One program's session capacity, static shape and requests for session bucket ``B``, sized for every
+    resolved lever in ``sized`` (``levers``: the same levers)."""
+    cap = _capacity(B, prefix)
+    shape = shape_for(w, cluster, sized, levers, cap, prefix)
+    req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
+    return cap, shape, req
 
 
 def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) -> Lanes:
+    if setting_problem():                        # a mistyped opt-in is refused, not silently off
+        raise InputError(setting_problem())
     rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
     stop = np.broadcast_to(np.asarray(early_stop, bool), rates.shape)
     count = (lambda r: min(w.sessions_at(r), COARSE_MAX_SESSIONS)) if cap_sessions else w.sessions_at
@@ -215,9 +227,7 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
     sized = res + [resolve(cluster, cfg.lever) for cfg in cover]     # what every group's program holds
     for flags in dict.fromkeys(static):             # every group's lanes queued before any is awaited
         idx = [c for c in range(len(configs)) if static[c] == flags]
-        cap = _capacity(B, *flags)
-        shape = shape_for(w, cluster, sized, [cfg.lever for cfg in configs + cover], cap, *flags)
-        req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
+        cap, shape, req = _program(w, cluster, B, *flags, sized, [cfg.lever for cfg in configs + cover])
         pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
         padded = [[_padded(loads[c, k], cap) for k in range(rates.shape[1])] for c in idx]
         pending.append((idx, shape, time.perf_counter(), submit_lanes(pols, padded, req, shape)))

@@ -112,13 +112,17 @@ def lane_threads() -> int:
     return max(cores, len(lane_devices()))
 
 
+def as_load(fields: dict) -> Load:
+    """A :class:`Load` of float64 numpy arrays from :func:`sweepkit.serving.lanes.load_for`'s fields."""
+    return Load(**{f: np.asarray(v, np.float64) for f, v in fields.items()})
+
+
 def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape) -> list[list[Future]]:
     """Every (configuration, load) lane as its own call of one compiled program, queued on :func:`lane_pool`
     (each runs on the least busy of :func:`lane_devices`); :func:`collect` waits for them."""
     def one(pol, ld):
         with jax.enable_x64(True), _device_lease() as device:
-            load = Load(**{f: np.asarray(v, np.float64) for f, v in ld.items()})
-            args = jax.device_put((pol, req, load), device)
+            args = jax.device_put((pol, req, as_load(ld)), device)
             out = _compiled(*args, shape, device)(*args)
             return jax.tree_util.tree_map(np.asarray, out)
     pool = lane_pool()

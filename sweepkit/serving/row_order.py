@@ -35,9 +35,15 @@ def arrival_order(arr_s, sliced: bool | None = None):
     if not (loop_options_on() if sliced is None else sliced):
         order = jnp.argsort(arr_s, stable=True)
         return order, jnp.zeros((S,), jnp.int32).at[order].set(rows)
-    inverse = lax.platform_dependent(arr_s, cpu=_ranks, default=lambda a: set_at(
-        jnp.zeros((S,), jnp.int32), jnp.argsort(a, stable=True), rows, sliced=False))
-    return set_at(jnp.zeros((S,), jnp.int32), inverse, rows, sliced=True), inverse
+
+    def by_counting(a):
+        inverse = _ranks(a)
+        return set_at(jnp.zeros((S,), jnp.int32), inverse, rows, sliced=True), inverse
+
+    def by_sorting(a):
+        order = jnp.argsort(a, stable=True).astype(jnp.int32)
+        return order, set_at(jnp.zeros((S,), jnp.int32), order, rows, sliced=False)
+    return lax.platform_dependent(arr_s, cpu=by_counting, default=by_sorting)
 
 
 def _ranks(arr_s):

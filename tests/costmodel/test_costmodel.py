@@ -88,7 +88,7 @@ def test_prefill_is_compute_bound_and_decode_memory_bound():
 
 
 def test_mixed_step_reads_weights_once():
-    dev, m = device_arrays(get_device("H100")), model_arrays(get_model("llama-3-8b"))
+    m = model_arrays(get_model("llama-3-8b"))
     a, b = chunk_work(0.0, 100.0), decode_work(1000.0, 4.0)
     f_a, by_a = flops_and_bytes(a, m, 2.0, 2.0)
     f_b, by_b = flops_and_bytes(b, m, 2.0, 2.0)

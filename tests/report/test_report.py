@@ -13,7 +13,7 @@ import pytest
 import vl_convert as vlc
 from click.testing import CliRunner
 
-from sweepkit.cli import COMMANDS, main
+from sweepkit.cli import main
 from sweepkit.report import charts
 from support.browser import find_chromium, inspect_page
 from sweepkit.report.build import SECTIONS, build_report
