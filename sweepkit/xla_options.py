@@ -14,7 +14,7 @@ scatter, sort or custom fusion. Under ``SWEEPKIT_XLA_OPTIONS=1`` sweepkit
 
 It is off by default: it speeds most lanes up (a chat baseline lane: ~140 -> ~100 us of CPU per iteration;
 the seed's 15 H100 points warm: 43 -> 31-36 s) but slows prefix-caching and decode-priority lanes by 7-14%,
-compiles each program slower, and the whole H100 lever grid ran slower with it (docs/performance.md). The
+compiles each program slower, and the whole H100 lever grid runs 17% slower with it (docs/performance.md). The
 backend options are added only for the jaxlib releases they were checked on (:data:`CHECKED_JAXLIB`; XLA
 aborts the process on a backend option it does not know), not where a GPU or TPU backend is installed
 (:data:`ACCELERATOR_PLUGINS`), and only where ``XLA_FLAGS`` sets no backend options of its own.
