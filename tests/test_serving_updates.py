@@ -133,7 +133,7 @@ def test_backend_options_are_opt_in_and_added_only_where_xla_flags_has_none():
 
 
 @pytest.mark.parametrize("value", ["yes", "2"])
-def test_a_mistyped_setting_is_refused_in_one_line(value, tmp_path):
+def test_a_mistyped_setting_is_refused_in_one_line(value, tmp_path, monkeypatch):
     """Any other value than 1, 0 or unset leaves the options off and the serving engine refuses to run:
     one line naming the variable, its value and what is allowed, exit status 2 from the CLI."""
     env = {"XLA_FLAGS": "", "SWEEPKIT_XLA_OPTIONS": value}
@@ -148,3 +148,12 @@ def test_a_mistyped_setting_is_refused_in_one_line(value, tmp_path):
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         f"Error: SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed; expected 1 (on), 0 or unset (off)"]
     assert not (tmp_path / "wh").exists()
+    from sweepkit.errors import InputError                   # the engine refuses Python callers too
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config
+    from sweepkit.serving.lanes import run_configs
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+    monkeypatch.setenv("SWEEPKIT_XLA_OPTIONS", value)
+    with pytest.raises(InputError, match=f"SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed"):
+        run_configs(load_workloads()["chat"], load_cluster(), [Config("H100", load_levers()["baseline"])], [1.0])

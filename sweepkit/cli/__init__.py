@@ -64,8 +64,8 @@ class SweepkitGroup(click.Group):
             from sweepkit.jaxcache import enable_persistent_cache
             from sweepkit.xla_options import setting_problem
 
-            if setting_problem():
-                raise InputError(setting_problem())
+            if problem := setting_problem():
+                raise InputError(problem)
             enable_persistent_cache()
         module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)

@@ -211,8 +211,8 @@ def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[di
 
 
 def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) -> Lanes:
-    if setting_problem():                        # a mistyped opt-in is refused, not silently off
-        raise InputError(setting_problem())
+    if problem := setting_problem():             # a mistyped opt-in is refused, not silently off
+        raise InputError(problem)
     rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
     stop = np.broadcast_to(np.asarray(early_stop, bool), rates.shape)
     count = (lambda r: min(w.sessions_at(r), COARSE_MAX_SESSIONS)) if cap_sessions else w.sessions_at
