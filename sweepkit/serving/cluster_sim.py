@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
     Requests, Shape, State, init_state
 from sweepkit.serving import minblocks
+from sweepkit.serving.decode_run import finished_by
 from sweepkit.serving.handoff import cut_plan, hand_off, start_transfers
 from sweepkit.serving.phases import boundary, no_events
 from sweepkit.serving.prefix import node_units
@@ -75,7 +76,8 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     session = jnp.where(hand, h, jnp.where(first, a0, b))
     rid = jnp.where(first, 0, s.next_turn[session]) * req.stride + session
     r = s.rows
-    loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
+    rows = jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
+    loads = (s.q_tail - s.q_head) + rows - finished_by(s.plan, t_arr, jnp.zeros((I,), bool)).astype(rows.dtype)
     pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
     loads = jnp.where((jnp.arange(I) < pol.instances) & pool, loads, jnp.iinfo(jnp.int32).max)
     least = jnp.argmin(loads).astype(jnp.int32)
@@ -163,11 +165,13 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape:
     ses = jnp.where(nxt < N, nxt % req.stride, B)
     pre = drop(ev["pre_rid"])
     fin = drop(ev["finish_rid"])
-    rel_s = t + req.think_s[jnp.minimum(nxt, N - 1)]
+    fin_s = ev["finish_s"]                      # t, or earlier in a run extended past the finish
+    rel_s = fin_s + req.think_s[jnp.minimum(nxt, N - 1)]
     buf_s = set_at(s.buf_s, ses, rel_s)
     s = dataclasses.replace(
         s, first_s=set_at(s.first_s, drop(ev["first_rid"]), t),
-        finish_s=set_at(s.finish_s, fin, t),
+        finish_s=set_at(s.finish_s, fin, fin_s),
+        little_area=s.little_area - jnp.sum(jnp.where(fin < N, t - fin_s, 0.0)),
         buf_s=buf_s, buf_min=minblocks.lowered(buf_s, s.buf_min, ses, rel_s),   # released turns were inf
         next_turn=set_at(s.next_turn, ses, nxt // req.stride),
         r_out=set_at(s.r_out, pre, ev["pre_out"]),
@@ -203,14 +207,19 @@ def _late(req: Requests, s: State, load: Load, t):
     """The window's requests (:func:`in_window`) that will surely miss an SLO, not yet in ``s.misses``: still
     without a first token more than the TTFT SLO after arrival, or decoding so long since their first token
     that their TPOT, (finish - first) / (output - 1) with finish >= ``t``, already exceeds its SLO. Counted
-    every :data:`LATE_EVERY` iterations (0 in between)."""
+    every :data:`LATE_EVERY` iterations (0 in between). A run extended past a finish (``decode_run``) holds
+    rows that may have finished since it started but are not yet recorded: while one does, their finish is
+    only known to be at or after the run's start."""
     def count():
+        K = s.plan["dt"].shape[-1]
+        pending = jnp.any((jnp.arange(K)[None, :] < s.plan["n"][:, None] - 1) & (s.plan["fin"] > 0), axis=1)
+        t_lo = jnp.minimum(t, jnp.min(jnp.where(s.awake & pending, s.plan["t0"], jnp.inf)))
         win = in_window(load, s, s.arrival_s) & ~s.rejected
         started = jnp.isfinite(s.first_s)
         waiting = ~started & (s.arrival_s < t - load.ttft_slo_s)
         o = req.output_tokens.astype(jnp.float64)
         slow = (started & ~jnp.isfinite(s.finish_s) & (s.first_s - s.arrival_s <= load.ttft_slo_s) & (o >= 2)
-                & ((t - s.first_s) / jnp.maximum(o - 1.0, 1.0) > load.tpot_slo_s))
+                & ((t_lo - s.first_s) / jnp.maximum(o - 1.0, 1.0) > load.tpot_slo_s))
         return jnp.sum(win & (waiting | slow)).astype(jnp.int32)
     return jax.lax.cond(s.iters % LATE_EVERY == 0, count, lambda: jnp.zeros((), jnp.int32))
 

@@ -40,7 +40,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     got = E[0] > 0
     first = got & (r.out <= 0)
     win = ((r.arr_s >= load.itl_from_s) & (r.arr_s <= load.itl_to_s)).astype(jnp.float64)
-    ends = plan["t0"] + jnp.cumsum(plan["dt"])
+    ends = plan["ends"]
     row_w = jnp.where(got & ~first, win, 0.0)
     row_bin = bin_index(ends[0] - r.last_s, shape.bins)
     run_w = jnp.where(on & (jnp.arange(K) >= 1), jnp.sum(jnp.where(E > 0, win[None, :], 0.0), axis=1), 0.0)
@@ -53,17 +53,15 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     r = dataclasses.replace(r, out=out, last_s=jnp.where(jnp.sum(E, axis=0) > 0, t, r.last_s),
                             phase=jnp.where(promote, DECODE, r.phase),
                             alloc=jnp.where((plan["n"] >= 1) & (r.phase != FREE), plan["alloc"][last], r.alloc))
-    dt = jnp.sum(jnp.where(on, plan["dt"], 0.0))
-    st = iv["stats"]
-    st = dict(st, energy_j=st["energy_j"] + jnp.sum(jnp.where(on, plan["en"], 0.0)), busy_s=st["busy_s"] + dt,
-              kv_area=st["kv_area"] + plan["frac"] * dt, batch_area=st["batch_area"] + plan["rows"] * dt,
-              steps=st["steps"] + plan["n"], decode_rows=st["decode_rows"] + plan["n"] * plan["dec"])
+    st = account(pol, plan, on, iv["stats"])
     iv = dict(iv, rows=r, stats=st, plan=dict(plan, n=jnp.zeros_like(plan["n"])))
     if shape.prefix:
         iv = insert_prefix(pol, req, iv, promote & (pol.prefix > 0), units_m, t, shape)
     fin = (r.phase == DECODE) & (out >= o)
+    at = plan["fin_at"]                   # the step a row finishes in: the run's last, or earlier in a run extended
+    fin_s = jnp.where(at >= plan["n"] - 1, t, ends[jnp.minimum(at, K - 1)])    # past it
     first_t = jnp.where(first, t, first_s[rid])
-    tpot = (t - first_t) / jnp.maximum(o - 1.0, 1.0)
+    tpot = (fin_s - first_t) / jnp.maximum(o - 1.0, 1.0)
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
         iv = emit_and_release(pol, req, iv, fin & (pol.prefix > 0), units_m, t, shape)
@@ -79,12 +77,28 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     rows = dataclasses.replace(r, phase=jnp.where(gone, FREE, jnp.where(hold, HELD, r.phase)),
                                rid=jnp.where(gone, -1, r.rid), alloc=jnp.where(gone, 0.0, r.alloc),
                                pins=jnp.where(gone, 0.0, r.pins))
-    ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N), hand_rid=jnp.where(hand, rid, N),
+    ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N), finish_s=fin_s,
+              hand_rid=jnp.where(hand, rid, N),
               next_rid=jnp.where(fin & (k + 1 < req.turns), rid + req.stride, N),
               itl_bin=jnp.concatenate([row_bin, bin_index(plan["dt"], shape.bins)]),
               itl_w=jnp.concatenate([row_w, run_w]), zeros=zeros,
               misses=(jnp.sum(ttft_miss) + jnp.sum(tpot_miss)).astype(jnp.int32))
     return dict(iv, rows=rows), ev
+
+
+def account(pol, plan, on, st):
+    """The landed steps' accumulators: joules, busy seconds, steps, decode rows, and the time integrals of KV
+    use and running rows, step by step where a run's rows grow or finish (``plan["kv_delta"]``, ``fin``).
+    KV use is a fraction, capped at the whole (the prefix cache's unpinned segments give way to growth)."""
+    dt = jnp.sum(jnp.where(on, plan["dt"], 0.0))
+    gone = jnp.where(on, jnp.cumsum(plan["fin"]) - plan["fin"], 0.0)     # rows finished earlier in the run
+    frac = plan["frac"]
+    step_frac = jnp.minimum(frac + plan["kv_delta"] / jnp.maximum(pol.kv_units, 1.0), jnp.maximum(frac, 1.0))
+    return dict(st, kv_peak=jnp.maximum(st["kv_peak"], jnp.max(jnp.where(on, step_frac, 0.0))),
+                energy_j=st["energy_j"] + jnp.sum(jnp.where(on, plan["en"], 0.0)), busy_s=st["busy_s"] + dt,
+                kv_area=st["kv_area"] + frac * dt + jnp.sum(jnp.where(on, plan["dt"] * (step_frac - frac), 0.0)),
+                batch_area=st["batch_area"] + plan["rows"] * dt - jnp.sum(plan["dt"] * gone),
+                steps=st["steps"] + plan["n"], decode_rows=st["decode_rows"] + plan["n"] * plan["dec"] - jnp.sum(gone))
 
 
 def insert_prefix(pol, req, iv, on, units, t, shape):

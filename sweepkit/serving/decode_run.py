@@ -6,8 +6,15 @@ cannot be admitted now stays blocked (memory and rows only tighten while rows gr
 only at a boundary. So up to K steps are formed at once: step j of each row emits its accepted drafts + 1
 (or 1), its cached context grows by what the rows emitted before it, and the run stops
 
-* at the first step in which a row finishes (that step is the run's last),
+* at the first step in which a row finishes (that step is the run's last), unless nothing could take the
+  finished row's place (``extend``: the queue is empty and every busy row decodes; the prefix cache off): then
+  the run goes on with the rows left, each step priced for them, and stops before the first step that ends
+  after a finished row's next turn is released (its finish + think time), so that the turn is routed when
+  it arrives; after the last row finishes, the run ends;
 * before the first step whose paged growth would not fit.
+
+A row that finishes inside the run finishes at its step's end (:func:`sweepkit.serving.complete.complete`), and
+until the run lands the router counts it as gone from the end of that step (:func:`finished_by`).
 
 The plan is kept on the instance and lands at its end (:func:`sweepkit.serving.phases.complete`); a request
 routed to the instance while it runs cuts the plan at the first step ending at or after its arrival
@@ -23,6 +30,7 @@ import jax.numpy as jnp
 from sweepkit.costmodel.passes import Work
 from sweepkit.costmodel.steps import step_cost
 from sweepkit.serving.cluster_state import RUN_STEPS
+from sweepkit.serving.updates import add_at, min_at
 
 
 
@@ -30,50 +38,84 @@ def no_run(like):
     """The plan of no run (n = 0), shaped as :func:`decode_run`'s, for the branch that plans none."""
     K = RUN_STEPS
     zk, zks = jnp.zeros((K,), like.dtype), jnp.zeros((K,) + like.shape, like.dtype)
-    return dict(n=jnp.zeros((), jnp.int32), dt=zk, en=zk, E=zks, alloc=zks)
+    return dict(n=jnp.zeros((), jnp.int32), dt=zk, en=zk, E=zks, alloc=zks, fin=zk, kv_delta=zk,
+                fin_at=jnp.zeros(like.shape, jnp.int32))
 
 
-def decode_run(pol, req, r, dec, accepted, other_units, shape):
+def decode_run(pol, req, r, dec, accepted, other_units, t, extend, shape):
     """Plan a run of up to K decode steps of the ``dec`` rows.
 
     Args:
       r: the instance's rows.  dec: [S] rows in the step.  accepted: fn(rid, position) -> drafts accepted.
-      other_units: KV units held outside the decode rows (other rows and pinned cache).
+      other_units: KV units held outside the decode rows (other rows and pinned cache).  t: the run's start,
+      s.  extend: whether the run may go on past a row's finish (nothing could take its place).
 
     Returns:
       dict: n (steps that may run), dt [K] and en [K] (seconds and dynamic joules of each step), E [K, S]
-      (tokens each row emits in each step), alloc [K, S] (units after each step's growth).
+      (tokens each row emits in each step), alloc [K, S] (units after each step's growth), fin [K] (rows
+      finishing in each step), kv_delta [K] (KV units held in each step less those held in the first: the
+      rows' growth, less the rows finished earlier in the run), fin_at [S] (the step a row finishes in; K:
+      none).
     """
     K = RUN_STEPS
     rid = jnp.maximum(r.rid, 0)
     p = req.prompt_tokens[rid].astype(jnp.float64)
     o = req.output_tokens[rid].astype(jnp.float64)
     rem = jnp.where(dec, o - r.out, 0.0)
+    steps = jnp.arange(K, dtype=jnp.int32)
 
-    def emit(cum, _):
+    def emit(carry, j):
+        cum, at = carry
         e = jnp.where(dec, jnp.clip(accepted(rid, r.out + cum) + 1.0, 0.0, rem - cum), 0.0)
-        return cum + e, e
+        at = jnp.where(dec & (cum < rem) & (cum + e >= rem), j, at)
+        return (cum + e, at), (e, cum)
 
     def drafted():
         # A loop, not unrolled: unrolled, XLA:CPU fuses every step's draws into each later step's (quadratic).
-        return jax.lax.scan(emit, jnp.zeros_like(rem), None, length=K)[1]   # [K, S]
+        (_, at), (E, before) = jax.lax.scan(emit, (jnp.zeros_like(rem), jnp.full(rem.shape, K, jnp.int32)), steps)
+        return E, before, at
 
     def plain():      # nothing accepted: one token a step while the row has any left (rem is a whole number)
-        return jnp.where(dec[None, :] & (jnp.arange(K, dtype=rem.dtype)[:, None] < rem[None, :]), 1.0, 0.0)
+        j = steps.astype(rem.dtype)[:, None]
+        E = jnp.where(dec[None, :] & (j < rem[None, :]), 1.0, 0.0)
+        return E, jnp.minimum(j, rem[None, :]), jnp.where(dec, jnp.minimum(rem - 1.0, K), K).astype(jnp.int32)
 
-    E = jax.lax.cond(jnp.any(pol.accept_survival > 0), drafted, plain) if shape.gamma_max > 0 else plain()
-    before = jnp.cumsum(E, axis=0) - E        # tokens emitted before step j
-    finish = dec[None, :] & (before + E >= rem[None, :])
-    j_fin = jnp.min(jnp.where(jnp.any(finish, axis=1), jnp.arange(K), K))
-    rows = jnp.sum(dec).astype(jnp.float64)
-    ctx = jnp.sum(jnp.where(dec[None, :], (p + r.out)[None, :] + before, 0.0), axis=1)
+    # E, before [K, S]: tokens each row emits in step j and before it; at [S]: the step it finishes in (K: none)
+    E, before, at = jax.lax.cond(jnp.any(pol.accept_survival > 0), drafted, plain) if shape.gamma_max > 0 else plain()
+    j_fin = jnp.min(at)
+    fin = add_at(jnp.zeros((K,)), at, 1.0)                       # rows finishing in step j
+    rows = jnp.sum(dec) - (jnp.cumsum(fin) - fin)               # rows still decoding in step j
+    ctx = jnp.sum(jnp.where(dec[None, :] & (steps[:, None] <= at[None, :]), (p + r.out)[None, :] + before, 0.0), axis=1)
     none = Work(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
-    dt, en = jax.vmap(lambda c: step_cost(pol.inst, c, rows, none, shape.gamma_max))(ctx)
+    dt, en = jax.vmap(lambda c, b: step_cost(pol.inst, c, b, none, shape.gamma_max))(ctx, rows)
+    ends = t + jnp.cumsum(dt)
+    released = min_at(jnp.full((K,), jnp.inf), at, _releases(req, rid, at, ends))
+    released_by = jnp.concatenate([jnp.full((1,), jnp.inf), jax.lax.cummin(released)[:-1]])
     pos = jnp.minimum((p + r.out)[None, :] + before + pol.inst.gamma, (p + o)[None, :]) - r.hit[None, :]
     grown = jnp.maximum(jnp.ceil(pos / pol.block_tokens), r.alloc[None, :])
     need = jnp.where((dec & (pol.paged > 0))[None, :], grown, r.alloc[None, :])
-    fits = other_units + jnp.sum(jnp.where(dec[None, :], need, 0.0), axis=1) <= pol.kv_units
-    j = jnp.arange(K)
-    ok = (j <= j_fin) & (fits | (j == 0))
-    n = jnp.maximum(jnp.sum(jnp.cumprod(ok)), 1).astype(jnp.int32)
-    return dict(n=n, dt=dt, en=en, E=E, alloc=need)
+    held = jnp.sum(jnp.where(dec[None, :], need, 0.0), axis=1)     # by every row, finished ones at their last
+    freed = add_at(jnp.zeros((K,)), at, need[K - 1])
+    held = held - (jnp.cumsum(freed) - freed)                      # less the rows finished in earlier steps
+    on = ((steps <= j_fin) | (extend & (rows > 0) & (ends <= released_by))) & ((other_units + held <= pol.kv_units)
+                                                                                 | (steps == 0))
+    n = jnp.maximum(jnp.sum(jnp.cumprod(on)), 1).astype(jnp.int32)
+    return dict(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=held - held[0], fin_at=at)
+
+
+def _releases(req, rid, at, ends):
+    """[S] when each row's next turn is released if it finishes in step ``at`` of the run (its end + think
+    time; inf: it does not finish, or it was its session's last turn)."""
+    K = ends.shape[0]
+    nxt = jnp.minimum(rid + req.stride, req.think_s.shape[0] - 1)
+    more = (rid // req.stride + 1 < req.turns) & (at < K)
+    return jnp.where(more, ends[jnp.minimum(at, K - 1)] + req.think_s[nxt], jnp.inf)
+
+
+def finished_by(plan, t_s, ties):
+    """[I] rows each instance's planned run has finished before ``t_s`` (and at ``t_s`` where ``ties``), but
+    that still sit in its rows until the run lands: a run extended past a finish (``decode_run``)."""
+    K = plan["dt"].shape[-1]
+    ends = plan["ends"]
+    by = (ends < t_s) | ((ends == t_s) & ties[:, None])
+    return jnp.sum(jnp.where(by & (jnp.arange(K)[None, :] < plan["n"][:, None]), plan["fin"], 0.0), axis=-1)

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.serving import minblocks
+from sweepkit.serving.decode_run import finished_by
 from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, RESERVED, Policy, Requests, Shape, State
 from sweepkit.serving.updates import add_at, set_at
 
@@ -67,7 +68,9 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
 
     def pull(s):
         r = s.rows
-        loads = (s.q_tail - s.q_head) + jnp.sum((r.phase == DECODE) | (r.phase == RESERVED), axis=1)
+        rows = jnp.sum((r.phase == DECODE) | (r.phase == RESERVED), axis=1)
+        gone = finished_by(s.plan, t, jnp.arange(I) < src).astype(rows.dtype)   # as if their boundaries ran
+        loads = (s.q_tail - s.q_head) + rows - gone
         dest = jnp.argmin(jnp.where((jnp.arange(I) < pol.instances) & (pol.role == DECODE_POOL), loads,
                                     jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
         rank = jnp.cumsum(on.astype(jnp.int32)) - 1
@@ -85,7 +88,7 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
 def cut_plan(s: State, inst, ok, t_arr):
     """Cut instance ``inst``'s planned run of decode steps at the first step ending at or after ``t_arr``."""
     n = s.plan["n"][inst]
-    ends = s.plan["t0"][inst] + jnp.cumsum(s.plan["dt"][inst])
+    ends = s.plan["ends"][inst]
     K = ends.shape[0]
     keep = jnp.minimum(n, 1 + jnp.sum((ends < t_arr) & (jnp.arange(K) < n))).astype(jnp.int32)
     cut = ok & (n > 1) & (keep < n)

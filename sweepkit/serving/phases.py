@@ -43,7 +43,7 @@ from sweepkit.serving.updates import add_at
 def no_events(S: int, N: int, bins: int, A: int) -> dict:
     """The event fields of a boundary that did nothing (request id N: none), shaped as :func:`boundary`'s."""
     none, zf = jnp.full((S,), N, jnp.int32), jnp.zeros((S,), jnp.float64)
-    return dict(first_rid=none, finish_rid=none, next_rid=none, hand_rid=none, xfer_rid=jnp.full((A,), N, jnp.int32), itl_bin=jnp.zeros((S + RUN_STEPS,), jnp.int32),
+    return dict(first_rid=none, finish_rid=none, finish_s=zf, next_rid=none, hand_rid=none, xfer_rid=jnp.full((A,), N, jnp.int32), itl_bin=jnp.zeros((S + RUN_STEPS,), jnp.int32),
                 itl_w=jnp.zeros((S + RUN_STEPS,), jnp.float64), zeros=jnp.zeros((), jnp.float64),
                 misses=jnp.zeros((), jnp.int32), pre_rid=none, pre_out=zf, pre_last_s=zf)
 
@@ -75,7 +75,8 @@ def boundary(pol, req, load, iv, shared, t, shape):
     busy = plan["n"] > 0
     owed = jnp.where(busy, iv["owed"], 0.0)
     frac = (private + cache) / jnp.maximum(pol.kv_units, 1.0)
-    plan = dict(plan, dt=add_at(plan["dt"], 0, owed), frac=frac)
+    dt = add_at(plan["dt"], 0, owed)
+    plan = dict(plan, dt=dt, ends=plan["t0"] + jnp.cumsum(dt), frac=frac)
     st = iv["stats"]
     iv = dict(iv, plan=plan, busy_until_s=t + jnp.sum(jnp.where(jnp.arange(plan["dt"].shape[0]) < plan["n"],
                                                                  plan["dt"], 0.0)),

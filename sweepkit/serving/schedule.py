@@ -163,8 +163,9 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
     pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(pre & grow_now) & (jnp.sum(r.phase == SWAPPED) == 0)
     private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(r, alloc=jnp.where(dec, 0.0, r.alloc))), units_m)
+    alone = (iv["tail"] == iv["head"]) & jnp.all((r.phase == FREE) | dec) & (iv["owed"] <= 0) & (pol.prefix <= 0)
     plan_run = lambda: decode_run(pol, req, r, dec, lambda i, x: accepted(pol, i, x, shape),  # noqa: E731
-                                  private1 + pinned, shape)
+                                  private1 + pinned, t, alone, shape)
     run = jax.lax.cond(pure & jnp.any(dec), plan_run, lambda: no_run(r.out))
     multi = pure & (run["n"] >= 2) & jnp.any(dec)
     iv, dest, emit_new = admit(pol, req, dict(iv, rows=dataclasses.replace(r, done=done)), take, cand, c_new,
@@ -183,6 +184,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
         en=jnp.where(multi, run["en"], jnp.where(first_step, e_j, 0.0)),
         E=jnp.where(multi, run["E"], jnp.where(first_step[:, None], emit[None, :], 0.0)),
         alloc=jnp.where(multi & dec[None, :], run["alloc"], alloc[None, :]),
+        fin=jnp.where(multi, run["fin"], 0.0), fin_at=jnp.where(multi, run["fin_at"], 0), kv_delta=jnp.where(multi, run["kv_delta"], 0.0),
         frac=jnp.zeros(()), rows=jnp.sum((iv["rows"].phase == PREFILL) | (iv["rows"].phase == DECODE)).astype(jnp.float64),
         dec=rows_dec)
     st = iv["stats"]
