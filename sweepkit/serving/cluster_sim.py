@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
     Requests, Shape, State, init_state
 from sweepkit.serving import minblocks
-from sweepkit.serving.decode_run import finished_by
+from sweepkit.serving.decode_run import finished_by, promoted_by
 from sweepkit.serving.handoff import cut_plan, hand_off, start_transfers
 from sweepkit.serving.phases import boundary, no_events
 from sweepkit.serving.prefix import node_units
@@ -77,7 +77,8 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     rid = jnp.where(first, 0, s.next_turn[session]) * req.stride + session
     r = s.rows
     rows = jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
-    loads = (s.q_tail - s.q_head) + rows - finished_by(s.plan, t_arr, jnp.zeros((I,), bool)).astype(rows.dtype)
+    moved = promoted_by(s.plan, t_arr) - finished_by(s.plan, t_arr, jnp.zeros((I,), bool))   # plans not yet landed
+    loads = (s.q_tail - s.q_head) + rows + moved.astype(rows.dtype)
     pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
     loads = jnp.where((jnp.arange(I) < pol.instances) & pool, loads, jnp.iinfo(jnp.int32).max)
     least = jnp.argmin(loads).astype(jnp.int32)
@@ -169,7 +170,7 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape:
     rel_s = fin_s + req.think_s[jnp.minimum(nxt, N - 1)]
     buf_s = set_at(s.buf_s, ses, rel_s)
     s = dataclasses.replace(
-        s, first_s=set_at(s.first_s, drop(ev["first_rid"]), t),
+        s, first_s=set_at(s.first_s, drop(ev["first_rid"]), ev["first_s"]),
         finish_s=set_at(s.finish_s, fin, fin_s),
         little_area=s.little_area - jnp.sum(jnp.where(fin < N, t - fin_s, 0.0)),
         buf_s=buf_s, buf_min=minblocks.lowered(buf_s, s.buf_min, ses, rel_s),   # released turns were inf
@@ -212,11 +213,12 @@ def _late(req: Requests, s: State, load: Load, t):
     only known to be at or after the run's start."""
     def count():
         K = s.plan["dt"].shape[-1]
-        pending = jnp.any((jnp.arange(K)[None, :] < s.plan["n"][:, None] - 1) & (s.plan["fin"] > 0), axis=1)
+        pending = (jnp.any((jnp.arange(K)[None, :] < s.plan["n"][:, None] - 1) & (s.plan["fin"] > 0), axis=1)
+                   | ((s.plan["promoted"] > 0) & (s.plan["n"] >= 2)))
         t_lo = jnp.minimum(t, jnp.min(jnp.where(s.awake & pending, s.plan["t0"], jnp.inf)))
         win = in_window(load, s, s.arrival_s) & ~s.rejected
         started = jnp.isfinite(s.first_s)
-        waiting = ~started & (s.arrival_s < t - load.ttft_slo_s)
+        waiting = ~started & (s.arrival_s < t_lo - load.ttft_slo_s)
         o = req.output_tokens.astype(jnp.float64)
         slow = (started & ~jnp.isfinite(s.finish_s) & (s.first_s - s.arrival_s <= load.ttft_slo_s) & (o >= 2)
                 & ((t_lo - s.first_s) / jnp.maximum(o - 1.0, 1.0) > load.tpot_slo_s))

@@ -290,7 +290,7 @@ def init_state(load: Load, shape: Shape) -> State:
                   en=jnp.zeros((I, K), f), E=jnp.zeros((I, K, S), f), alloc=jnp.zeros((I, K, S), f),
                   ends=jnp.zeros((I, K), f), fin=jnp.zeros((I, K), f),
                   fin_at=jnp.zeros((I, S), jnp.int32), kv_delta=jnp.zeros((I, K), f),
-                  frac=jnp.zeros((I,), f), rows=jnp.zeros((I,), f), dec=jnp.zeros((I,), f)), c_in=jnp.zeros((I, M), bool),
+                  frac=jnp.zeros((I,), f), rows=jnp.zeros((I,), f), dec=jnp.zeros((I, K), f), promoted=jnp.zeros((I,), f)), c_in=jnp.zeros((I, M), bool),
         c_refs=jnp.zeros((I, M), f), c_last_s=jnp.zeros((I, M), f), arrival_s=inf_n, first_s=inf_n,
         finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
         stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),

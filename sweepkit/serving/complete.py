@@ -41,12 +41,16 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     first = got & (r.out <= 0)
     win = ((r.arr_s >= load.itl_from_s) & (r.arr_s <= load.itl_to_s)).astype(jnp.float64)
     ends = plan["ends"]
+    first_at = jnp.where(plan["n"] <= 1, t, ends[0])      # the first step's end (a prefill step, then a run)
     row_w = jnp.where(got & ~first, win, 0.0)
     row_bin = bin_index(ends[0] - r.last_s, shape.bins)
+    stalled = ~got & (E[1] > 0)                           # decode rows that waited out the plan's prefill step
+    stall_bin = bin_index(ends[1] - r.last_s, shape.bins)
     run_w = jnp.where(on & (jnp.arange(K) >= 1), jnp.sum(jnp.where(E > 0, win[None, :], 0.0), axis=1), 0.0)
-    zeros = jnp.sum(jnp.where(first[None, :], 0.0, jnp.maximum(E - 1.0, 0.0) * win[None, :]))
+    run_w = run_w - jnp.where(jnp.arange(K) == 1, jnp.sum(jnp.where(stalled, win, 0.0)), 0.0)
+    zeros = jnp.sum(jnp.maximum(E - 1.0, 0.0) * win[None, :])
     eligible = (r.arr_s > window_from_s) & (r.arr_s <= load.eligible_to_s)
-    ttft_miss = first & (t - r.arr_s > load.ttft_slo_s) & eligible
+    ttft_miss = first & (first_at - r.arr_s > load.ttft_slo_s) & eligible
     promote = (r.phase == PREFILL) & (r.done >= r.target)
     out = r.out + jnp.sum(E, axis=0)
     last = jnp.maximum(plan["n"] - 1, 0)
@@ -60,7 +64,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     fin = (r.phase == DECODE) & (out >= o)
     at = plan["fin_at"]                   # the step a row finishes in: the run's last, or earlier in a run extended
     fin_s = jnp.where(at >= plan["n"] - 1, t, ends[jnp.minimum(at, K - 1)])    # past it
-    first_t = jnp.where(first, t, first_s[rid])
+    first_t = jnp.where(first, first_at, first_s[rid])
     tpot = (fin_s - first_t) / jnp.maximum(o - 1.0, 1.0)
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
@@ -80,8 +84,8 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     ev = dict(first_rid=jnp.where(first, rid, N), finish_rid=jnp.where(fin, rid, N), finish_s=fin_s,
               hand_rid=jnp.where(hand, rid, N),
               next_rid=jnp.where(fin & (k + 1 < req.turns), rid + req.stride, N),
-              itl_bin=jnp.concatenate([row_bin, bin_index(plan["dt"], shape.bins)]),
-              itl_w=jnp.concatenate([row_w, run_w]), zeros=zeros,
+              first_s=first_at, itl_bin=jnp.concatenate([row_bin, stall_bin, bin_index(plan["dt"], shape.bins)]),
+              itl_w=jnp.concatenate([row_w, jnp.where(stalled, win, 0.0), run_w]), zeros=zeros,
               misses=(jnp.sum(ttft_miss) + jnp.sum(tpot_miss)).astype(jnp.int32))
     return dict(iv, rows=rows), ev
 
@@ -98,7 +102,7 @@ def account(pol, plan, on, st):
                 energy_j=st["energy_j"] + jnp.sum(jnp.where(on, plan["en"], 0.0)), busy_s=st["busy_s"] + dt,
                 kv_area=st["kv_area"] + frac * dt + jnp.sum(jnp.where(on, plan["dt"] * (step_frac - frac), 0.0)),
                 batch_area=st["batch_area"] + plan["rows"] * dt - jnp.sum(plan["dt"] * gone),
-                steps=st["steps"] + plan["n"], decode_rows=st["decode_rows"] + plan["n"] * plan["dec"] - jnp.sum(gone))
+                steps=st["steps"] + plan["n"], decode_rows=st["decode_rows"] + jnp.sum(jnp.where(on, plan["dec"], 0.0)) - jnp.sum(gone))
 
 
 def insert_prefix(pol, req, iv, on, units, t, shape):

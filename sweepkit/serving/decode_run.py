@@ -39,23 +39,25 @@ def no_run(like):
     K = RUN_STEPS
     zk, zks = jnp.zeros((K,), like.dtype), jnp.zeros((K,) + like.shape, like.dtype)
     return dict(n=jnp.zeros((), jnp.int32), dt=zk, en=zk, E=zks, alloc=zks, fin=zk, kv_delta=zk,
-                fin_at=jnp.zeros(like.shape, jnp.int32))
+                fin_at=jnp.zeros(like.shape, jnp.int32), held=zk)
 
 
-def decode_run(pol, req, r, dec, accepted, other_units, t, extend, shape):
+def decode_run(pol, req, r, dec, accepted, other_units, t, extend, first_free, shape):
     """Plan a run of up to K decode steps of the ``dec`` rows.
 
     Args:
       r: the instance's rows.  dec: [S] rows in the step.  accepted: fn(rid, position) -> drafts accepted.
       other_units: KV units held outside the decode rows (other rows and pinned cache).  t: the run's start,
-      s.  extend: whether the run may go on past a row's finish (nothing could take its place).
+      s.  extend: whether the run may go on past a row's finish (nothing could take its place).  first_free:
+      whether the first step runs whatever its paged growth (it was checked, or rows preempted, before); else
+      it too must fit (a run planned after a prefill step: n is then 0 where it does not).
 
     Returns:
       dict: n (steps that may run), dt [K] and en [K] (seconds and dynamic joules of each step), E [K, S]
       (tokens each row emits in each step), alloc [K, S] (units after each step's growth), fin [K] (rows
       finishing in each step), kv_delta [K] (KV units held in each step less those held in the first: the
       rows' growth, less the rows finished earlier in the run), fin_at [S] (the step a row finishes in; K:
-      none).
+      none), held [K] (KV units the run's rows hold in each step).
     """
     K = RUN_STEPS
     rid = jnp.maximum(r.rid, 0)
@@ -98,9 +100,9 @@ def decode_run(pol, req, r, dec, accepted, other_units, t, extend, shape):
     freed = add_at(jnp.zeros((K,)), at, need[K - 1])
     held = held - (jnp.cumsum(freed) - freed)                      # less the rows finished in earlier steps
     on = ((steps <= j_fin) | (extend & (rows > 0) & (ends <= released_by))) & ((other_units + held <= pol.kv_units)
-                                                                                 | (steps == 0))
-    n = jnp.maximum(jnp.sum(jnp.cumprod(on)), 1).astype(jnp.int32)
-    return dict(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=held - held[0], fin_at=at)
+                                                                                 | ((steps == 0) & first_free))
+    n = jnp.sum(jnp.cumprod(on)).astype(jnp.int32)
+    return dict(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=held - held[0], fin_at=at, held=held)
 
 
 def _releases(req, rid, at, ends):
@@ -110,6 +112,12 @@ def _releases(req, rid, at, ends):
     nxt = jnp.minimum(rid + req.stride, req.think_s.shape[0] - 1)
     more = (rid // req.stride + 1 < req.turns) & (at < K)
     return jnp.where(more, ends[jnp.minimum(at, K - 1)] + req.think_s[nxt], jnp.inf)
+
+
+def promoted_by(plan, t_s):
+    """[I] prompts each instance's plan computed in its first step, ended before ``t_s``, that still sit in its
+    rows as prompts until the plan lands: a run planned after a prefill step (``schedule``)."""
+    return jnp.where((plan["n"] >= 1) & (plan["ends"][:, 0] < t_s), plan["promoted"], 0.0)
 
 
 def finished_by(plan, t_s, ties):

@@ -4,7 +4,8 @@ prefill-priority: admit whole prompts (FIFO, token budget, batch cap, memory); i
 (decode rows stall), else one decode step over every row. decode-priority: the same, but prompts are admitted
 only when no row is running. chunked: one mixed step of every decode row (gamma + 1 tokens each of the budget),
 partial prompts and new admissions within the token budget. Paged rows grow before decode and mixed steps.
-A pure decode step plans a run of up to RUN_STEPS steps at once (:mod:`sweepkit.serving.decode_run`).
+A pure decode step plans a run of up to RUN_STEPS steps at once (:mod:`sweepkit.serving.decode_run`); so does a
+whole-prompt prefill step where nothing could change at the boundary after it (the step, then the run).
 
 References:
   Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI 2024,
@@ -21,8 +22,8 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.passes import Work, chunk_work
 from sweepkit.costmodel.steps import step_cost
-from sweepkit.serving.cluster_state import CHUNKED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, RESERVED, \
-    SWAPPED
+from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, \
+    RESERVED, SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
 from sweepkit.serving.prefix import chain_nodes, lookup, pin_range
@@ -162,12 +163,6 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     done = r.done + jnp.where(part, c_part, 0.0)
     emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
     pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(pre & grow_now) & (jnp.sum(r.phase == SWAPPED) == 0)
-    private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(r, alloc=jnp.where(dec, 0.0, r.alloc))), units_m)
-    alone = (iv["tail"] == iv["head"]) & jnp.all((r.phase == FREE) | dec) & (iv["owed"] <= 0) & (pol.prefix <= 0)
-    plan_run = lambda: decode_run(pol, req, r, dec, lambda i, x: accepted(pol, i, x, shape),  # noqa: E731
-                                  private1 + pinned, t, alone, shape)
-    run = jax.lax.cond(pure & jnp.any(dec), plan_run, lambda: no_run(r.out))
-    multi = pure & (run["n"] >= 2) & jnp.any(dec)
     iv, dest, emit_new = admit(pol, req, dict(iv, rows=dataclasses.replace(r, done=done)), take, cand, c_new,
                                 shared["r_last_s"], shared["arrival_s"], t, shape)
     emit = set_at(emit, dest, emit_new)
@@ -175,18 +170,19 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     ctx = jnp.sum(jnp.where(dec, p + r.out, 0.0)) + jnp.sum(jnp.where(joined, target, 0.0))
     rows_dec = (jnp.sum(dec) + jnp.sum(joined)).astype(jnp.float64)
     t_s, e_j = step_cost(pol.inst, ctx, rows_dec, chunks, shape.gamma_max)
-    K = run["dt"].shape[0]
-    first_step = (jnp.arange(K) == 0)
-    alloc = iv["rows"].alloc
-    plan = dict(
-        n=jnp.where(multi, run["n"], (t_s > 0).astype(jnp.int32)), t0=t,
-        dt=jnp.where(multi, run["dt"], jnp.where(first_step, t_s, 0.0)),
-        en=jnp.where(multi, run["en"], jnp.where(first_step, e_j, 0.0)),
-        E=jnp.where(multi, run["E"], jnp.where(first_step[:, None], emit[None, :], 0.0)),
-        alloc=jnp.where(multi & dec[None, :], run["alloc"], alloc[None, :]),
-        fin=jnp.where(multi, run["fin"], 0.0), fin_at=jnp.where(multi, run["fin_at"], 0), kv_delta=jnp.where(multi, run["kv_delta"], 0.0),
-        frac=jnp.zeros(()), rows=jnp.sum((iv["rows"].phase == PREFILL) | (iv["rows"].phase == DECODE)).astype(jnp.float64),
-        dec=rows_dec)
+    after = iv["rows"]                               # with the admitted prompts (pure: unchanged)
+    fold = prefill_step & _nothing_between(pol, req, iv, after, emit)
+    new = fold & (after.phase == PREFILL)            # their first token ends the prefill step
+    run_rows = dataclasses.replace(after, out=jnp.where(new, after.out + emit, after.out))
+    run_dec = jnp.where(fold, (after.phase == DECODE) | new, dec)
+    private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(after, alloc=jnp.where(run_dec, 0.0, after.alloc))),
+                             units_m)
+    alone = (iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | run_dec) & (iv["owed"] <= 0) & (pol.prefix <= 0)
+    plan_run = lambda: decode_run(pol, req, run_rows, run_dec, lambda i, x: accepted(pol, i, x, shape),  # noqa: E731
+                                  private1 + pinned, jnp.where(fold, t + t_s, t), alone, ~fold, shape)
+    run = jax.lax.cond((pure | fold) & jnp.any(run_dec), plan_run, lambda: no_run(r.out))
+    multi = pure & (run["n"] >= 2) & jnp.any(dec)
+    plan = _plan(run, multi, fold & (run["n"] >= 1), t, t_s, e_j, emit, after, rows_dec)
     st = iv["stats"]
     iv = dict(iv, plan=plan, stats=dict(st, prefill_tokens=st["prefill_tokens"] + chunks.tokens))
     return iv, dict(ev, xfer_rid=jnp.where(take & awaiting, rid, req.prompt_tokens.shape[0]))
@@ -198,3 +194,38 @@ def step_chunks(done, c_part, part, hit, c_new, take) -> Work:
     b = chunk_work(jnp.where(take, hit, 0.0), jnp.where(take, c_new, 0.0))
     return Work(tokens=jnp.sum(a.tokens) + jnp.sum(b.tokens), attn_pairs=jnp.sum(a.attn_pairs) + jnp.sum(b.attn_pairs),
                 kv_tokens=jnp.sum(jnp.where(part, a.kv_tokens, 0.0)) + jnp.sum(jnp.where(take, b.kv_tokens, 0.0)))
+
+
+def _nothing_between(pol, req, iv, after, emit):
+    """Whether nothing could change at the boundary that ends a whole-prompt prefill step, so that the decode
+    run after it is planned with it (one boundary instead of two): the queue is empty (nothing left to
+    admit), every busy row decodes or was just admitted, every admitted prompt has more than its first token
+    to emit, no swap time is owed, the instance is colocated (a prefill-pool instance hands its prompts over)
+    and caches no prefixes (its segments enter the cache at that boundary)."""
+    o = req.output_tokens[jnp.maximum(after.rid, 0)].astype(jnp.float64)
+    new = after.phase == PREFILL
+    return ((iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | (after.phase == DECODE) | new)
+            & jnp.all(~new | ((after.done >= after.target) & (emit >= 1.0) & (o > after.out + emit)))
+            & (iv["owed"] <= 0) & (pol.prefix <= 0) & (pol.role == COLOCATED) & (pol.batching != CHUNKED))
+
+
+def _plan(run, multi, folded, t, t_s, e_j, emit, after, rows_dec):
+    """The instance's plan: the run of decode steps (``multi``), the step formed here followed by the run
+    (``folded``: a whole-prompt prefill step, then decode), or the step formed here alone."""
+    K = run["dt"].shape[0]
+
+    def pick(a, step):           # [K, ...] per step, from the run, the step then the run, or the step alone
+        alone = jnp.zeros_like(a).at[0].set(step)
+        return jnp.where(multi, a, jnp.where(folded, jnp.concatenate([step[None], a[:-1]]), alone))
+
+    zero = jnp.zeros(())
+    rows = jnp.sum((after.phase == PREFILL) | (after.phase == DECODE)).astype(jnp.float64)
+    held = run["held"] - jnp.sum(jnp.where(after.phase != FREE, after.alloc, 0.0))   # a folded run's KV growth
+    return dict(
+        n=jnp.where(multi, run["n"], jnp.where(folded, jnp.minimum(run["n"] + 1, K), (t_s > 0).astype(jnp.int32))),
+        t0=t, dt=pick(run["dt"], t_s), en=pick(run["en"], e_j), E=pick(run["E"], emit),
+        alloc=jnp.where(multi | folded, pick(run["alloc"], after.alloc), after.alloc[None, :]),
+        fin=pick(run["fin"], zero), fin_at=jnp.where(multi, run["fin_at"], jnp.where(folded, run["fin_at"] + 1, 0)),
+        kv_delta=jnp.where(multi, run["kv_delta"], jnp.where(folded, jnp.concatenate([zero[None], held[:-1]]), 0.0)),
+        promoted=jnp.where(folded, jnp.sum(after.phase == PREFILL), 0).astype(jnp.float64), frac=zero, rows=rows,
+        dec=pick(jnp.full((K,), jnp.where(multi, rows_dec, rows)), rows_dec))
