@@ -3,7 +3,8 @@
 Tokens are counted, first tokens and inter-token gaps recorded, finished prompts become decode rows (their
 prompt segments enter the prefix cache, pinned), finished rows retire (their turn's segment is cached, their KV
 freed, the session's next turn released after its think time), and a disaggregated prefill instance's finished
-prompts are handed over to the decode pool.
+prompts are handed over to the decode pool. In a plan of several steps a row finishes at the end of its step
+and its first token comes at the end of the first step (a prefill step planned with the run after it).
 
 References:
   Yu et al., "Orca: A Distributed Serving System for Transformer-Based Generative Models", OSDI 2022
