@@ -25,6 +25,7 @@ def _final(lever: str, rate: float, extend: bool, monkeypatch):
     from sweepkit.serving.levers import load_levers
     from sweepkit.serving.workloads import load_workloads
 
+    monkeypatch.undo()                              # the engine's own functions, not an earlier call's patches
     plan, between = decode_run.decode_run, schedule._nothing_between
     monkeypatch.setattr(schedule, "decode_run",     # extend: the third argument from the end
                         lambda *a: plan(*a[:-3], a[-3] & extend, *a[-2:]))
@@ -35,12 +36,12 @@ def _final(lever: str, rate: float, extend: bool, monkeypatch):
     return jax.device_get(run(pol, req, load))
 
 
-@pytest.mark.parametrize("lever, fewer", [("mtp", 0.92), ("disagg-levers", 0.95)])
+@pytest.mark.parametrize("lever, fewer", [("mtp", 0.8), ("disagg-levers", 0.95)])
 def test_a_run_past_finishes_equals_boundaries_at_every_finish(lever, fewer, monkeypatch):
     """Chat (three turns, least-loaded routing over two instances; MTP drafts; and 1P1D with paged KV and the
     pull hand-off, whose decode instance runs past finishes while the prefill side routes to it; its prefill
     instance caches prefixes, so only the runs past finishes apply). ``fewer``: at most that share of the
-    iterations (measured: 0.89 and 0.91)."""
+    iterations (measured: 0.74 and 0.91)."""
     step_by_step = _final(lever, 1.0, False, monkeypatch)
     extended = _final(lever, 1.0, True, monkeypatch)
     assert not extended.stopped and not extended.truncated
