@@ -19,6 +19,34 @@ settings.register_profile("ci", max_examples=60, deadline=None,
 settings.load_profile("ci")
 
 
+MAPS_LIMIT = 25_000
+"""Memory mappings past which compiled programs are dropped after a test. XLA:CPU maps each compiled kernel's
+JIT code on its own (a serving-engine program: ~1,600 mappings); a process may hold 65,530 (Linux's default
+``vm.max_map_count``), and past it the next compile or cache load aborts the process. One pytest process runs
+every test, so the programs that earlier tests compiled are released here once they hold this many."""
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    """After each test, drop every compiled program (JAX's caches, the serving and sweep engines' own) when the
+    process holds more than :data:`MAPS_LIMIT` memory mappings; later tests load them again from the caches
+    on disk."""
+    yield
+    maps = Path("/proc/self/maps")
+    if not maps.exists() or maps.read_text().count("\n") <= MAPS_LIMIT:
+        return
+    import gc
+
+    from sweepkit.serving import programs
+    from sweepkit.sweep import engine
+
+    with programs._LOCK:
+        programs._COMPILED.clear()
+    engine._COMPILED.clear()
+    jax.clear_caches()
+    gc.collect()
+
+
 @pytest.fixture
 def x64():
     """float64 for this test only (``pytestmark = pytest.mark.usefixtures("x64")`` for a whole module)."""
