@@ -206,7 +206,7 @@ def _nothing_between(pol, req, iv, after, emit):
     new = after.phase == PREFILL
     return ((iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | (after.phase == DECODE) | new)
             & jnp.all(~new | ((after.done >= after.target) & (emit >= 1.0) & (o > after.out + emit)))
-            & (iv["owed"] <= 0) & (pol.prefix <= 0) & (pol.role == COLOCATED) & (pol.batching != CHUNKED))
+            & (iv["owed"] <= 0) & (pol.prefix <= 0) & (pol.role == COLOCATED))
 
 
 def _plan(run, multi, folded, t, t_s, e_j, emit, after, rows_dec):
