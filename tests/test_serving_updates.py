@@ -1,7 +1,7 @@
 """The engine's scatter-free updates equal JAX's scatters, and its loop compiles into one function.
 
 Under ``SWEEPKIT_XLA_OPTIONS=1`` (``sliced=True`` here) ``sweepkit.serving.updates`` writes
-``a.at[idx].set/add/min(v, mode="drop")`` as dynamic-update-slices on XLA:CPU; ``row_order.arrival_order`` ranks rows by counting instead of sorting; ``first_true`` replaces
+``a.at[idx].set/add/min/max(v, mode="drop")`` as dynamic-update-slices on XLA:CPU; ``row_order.arrival_order`` ranks rows by counting instead of sorting; ``first_true`` replaces
 ``jnp.nonzero(size=...)``. Each is checked against the JAX operation it replaces on random inputs
 (negative, out-of-range and repeated indices included), and the engine's compiled loop is checked to be one
 function (XLA's ``xla_cpu_small_call``) with no scatter or sort left in it.
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from sweepkit import xla_options
 from sweepkit.serving.row_order import arrival_order
-from sweepkit.serving.updates import add_at, first_true, min_at, set_at
+from sweepkit.serving.updates import add_at, first_true, max_at, min_at, set_at
 
 N = 7
 _index = st.integers(-N - 2, N + 2)
@@ -33,12 +33,12 @@ _index = st.integers(-N - 2, N + 2)
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_index, min_size=1, max_size=6), st.lists(st.floats(-5, 5), min_size=6, max_size=6),
-       st.sampled_from(["set", "add", "min"]))
+       st.sampled_from(["set", "add", "min", "max"]))
 def test_vector_updates_equal_jax_scatters_with_drop(idx, vals, op):
     a = jnp.arange(N, dtype=jnp.float32) * 1.5 - 3.0
     i = jnp.asarray(idx, jnp.int32)
     v = jnp.asarray(vals[:len(idx)], jnp.float32)
-    ours = {"set": set_at, "add": add_at, "min": min_at}[op](a, i, v, sliced=True)
+    ours = {"set": set_at, "add": add_at, "min": min_at, "max": max_at}[op](a, i, v, sliced=True)
     ref = getattr(a.at[i], op)(v, mode="drop")
     if op == "set" and len(set(k % N if -N <= k < N else k for k in idx)) < len(idx):
         # repeated indices: XLA:CPU's scatter applies them in order, the last write wins (as ours)

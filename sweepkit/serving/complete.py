@@ -69,7 +69,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     tpot = (fin_s - first_t) / jnp.maximum(o - 1.0, 1.0)
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
-        iv = emit_and_release(pol, req, iv, fin & (pol.prefix > 0), units_m, t, shape)
+        iv = emit_and_release(pol, req, iv, fin & (pol.prefix > 0), units_m, fin_s, shape)
     hand = promote & ~fin & (pol.role == PREFILL_POOL)
     hold = hand & (pol.pull > 0)          # pull: the KV stays here until it lands on the decode pool
     if shape.prefix:
@@ -129,8 +129,10 @@ def insert_prefix(pol, req, iv, on, units, t, shape):
     return dict(iv, rows=rows)
 
 
-def emit_and_release(pol, req, iv, fin, units, t, shape):
-    """Finished rows cache their turn's segment (multi-turn, whole chain pinned, room allowing), then unpin."""
+def emit_and_release(pol, req, iv, fin, units, fin_s, shape):
+    """Finished rows cache their turn's segment (multi-turn, whole chain pinned, room allowing), then unpin;
+    both last used at the row's finish, ``fin_s`` [S] (s). All or none per boundary: a run extended past a
+    finish (:mod:`sweepkit.serving.decode_run`) is planned only where every one fits at its own step."""
     r = iv["rows"]
     rid = jnp.maximum(r.rid, 0)
     ids, toks, valid = chain_nodes(req, rid, shape)
@@ -142,9 +144,9 @@ def emit_and_release(pol, req, iv, fin, units, t, shape):
     emit = emit & (private + pinned + need <= pol.kv_units)
     M = iv["c_in"].shape[0]
     c_in = set_at(iv["c_in"], jnp.where(emit, node, M), True)
-    c_last = set_at(iv["c_last_s"], jnp.where(emit, node, M), t)
+    c_last = set_at(iv["c_last_s"], jnp.where(emit, node, M), fin_s)
     iv = dict(iv, c_in=c_in, c_last_s=c_last)
-    return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), t, delta=-1.0)
+    return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), fin_s, delta=-1.0)
 
 
 def land(pol, req, iv, land_s, t, shape):

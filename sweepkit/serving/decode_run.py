@@ -7,10 +7,13 @@ only at a boundary. So up to K steps are formed at once: step j of each row emit
 (or 1), its cached context grows by what the rows emitted before it, and the run stops
 
 * at the first step in which a row finishes (that step is the run's last), unless nothing could take the
-  finished row's place (``extend``: the queue is empty and every busy row decodes; the prefix cache off): then
-  the run goes on with the rows left, each step priced for them, and stops before the first step that ends
-  after a finished row's next turn is released (its finish + think time), so that the turn is routed when
-  it arrives; after the last row finishes, the run ends;
+  finished row's place (``extend``: the queue is empty and every busy row decodes): then the run goes on with
+  the rows left, each step priced for them, and stops before the first step that ends after a finished row's
+  next turn is released (its finish + think time), so that the turn is routed when it arrives; after the
+  last row finishes, the run ends. With the prefix cache a run goes on past a finish only while nothing in it
+  is evicted: at every step the rows' KV (finished rows' too), the whole cache and the segments the finished
+  rows leave in it fit, so each finish's segment enters the cache and its chain is unpinned as at a boundary
+  of its own (stamped with its finish), and the cache's LRU order is the same;
 * before the first step whose paged growth would not fit.
 
 A row that finishes inside the run finishes at its step's end (:func:`sweepkit.serving.complete.complete`), and
@@ -42,12 +45,14 @@ def no_run(like):
                 fin_at=jnp.zeros(like.shape, jnp.int32), held=zk)
 
 
-def decode_run(pol, req, r, dec, accepted, other_units, t, extend, first_free, shape):
+def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first_free, shape):
     """Plan a run of up to K decode steps of the ``dec`` rows.
 
     Args:
       r: the instance's rows.  dec: [S] rows in the step.  accepted: fn(rid, position) -> drafts accepted.
-      other_units: KV units held outside the decode rows (other rows and pinned cache).  t: the run's start,
+      other_units: KV units held outside the decode rows (other rows and pinned cache).  cached: (KV units
+      held outside the decode rows counting the whole prefix cache, [S] units each row's finish leaves in
+      the cache); without the prefix cache (other_units, zeros).  t: the run's start,
       s.  extend: whether the run may go on past a row's finish (nothing could take its place).  first_free:
       whether the first step runs whatever its paged growth (it was checked, or rows preempted, before); else
       it too must fit (a run planned after a prefill step: n is then 0 where it does not).
@@ -56,7 +61,7 @@ def decode_run(pol, req, r, dec, accepted, other_units, t, extend, first_free, s
       dict: n (steps that may run), dt [K] and en [K] (seconds and dynamic joules of each step), E [K, S]
       (tokens each row emits in each step), alloc [K, S] (units after each step's growth), fin [K] (rows
       finishing in each step), kv_delta [K] (KV units held in each step less those held in the first: the
-      rows' growth, less the rows finished earlier in the run), fin_at [S] (the step a row finishes in; K:
+      rows' growth, less the rows finished earlier in the run, plus the segments they left in the cache), fin_at [S] (the step a row finishes in; K:
       none), held [K] (KV units the run's rows hold in each step).
     """
     K = RUN_STEPS
@@ -96,13 +101,17 @@ def decode_run(pol, req, r, dec, accepted, other_units, t, extend, first_free, s
     pos = jnp.minimum((p + r.out)[None, :] + before + pol.inst.gamma, (p + o)[None, :]) - r.hit[None, :]
     grown = jnp.maximum(jnp.ceil(pos / pol.block_tokens), r.alloc[None, :])
     need = jnp.where((dec & (pol.paged > 0))[None, :], grown, r.alloc[None, :])
-    held = jnp.sum(jnp.where(dec[None, :], need, 0.0), axis=1)     # by every row, finished ones at their last
+    held_all = jnp.sum(jnp.where(dec[None, :], need, 0.0), axis=1)   # by every row, finished ones at their last
     freed = add_at(jnp.zeros((K,)), at, need[K - 1])
-    held = held - (jnp.cumsum(freed) - freed)                      # less the rows finished in earlier steps
-    on = ((steps <= j_fin) | (extend & (rows > 0) & (ends <= released_by))) & ((other_units + held <= pol.kv_units)
-                                                                                 | ((steps == 0) & first_free))
+    held = held_all - (jnp.cumsum(freed) - freed)                  # less the rows finished in earlier steps
+    outside, left = cached
+    left_at = add_at(jnp.zeros((K,)), at, jnp.where(dec, left, 0.0))   # units cached at the end of step j
+    calm = (pol.prefix <= 0) | (jnp.cumprod(outside + held_all + jnp.cumsum(left_at) <= pol.kv_units) > 0)
+    past = extend & (rows > 0) & (ends <= released_by) & calm
+    on = ((steps <= j_fin) | past) & ((other_units + held <= pol.kv_units) | ((steps == 0) & first_free))
     n = jnp.sum(jnp.cumprod(on)).astype(jnp.int32)
-    return dict(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=held - held[0], fin_at=at, held=held)
+    kv_delta = held - held[0] + jnp.cumsum(left_at) - left_at
+    return dict(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=kv_delta, fin_at=at, held=held)
 
 
 def _releases(req, rid, at, ends):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.updates import add_at, set_at
+from sweepkit.serving.updates import add_at, max_at
 
 BISECTIONS = 24
 
@@ -87,11 +87,14 @@ def _evict(c_in, c_refs, c_last_s, units, shortfall):
 
 
 def pin_range(iv, ids, valid, lo, hi, t, delta=1.0):
-    """Add ``delta`` pins to valid chain positions lo < position <= hi (1-based among valid) of each row."""
+    """Add ``delta`` pins to valid chain positions lo < position <= hi (1-based among valid) of each row, and
+    stamp their last use ``t`` (s; one time, or one per row: a run's rows finish at their own steps' ends).
+    A stamp is never older than the one it replaces (time only moves on), so the latest of several wins."""
     pos = jnp.cumsum(valid.astype(jnp.float64), axis=-1)
     on = valid & (pos > lo[:, None]) & (pos <= hi[:, None])
     M = iv["c_in"].shape[0]
     flat = jnp.where(on, ids, M).ravel()
     refs = add_at(iv["c_refs"], flat, jnp.where(on, delta, 0.0).ravel())
-    last = set_at(iv["c_last_s"], flat, t)
+    stamp = jnp.broadcast_to(jnp.reshape(t, jnp.shape(t) + (1,) * (on.ndim - jnp.ndim(t))), on.shape)
+    last = max_at(iv["c_last_s"], flat, stamp.ravel())
     return dict(iv, c_refs=refs, c_last_s=last)

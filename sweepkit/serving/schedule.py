@@ -177,9 +177,10 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     run_dec = jnp.where(fold, (after.phase == DECODE) | new, dec)
     private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(after, alloc=jnp.where(run_dec, 0.0, after.alloc))),
                              units_m)
-    alone = (iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | run_dec) & (iv["owed"] <= 0) & (pol.prefix <= 0)
+    alone = (iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | run_dec) & (iv["owed"] <= 0)
     plan_run = lambda: decode_run(pol, req, run_rows, run_dec, lambda i, x: accepted(pol, i, x, shape),  # noqa: E731
-                                  private1 + pinned, jnp.where(fold, t + t_s, t), alone, ~fold, shape)
+                                  private1 + pinned, (private1 + cache, left_behind(pol, req, iv, units_m, shape)),
+                                  jnp.where(fold, t + t_s, t), alone, ~fold, shape)
     run = jax.lax.cond((pure | fold) & jnp.any(run_dec), plan_run, lambda: no_run(r.out))
     multi = pure & (run["n"] >= 2) & jnp.any(dec)
     plan = _plan(run, multi, fold & (run["n"] >= 1), t, t_s, e_j, emit, after, rows_dec)
@@ -194,6 +195,20 @@ def step_chunks(done, c_part, part, hit, c_new, take) -> Work:
     b = chunk_work(jnp.where(take, hit, 0.0), jnp.where(take, c_new, 0.0))
     return Work(tokens=jnp.sum(a.tokens) + jnp.sum(b.tokens), attn_pairs=jnp.sum(a.attn_pairs) + jnp.sum(b.attn_pairs),
                 kv_tokens=jnp.sum(jnp.where(part, a.kv_tokens, 0.0)) + jnp.sum(jnp.where(take, b.kv_tokens, 0.0)))
+
+
+def left_behind(pol, req, iv, units_m, shape):
+    """[S] KV units each row's finish leaves in the prefix cache: its turn's segment, where it pins its whole
+    chain, the segment is not cached yet and the workload has several turns (as
+    :func:`sweepkit.serving.complete.emit_and_release` caches them); zeros without the prefix cache."""
+    r = iv["rows"]
+    if not shape.prefix:
+        return jnp.zeros_like(r.alloc)
+    rid = jnp.maximum(r.rid, 0)
+    node = shape.systems + rid
+    chain = (req.system_tokens[req.system_id[rid]] > 0).astype(jnp.float64) + (rid // req.stride).astype(jnp.float64)
+    emits = (pol.prefix > 0) & (r.pins >= chain) & ~iv["c_in"][node] & (req.turns > 1)
+    return jnp.where(emits, units_m[node], 0.0)
 
 
 def _nothing_between(pol, req, iv, after, emit):

@@ -1,5 +1,5 @@
-"""Indexed updates of the engine's state: ``a[idx] = v`` (or ``+=``, ``min=``) as one dynamic-update-slice per
-index on XLA:CPU under :mod:`sweepkit.xla_options` (``SWEEPKIT_XLA_OPTIONS=1``), a scatter otherwise.
+"""Indexed updates of the engine's state: ``a[idx] = v`` (or ``+=``, ``min=``, ``max=``) as one
+dynamic-update-slice per index on XLA:CPU under :mod:`sweepkit.xla_options` (``SWEEPKIT_XLA_OPTIONS=1``), a scatter otherwise.
 
 Why: XLA:CPU runs a ``while_loop`` op by op (a runtime dispatch per kernel, ~0.1-0.5 us each, several
 hundred per engine iteration) unless the whole loop can be compiled into one function, which its
@@ -20,7 +20,7 @@ from jax import lax
 
 from sweepkit.xla_options import loop_options_on
 
-_COMBINE = {"set": lambda old, new: new, "add": jnp.add, "min": jnp.minimum}
+_COMBINE = {"set": lambda old, new: new, "add": jnp.add, "min": jnp.minimum, "max": jnp.maximum}
 
 
 def set_at(a, idx, v, sliced: bool | None = None):
@@ -39,6 +39,11 @@ def min_at(a, idx, v, sliced: bool | None = None):
     return _update(a, idx, v, "min", sliced)
 
 
+def max_at(a, idx, v, sliced: bool | None = None):
+    """``a`` with ``a[idx] = max(a[idx], v)`` (JAX's ``a.at[idx].max(v, mode="drop")``)."""
+    return _update(a, idx, v, "max", sliced)
+
+
 def _update(a, idx, v, op: str, sliced: bool | None):
     idx = idx if isinstance(idx, tuple) else (idx,)
     if not (loop_options_on() if sliced is None else sliced):
@@ -49,7 +54,7 @@ def _update(a, idx, v, op: str, sliced: bool | None):
 
 def _scattered(a, idx, v, op: str):
     ref = a.at[idx]
-    return {"set": ref.set, "add": ref.add, "min": ref.min}[op](v, mode="drop")
+    return {"set": ref.set, "add": ref.add, "min": ref.min, "max": ref.max}[op](v, mode="drop")
 
 
 def _sliced(a, idx, v, op: str):
