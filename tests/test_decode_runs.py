@@ -4,8 +4,9 @@ A planned run (``sweepkit.serving.decode_run``) goes on past a row's finish when
 (empty queue, every busy row decoding; with the prefix cache, nothing evicted in the run): the rows left are
 priced step by step, the finished row's finish time is its step's end (its segment cached and its chain
 unpinned then), the router counts it as gone from then, and the run ends before its session's next turn is
-released. A whole-prompt prefill step is planned with the run after it under the same conditions, the
-prefix cache off (``schedule._nothing_between``). The same lanes with a boundary at every finish and after every
+released. A step computing prompts (a whole-prompt prefill step, or a chunked mixed step completing its
+prompts) is planned with the run after it under the same conditions, the prefix cache off
+(``schedule._nothing_between``). The same lanes with a boundary at every finish and after every
 prefill step give the same requests' times, histogram, accumulators and prefix caches, in fewer iterations.
 """
 
@@ -39,14 +40,15 @@ def _final(lever: str, rate: float, extend: bool, monkeypatch, workload: str = "
 
 @pytest.mark.parametrize("lever, workload, rate, fewer", [
     ("mtp", "chat", 1.0, 0.8), ("disagg-levers", "chat", 1.0, 0.95), ("prefix-cache", "chat", 1.0, 0.95),
-    ("modern-spec", "chat", 1.0, 0.95)])
+    ("modern-spec", "chat", 1.0, 0.95), ("chunked-2048", "chat", 1.9375, 0.8)])
 def test_a_run_past_finishes_equals_boundaries_at_every_finish(lever, workload, rate, fewer, monkeypatch):
     """Chat (three turns, least-loaded routing over two instances; MTP drafts; 1P1D with paged KV and the
     pull hand-off, whose decode instance runs past finishes while the prefill side routes to it; its prefill
     instance caches prefixes, so only the runs past finishes apply; the prefix cache, whose finished rows'
-    segments enter the cache and whose chains are unpinned inside a run; and chunked batching with paged
-    FP8 KV, the prefix cache and MTP drafts). ``fewer``: at most that share of the iterations (measured:
-    0.74, 0.91, 0.90, 0.92). The cache ends in the same state, LRU stamps included."""
+    segments enter the cache and whose chains are unpinned inside a run; chunked batching with paged FP8 KV,
+    the prefix cache and MTP drafts; and chunked batching alone, whose mixed steps that complete their
+    prompts are planned with the run after them). ``fewer``: at most that share of the iterations (measured:
+    0.74, 0.91, 0.90, 0.92, 0.71). The cache ends in the same state, LRU stamps included."""
     step_by_step = _final(lever, rate, False, monkeypatch, workload)
     extended = _final(lever, rate, True, monkeypatch, workload)
     assert not extended.stopped and not extended.truncated

@@ -5,7 +5,8 @@ prefill-priority: admit whole prompts (FIFO, token budget, batch cap, memory); i
 only when no row is running. chunked: one mixed step of every decode row (gamma + 1 tokens each of the budget),
 partial prompts and new admissions within the token budget. Paged rows grow before decode and mixed steps.
 A pure decode step plans a run of up to RUN_STEPS steps at once (:mod:`sweepkit.serving.decode_run`); so does a
-whole-prompt prefill step where nothing could change at the boundary after it (the step, then the run).
+step computing prompts (whole, or the last chunks of chunked batching) where nothing could change at the
+boundary after it (the step, then the run).
 
 References:
   Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI 2024,
@@ -171,9 +172,11 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     rows_dec = (jnp.sum(dec) + jnp.sum(joined)).astype(jnp.float64)
     t_s, e_j = step_cost(pol.inst, ctx, rows_dec, chunks, shape.gamma_max)
     after = iv["rows"]                               # with the admitted prompts (pure: unchanged)
-    fold = prefill_step & _nothing_between(pol, req, iv, after, emit)
-    new = fold & (after.phase == PREFILL)            # their first token ends the prefill step
-    run_rows = dataclasses.replace(after, out=jnp.where(new, after.out + emit, after.out))
+    prompts = prefill_step | (chunked & (jnp.any(part) | jnp.any(take & ~computed)))
+    fold = prompts & _nothing_between(pol, req, iv, after, emit)
+    new = fold & (after.phase == PREFILL)            # their first token ends the step
+    run_rows = dataclasses.replace(after, out=jnp.where(new | (fold & (after.phase == DECODE)), after.out + emit,
+                                                        after.out))
     run_dec = jnp.where(fold, (after.phase == DECODE) | new, dec)
     private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(after, alloc=jnp.where(run_dec, 0.0, after.alloc))),
                              units_m)
@@ -212,21 +215,23 @@ def left_behind(pol, req, iv, units_m, shape):
 
 
 def _nothing_between(pol, req, iv, after, emit):
-    """Whether nothing could change at the boundary that ends a whole-prompt prefill step, so that the decode
-    run after it is planned with it (one boundary instead of two): the queue is empty (nothing left to
-    admit), every busy row decodes or was just admitted, every admitted prompt has more than its first token
-    to emit, no swap time is owed, the instance is colocated (a prefill-pool instance hands its prompts over)
-    and caches no prefixes (its segments enter the cache at that boundary)."""
+    """Whether nothing could change at the boundary that ends a step computing prompts (a whole-prompt
+    prefill step, or a chunked mixed step), so that the decode run after it is planned with it (one boundary
+    instead of two): the queue is empty (nothing left to admit), every busy row decodes or computes a prompt,
+    every prompt is complete at the step's end with more than its first token to emit, no decode row
+    finishes in the step, no swap time is owed, the instance is colocated (a prefill-pool instance hands its
+    prompts over) and caches no prefixes (its segments enter the cache at that boundary)."""
     o = req.output_tokens[jnp.maximum(after.rid, 0)].astype(jnp.float64)
     new = after.phase == PREFILL
     return ((iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | (after.phase == DECODE) | new)
             & jnp.all(~new | ((after.done >= after.target) & (emit >= 1.0) & (o > after.out + emit)))
+            & jnp.all((after.phase != DECODE) | (o > after.out + emit))
             & (iv["owed"] <= 0) & (pol.prefix <= 0) & (pol.role == COLOCATED))
 
 
 def _plan(run, multi, folded, t, t_s, e_j, emit, after, rows_dec):
     """The instance's plan: the run of decode steps (``multi``), the step formed here followed by the run
-    (``folded``: a whole-prompt prefill step, then decode), or the step formed here alone."""
+    (``folded``: a step computing prompts, then decode), or the step formed here alone."""
     K = run["dt"].shape[0]
 
     def pick(a, step):           # [K, ...] per step, from the run, the step then the run, or the step alone
