@@ -39,16 +39,17 @@ def _final(lever: str, rate: float, extend: bool, monkeypatch, workload: str = "
 
 
 @pytest.mark.parametrize("lever, workload, rate, fewer", [
-    ("mtp", "chat", 1.0, 0.8), ("disagg-levers", "chat", 1.0, 0.95), ("prefix-cache", "chat", 1.0, 0.95),
-    ("modern-spec", "chat", 1.0, 0.95), ("chunked-2048", "chat", 1.9375, 0.8)])
+    ("mtp", "chat", 1.0, 0.8), ("disagg-levers", "chat", 1.0, 0.95), ("prefix-cache", "coding-agent", 0.1, 0.95),
+    ("modern-spec", "chat", 1.0, 0.85), ("chunked-2048", "chat", 1.9375, 0.8)])
 def test_a_run_past_finishes_equals_boundaries_at_every_finish(lever, workload, rate, fewer, monkeypatch):
     """Chat (three turns, least-loaded routing over two instances; MTP drafts; 1P1D with paged KV and the
     pull hand-off, whose decode instance runs past finishes while the prefill side routes to it; its prefill
-    instance caches prefixes, so only the runs past finishes apply; the prefix cache, whose finished rows'
-    segments enter the cache and whose chains are unpinned inside a run; chunked batching with paged FP8 KV,
+    instance caches prefixes, so only the runs past finishes apply; chunked batching with paged FP8 KV,
     the prefix cache and MTP drafts; and chunked batching alone, whose mixed steps that complete their
-    prompts are planned with the run after them). ``fewer``: at most that share of the iterations (measured:
-    0.74, 0.91, 0.90, 0.92, 0.71). The cache ends in the same state, LRU stamps included."""
+    prompts are planned with the run after them) and the coding agent with the prefix cache (eight turns on
+    a 6,144-token shared prompt, memory full of cached segments: their prompts enter the cache and finished
+    rows' segments leave it inside a plan). ``fewer``: at most that share of the iterations (measured: 0.74,
+    0.91, 0.89, 0.78, 0.71). The cache ends in the same state, LRU stamps included."""
     step_by_step = _final(lever, rate, False, monkeypatch, workload)
     extended = _final(lever, rate, True, monkeypatch, workload)
     assert not extended.stopped and not extended.truncated
@@ -60,7 +61,10 @@ def test_a_run_past_finishes_equals_boundaries_at_every_finish(lever, workload, 
     np.testing.assert_array_equal(step_by_step.rejected, extended.rejected)
     np.testing.assert_array_equal(step_by_step.hist, extended.hist)
     for k, v in step_by_step.stats.items():
-        np.testing.assert_allclose(v, extended.stats[k], rtol=1e-9, atol=1e-9, err_msg=k)
+        # KV use's time integral: where memory is full, a plan defers the cache's evictions to its end (KV use
+        # held at the whole meanwhile), so plans cut at other steps move it a little (measured: 3.5e-6)
+        rtol = 1e-5 if k == "kv_area" else 1e-9
+        np.testing.assert_allclose(v, extended.stats[k], rtol=rtol, atol=1e-9, err_msg=k)
     np.testing.assert_allclose(step_by_step.little_area, extended.little_area, rtol=1e-9)
     np.testing.assert_array_equal(step_by_step.c_in, extended.c_in)
     np.testing.assert_array_equal(step_by_step.c_refs, extended.c_refs)

@@ -61,7 +61,8 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     st = account(pol, plan, on, iv["stats"])
     iv = dict(iv, rows=r, stats=st, plan=dict(plan, n=jnp.zeros_like(plan["n"])))
     if shape.prefix:
-        iv = insert_prefix(pol, req, iv, promote & (pol.prefix > 0), units_m, t, shape)
+        planned = (plan["promoted"] > 0) & (plan["n"] >= 2)       # a prompts' step and (some of) its run
+        iv = insert_prefix(pol, req, iv, promote & (pol.prefix > 0), units_m, first_at, shape, planned)
     fin = (r.phase == DECODE) & (out >= o)
     at = plan["fin_at"]                   # the step a row finishes in: the run's last, or earlier in a run extended
     fin_s = jnp.where(at >= plan["n"] - 1, t, ends[jnp.minimum(at, K - 1)])    # past it
@@ -106,9 +107,11 @@ def account(pol, plan, on, st):
                 steps=st["steps"] + plan["n"], decode_rows=st["decode_rows"] + jnp.sum(jnp.where(on, plan["dec"], 0.0)) - jnp.sum(gone))
 
 
-def insert_prefix(pol, req, iv, on, units, t, shape):
-    """Rows whose prompt completed put its chain segments in the cache, pinned; their private KV shrinks to
-    the uncached rest (the KV moves into the cache). All or none per boundary, as room allows."""
+def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
+    """Rows whose prompt completed put its chain segments in the cache, pinned, last used at ``t`` (s); their
+    private KV shrinks to the uncached rest (the KV moves into the cache). All or none per boundary, as room
+    allows. ``planned``: the prompts' step was planned with the decode run after it, which checked the room
+    and grew the rows from the shrunk allocation (:func:`sweepkit.serving.schedule.cached_prompts`)."""
     r = iv["rows"]
     rid = jnp.maximum(r.rid, 0)
     ids, toks, valid = chain_nodes(req, rid, shape)
@@ -117,14 +120,14 @@ def insert_prefix(pol, req, iv, on, units, t, shape):
     alloc = jnp.where(on, jnp.ceil(jnp.maximum(r.target - covered, 0.0) / pol.block_tokens), r.alloc)
     need = jnp.sum(jnp.where(new, units[ids], 0.0)) - jnp.sum(r.alloc - alloc)
     private, cache, pinned = kv_used(pol, iv, units)
-    ok = private + pinned + need <= pol.kv_units
+    ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok
     M = iv["c_in"].shape[0]
     c_in = set_at(iv["c_in"], jnp.where(on[:, None] & valid, ids, M).ravel(), True)
     iv = dict(iv, c_in=c_in)
     n_valid = jnp.sum(valid, axis=-1).astype(jnp.float64)
     iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t)
-    rows = dataclasses.replace(r, alloc=jnp.where(on, alloc, r.alloc), hit=jnp.where(on, covered, r.hit),
+    rows = dataclasses.replace(r, alloc=jnp.where(on & ~planned, alloc, r.alloc), hit=jnp.where(on, covered, r.hit),
                                pins=jnp.where(on, n_valid, r.pins))
     return dict(iv, rows=rows)
 

@@ -52,7 +52,8 @@ def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first
       r: the instance's rows.  dec: [S] rows in the step.  accepted: fn(rid, position) -> drafts accepted.
       other_units: KV units held outside the decode rows (other rows and pinned cache).  cached: (KV units
       held outside the decode rows counting the whole prefix cache, [S] units each row's finish leaves in
-      the cache); without the prefix cache (other_units, zeros).  t: the run's start,
+      the cache, whether every step must keep all of it in memory (no eviction in the run)); without the
+      prefix cache (other_units, zeros, False).  t: the run's start,
       s.  extend: whether the run may go on past a row's finish (nothing could take its place).  first_free:
       whether the first step runs whatever its paged growth (it was checked, or rows preempted, before); else
       it too must fit (a run planned after a prefill step: n is then 0 where it does not).
@@ -104,11 +105,12 @@ def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first
     held_all = jnp.sum(jnp.where(dec[None, :], need, 0.0), axis=1)   # by every row, finished ones at their last
     freed = add_at(jnp.zeros((K,)), at, need[K - 1])
     held = held_all - (jnp.cumsum(freed) - freed)                  # less the rows finished in earlier steps
-    outside, left = cached
+    outside, left, strict = cached
     left_at = add_at(jnp.zeros((K,)), at, jnp.where(dec, left, 0.0))   # units cached at the end of step j
-    calm = (pol.prefix <= 0) | (jnp.cumprod(outside + held_all + jnp.cumsum(left_at) <= pol.kv_units) > 0)
-    past = extend & (rows > 0) & (ends <= released_by) & calm
-    on = ((steps <= j_fin) | past) & ((other_units + held <= pol.kv_units) | ((steps == 0) & first_free))
+    room = jnp.cumprod(outside + held_all + jnp.cumsum(left_at) <= pol.kv_units) > 0
+    past = extend & (rows > 0) & (ends <= released_by) & ((pol.prefix <= 0) | room)
+    on = (((steps <= j_fin) | past) & ((other_units + held <= pol.kv_units) | ((steps == 0) & first_free))
+          & (~strict | room))
     n = jnp.sum(jnp.cumprod(on)).astype(jnp.int32)
     kv_delta = held - held[0] + jnp.cumsum(left_at) - left_at
     return dict(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=kv_delta, fin_at=at, held=held)

@@ -181,12 +181,21 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(after, alloc=jnp.where(run_dec, 0.0, after.alloc))),
                              units_m)
     alone = (iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | run_dec) & (iv["owed"] <= 0)
-    plan_run = lambda: decode_run(pol, req, run_rows, run_dec, lambda i, x: accepted(pol, i, x, shape),  # noqa: E731
-                                  private1 + pinned, (private1 + cache, left_behind(pol, req, iv, units_m, shape)),
-                                  jnp.where(fold, t + t_s, t), alone, ~fold, shape)
-    run = jax.lax.cond((pure | fold) & jnp.any(run_dec), plan_run, lambda: no_run(r.out))
+
+    def plan_run():
+        held_now, cache_now, pinned_now = kv_used(pol, iv, units_m)
+        rows, gained, ok = cached_prompts(pol, req, iv, run_rows, new & (pol.prefix > 0), held_now + pinned_now,
+                                          units_m, shape)
+        strict = fold & (pol.prefix > 0)       # the prompts' segments enter the cache inside the plan: no eviction
+        run = decode_run(pol, req, rows, run_dec, lambda i, x: accepted(pol, i, x, shape), private1 + pinned,
+                         (private1 + cache_now + gained, left_behind(pol, req, dict(iv, rows=rows), units_m, shape),
+                          strict), jnp.where(fold, t + t_s, t), alone, ~fold, shape)
+        return dict(run, gained=gained, ok=ok & (~strict | (held_now + cache_now <= pol.kv_units)))
+
+    run = jax.lax.cond((pure | fold) & jnp.any(run_dec), plan_run, lambda: dict(no_run(r.out), gained=jnp.zeros(()),
+                                                                                ok=jnp.zeros((), bool)))
     multi = pure & (run["n"] >= 2) & jnp.any(dec)
-    plan = _plan(run, multi, fold & (run["n"] >= 1), t, t_s, e_j, emit, after, rows_dec)
+    plan = _plan(run, multi, fold & (run["n"] >= 1) & run["ok"], t, t_s, e_j, emit, after, rows_dec)
     st = iv["stats"]
     iv = dict(iv, plan=plan, stats=dict(st, prefill_tokens=st["prefill_tokens"] + chunks.tokens))
     return iv, dict(ev, xfer_rid=jnp.where(take & awaiting, rid, req.prompt_tokens.shape[0]))
@@ -220,13 +229,38 @@ def _nothing_between(pol, req, iv, after, emit):
     instead of two): the queue is empty (nothing left to admit), every busy row decodes or computes a prompt,
     every prompt is complete at the step's end with more than its first token to emit, no decode row
     finishes in the step, no swap time is owed, the instance is colocated (a prefill-pool instance hands its
-    prompts over) and caches no prefixes (its segments enter the cache at that boundary)."""
+    prompts over). With the prefix cache the prompts' segments enter the cache at that boundary
+    (:func:`cached_prompts`): the plan is made only where nothing is evicted at either boundary or inside the
+    run and the segments fit."""
     o = req.output_tokens[jnp.maximum(after.rid, 0)].astype(jnp.float64)
     new = after.phase == PREFILL
     return ((iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | (after.phase == DECODE) | new)
             & jnp.all(~new | ((after.done >= after.target) & (emit >= 1.0) & (o > after.out + emit)))
             & jnp.all((after.phase != DECODE) | (o > after.out + emit))
-            & (iv["owed"] <= 0) & (pol.prefix <= 0) & (pol.role == COLOCATED))
+            & (iv["owed"] <= 0) & (pol.role == COLOCATED))
+
+
+def cached_prompts(pol, req, iv, rows, on, used, units_m, shape):
+    """The rows as they will be once the prompts of ``on`` rows complete and their chains enter the prefix
+    cache (:func:`sweepkit.serving.complete.insert_prefix`, which applies it when the plan lands): (rows with
+    the prompts' allocation, hit and pins, KV units the cache gains, whether the insert fits beside ``used``,
+    the private and pinned units held now). Without the prefix cache: (rows, 0, True)."""
+    if not shape.prefix:
+        return rows, jnp.zeros(()), jnp.ones((), bool)
+    rid = jnp.maximum(rows.rid, 0)
+    ids, toks, valid = chain_nodes(req, rid, shape)
+    new = on[:, None] & valid & ~iv["c_in"][ids]
+    covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
+    alloc = jnp.where(on, jnp.ceil(jnp.maximum(rows.target - covered, 0.0) / pol.block_tokens), rows.alloc)
+    need = jnp.sum(jnp.where(new, units_m[ids], 0.0)) - jnp.sum(rows.alloc - alloc)
+    # a node enters once: rows share only system prompts (the chain's first node; one row per session)
+    earlier = jnp.arange(rid.shape[0])[None, :] < jnp.arange(rid.shape[0])[:, None]
+    twin = new[:, 0][None, :] & (ids[:, 0][None, :] == ids[:, 0][:, None]) & earlier
+    first = new.at[:, 0].set(new[:, 0] & ~jnp.any(twin, axis=1))
+    gained = jnp.sum(jnp.where(first, units_m[ids], 0.0))
+    out = dataclasses.replace(rows, alloc=alloc, hit=jnp.where(on, covered, rows.hit),
+                              pins=jnp.where(on, jnp.sum(valid, axis=-1).astype(jnp.float64), rows.pins))
+    return out, gained, used + need <= pol.kv_units
 
 
 def _plan(run, multi, folded, t, t_s, e_j, emit, after, rows_dec):
@@ -240,7 +274,9 @@ def _plan(run, multi, folded, t, t_s, e_j, emit, after, rows_dec):
 
     zero = jnp.zeros(())
     rows = jnp.sum((after.phase == PREFILL) | (after.phase == DECODE)).astype(jnp.float64)
-    held = run["held"] - jnp.sum(jnp.where(after.phase != FREE, after.alloc, 0.0))   # a folded run's KV growth
+    # a folded run's KV use after its first step, less that in it: the rows' growth (from the prompts'
+    # allocation), the segments the prompts put in the cache, those the finished rows leave there
+    held = run["kv_delta"] + run["held"][0] - jnp.sum(jnp.where(after.phase != FREE, after.alloc, 0.0)) + run["gained"]
     return dict(
         n=jnp.where(multi, run["n"], jnp.where(folded, jnp.minimum(run["n"] + 1, K), (t_s > 0).astype(jnp.int32))),
         t0=t, dt=pick(run["dt"], t_s), en=pick(run["en"], e_j), E=pick(run["E"], emit),
