@@ -29,7 +29,7 @@ from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
 from sweepkit.serving.prefix import chain_nodes, lookup, pin_range
 from sweepkit.serving.row_order import ordered_cumsum, uniform
-from sweepkit.serving.updates import first_true, set_at
+from sweepkit.serving.updates import add_at, first_true, set_at
 
 
 def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
@@ -184,8 +184,11 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
 
     def plan_run():
         held_now, cache_now, pinned_now = kv_used(pol, iv, units_m)
-        rows, gained, ok = cached_prompts(pol, req, iv, run_rows, new & (pol.prefix > 0), held_now + pinned_now,
-                                          units_m, shape)
+        on = new & (pol.prefix > 0)
+        used = held_now + pinned_now
+        rows, gained, ok = jax.lax.cond(
+            jnp.any(on), lambda: cached_prompts(pol, req, iv, run_rows, on, used, units_m, shape),
+            lambda: (run_rows, jnp.zeros(()), jnp.ones((), bool)))
         strict = fold & (pol.prefix > 0)       # the prompts' segments enter the cache inside the plan: no eviction
         run = decode_run(pol, req, rows, run_dec, lambda i, x: accepted(pol, i, x, shape), private1 + pinned,
                          (private1 + cache_now + gained, left_behind(pol, req, dict(iv, rows=rows), units_m, shape),
@@ -254,10 +257,9 @@ def cached_prompts(pol, req, iv, rows, on, used, units_m, shape):
     alloc = jnp.where(on, jnp.ceil(jnp.maximum(rows.target - covered, 0.0) / pol.block_tokens), rows.alloc)
     need = jnp.sum(jnp.where(new, units_m[ids], 0.0)) - jnp.sum(rows.alloc - alloc)
     # a node enters once: rows share only system prompts (the chain's first node; one row per session)
-    earlier = jnp.arange(rid.shape[0])[None, :] < jnp.arange(rid.shape[0])[:, None]
-    twin = new[:, 0][None, :] & (ids[:, 0][None, :] == ids[:, 0][:, None]) & earlier
-    first = new.at[:, 0].set(new[:, 0] & ~jnp.any(twin, axis=1))
-    gained = jnp.sum(jnp.where(first, units_m[ids], 0.0))
+    systems = add_at(jnp.zeros((shape.systems,)), jnp.where(new[:, 0], ids[:, 0], shape.systems), 1.0) > 0
+    gained = (jnp.sum(jnp.where(new[:, 1:], units_m[ids[:, 1:]], 0.0))
+              + jnp.sum(jnp.where(systems, units_m[:shape.systems], 0.0)))
     out = dataclasses.replace(rows, alloc=alloc, hit=jnp.where(on, covered, rows.hit),
                               pins=jnp.where(on, jnp.sum(valid, axis=-1).astype(jnp.float64), rows.pins))
     return out, gained, used + need <= pol.kv_units
