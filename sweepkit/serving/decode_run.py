@@ -62,8 +62,8 @@ def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first
       dict: n (steps that may run), dt [K] and en [K] (seconds and dynamic joules of each step), E [K, S]
       (tokens each row emits in each step), alloc [K, S] (units after each step's growth), fin [K] (rows
       finishing in each step), kv_delta [K] (KV units held in each step less those held in the first: the
-      rows' growth, less the rows finished earlier in the run, plus the segments they left in the cache), fin_at [S] (the step a row finishes in; K:
-      none), held [K] (KV units the run's rows hold in each step).
+      rows' growth, less the rows finished earlier in the run, plus the segments they left in the cache),
+      fin_at [S] (the step a row finishes in; K: none), held [K] (KV units the run's rows hold in each step).
     """
     K = RUN_STEPS
     rid = jnp.maximum(r.rid, 0)

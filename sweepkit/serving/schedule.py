@@ -186,9 +186,11 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
         held_now, cache_now, pinned_now = kv_used(pol, iv, units_m)
         on = new & (pol.prefix > 0)
         used = held_now + pinned_now
-        rows, gained, ok = jax.lax.cond(
-            jnp.any(on), lambda: cached_prompts(pol, req, iv, run_rows, on, used, units_m, shape),
-            lambda: (run_rows, jnp.zeros(()), jnp.ones((), bool)))
+        rows, gained, ok = run_rows, jnp.zeros(()), jnp.ones((), bool)
+        if shape.prefix:                       # only where a prompt completes in a folded step
+            rows, gained, ok = jax.lax.cond(jnp.any(on), lambda: cached_prompts(pol, req, iv, run_rows, on, used,
+                                                                                units_m, shape),
+                                            lambda: (rows, gained, ok))
         strict = fold & (pol.prefix > 0)       # the prompts' segments enter the cache inside the plan: no eviction
         run = decode_run(pol, req, rows, run_dec, lambda i, x: accepted(pol, i, x, shape), private1 + pinned,
                          (private1 + cache_now + gained, left_behind(pol, req, dict(iv, rows=rows), units_m, shape),
