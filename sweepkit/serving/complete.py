@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
 from sweepkit.serving.kv_phases import kv_used
-from sweepkit.serving.prefix import chain_nodes, pin_range
+from sweepkit.serving.prefix import chain_nodes, pin_range, prompt_chains
 from sweepkit.serving.updates import set_at
 
 
@@ -113,12 +113,7 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     allows. ``planned``: the prompts' step was planned with the decode run after it, which checked the room
     and grew the rows from the shrunk allocation (:func:`sweepkit.serving.schedule.cached_prompts`)."""
     r = iv["rows"]
-    rid = jnp.maximum(r.rid, 0)
-    ids, toks, valid = chain_nodes(req, rid, shape)
-    new = on[:, None] & valid & ~iv["c_in"][ids]
-    covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
-    alloc = jnp.where(on, jnp.ceil(jnp.maximum(r.target - covered, 0.0) / pol.block_tokens), r.alloc)
-    need = jnp.sum(jnp.where(new, units[ids], 0.0)) - jnp.sum(r.alloc - alloc)
+    ids, valid, _, covered, alloc, need = prompt_chains(iv["c_in"], req, r, on, units, pol.block_tokens, shape)
     private, cache, pinned = kv_used(pol, iv, units)
     ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok

@@ -53,6 +53,21 @@ def lookup(c_in: jax.Array, req, rid: jax.Array, target: jax.Array, shape):
     return jnp.sum(jnp.where(use, toks, 0.0), axis=-1), jnp.sum(use, axis=-1)
 
 
+def prompt_chains(c_in, req, rows, on, units, block_tokens, shape):
+    """What inserting the chains of the ``on`` rows' completed prompts into the cache means: (node ids
+    [S, T+1], their validity, the entries not cached yet, the tokens the chain covers [S], each row's
+    allocation after the insert [S] (the uncached rest of its prompt), and the KV units the insert needs
+    beyond those it frees: new nodes' units less the rows' shrinkage; a node two rows bring counts twice,
+    so the room check is conservative)."""
+    rid = jnp.maximum(rows.rid, 0)
+    ids, toks, valid = chain_nodes(req, rid, shape)
+    new = on[:, None] & valid & ~c_in[ids]
+    covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
+    alloc = jnp.where(on, jnp.ceil(jnp.maximum(rows.target - covered, 0.0) / block_tokens), rows.alloc)
+    need = jnp.sum(jnp.where(new, units[ids], 0.0)) - jnp.sum(rows.alloc - alloc)
+    return ids, valid, new, covered, alloc, need
+
+
 def node_units(req, shape, block_tokens: jax.Array) -> jax.Array:
     """KV units of every node [M]: ceil(tokens / block)."""
     toks = jnp.concatenate([req.system_tokens, req.segment_tokens]).astype(jnp.float64)

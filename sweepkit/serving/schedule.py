@@ -27,7 +27,7 @@ from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PR
     RESERVED, SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
-from sweepkit.serving.prefix import chain_nodes, lookup, pin_range
+from sweepkit.serving.prefix import chain_nodes, lookup, pin_range, prompt_chains
 from sweepkit.serving.row_order import ordered_cumsum, uniform
 from sweepkit.serving.updates import add_at, first_true, set_at
 
@@ -252,12 +252,7 @@ def cached_prompts(pol, req, iv, rows, on, used, units_m, shape):
     the private and pinned units held now). Without the prefix cache: (rows, 0, True)."""
     if not shape.prefix:
         return rows, jnp.zeros(()), jnp.ones((), bool)
-    rid = jnp.maximum(rows.rid, 0)
-    ids, toks, valid = chain_nodes(req, rid, shape)
-    new = on[:, None] & valid & ~iv["c_in"][ids]
-    covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
-    alloc = jnp.where(on, jnp.ceil(jnp.maximum(rows.target - covered, 0.0) / pol.block_tokens), rows.alloc)
-    need = jnp.sum(jnp.where(new, units_m[ids], 0.0)) - jnp.sum(rows.alloc - alloc)
+    ids, valid, new, covered, alloc, need = prompt_chains(iv["c_in"], req, rows, on, units_m, pol.block_tokens, shape)
     # a node enters once: rows share only system prompts (the chain's first node; one row per session)
     systems = add_at(jnp.zeros((shape.systems,)), jnp.where(new[:, 0], ids[:, 0], shape.systems), 1.0) > 0
     gained = (jnp.sum(jnp.where(new[:, 1:], units_m[ids[:, 1:]], 0.0))
