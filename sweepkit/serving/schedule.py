@@ -249,9 +249,7 @@ def cached_prompts(pol, req, iv, rows, on, used, units_m, shape):
     """The rows as they will be once the prompts of ``on`` rows complete and their chains enter the prefix
     cache (:func:`sweepkit.serving.complete.insert_prefix`, which applies it when the plan lands): (rows with
     the prompts' allocation, hit and pins, KV units the cache gains, whether the insert fits beside ``used``,
-    the private and pinned units held now). Without the prefix cache: (rows, 0, True)."""
-    if not shape.prefix:
-        return rows, jnp.zeros(()), jnp.ones((), bool)
+    the private and pinned units held now). Programs with the prefix cache only."""
     ids, valid, new, covered, alloc, need = prompt_chains(iv["c_in"], req, rows, on, units_m, pol.block_tokens, shape)
     # a node enters once: rows share only system prompts (the chain's first node; one row per session)
     systems = add_at(jnp.zeros((shape.systems,)), jnp.where(new[:, 0], ids[:, 0], shape.systems), 1.0) > 0
