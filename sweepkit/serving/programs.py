@@ -1,7 +1,8 @@
 """Compiled programs of the cluster engine and the threads and devices their lanes run on.
 
-Every (configuration, load) lane is one call of a program compiled for its static shape; the lanes spread
-over one thread per core or device (:func:`lane_pool`) and over the local JAX devices (:func:`lane_devices`):
+Every (configuration, load) lane is one call of a program compiled for its static shape (built ahead on build
+threads as soon as its lanes are queued: :func:`build_ahead`); the lanes spread over one thread per core or
+device (:func:`lane_pool`) and over the local JAX devices (:func:`lane_devices`):
 a lane runs on the device with the fewest lanes running, with its inputs placed there and the program
 compiled for that device. A program is built once per process (from the executable cache when the CLI turned
 it on); other threads wait for that one build only.
@@ -31,12 +32,13 @@ def _run(pol, req, load, shape: Shape):
     return simulate(pol, req, load, shape)
 
 
-def _compiled(pol, req, load, shape: Shape, device):
-    """The one-lane engine compiled for these input shapes on ``device`` (where the inputs are placed), from the
-    executable cache when the CLI turned it on. A program is built once; other threads wait for that one
-    build only, never for a build of another shape."""
+def _key(pol, req, load, shape: Shape, device) -> tuple:
     leaves = tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves((pol, req, load)))
-    key = (shape, leaves, device.id)
+    return (shape, leaves, device.id)
+
+
+def _claim(key) -> tuple[Future, bool]:
+    """The entry of program ``key`` (most recently used now) and whether the caller must build it."""
     with _LOCK:
         entry = _COMPILED.pop(key, None)
         owner = entry is None
@@ -45,20 +47,57 @@ def _compiled(pol, req, load, shape: Shape, device):
         _COMPILED[key] = entry                      # most recently used last
         while len(_COMPILED) > MAX_PROGRAMS:        # the oldest first: each holds JIT code mappings of its own
             _COMPILED.pop(next(iter(_COMPILED)))
-    if owner:
-        t0 = time.perf_counter()
-        try:
+    return entry, owner
+
+
+def _build(entry: Future, key, pol, req, load, shape: Shape, device) -> None:
+    """Compile (or load from the executable cache) program ``key`` into ``entry``."""
+    t0 = time.perf_counter()
+    try:
+        with jax.enable_x64(True):
             entry.set_result(compile_cached("serving-engine", key, lambda: _run.lower(pol, req, load, shape=shape),
                                             engine_compile_options(device.platform), devices=[device]))
-        except BaseException as exc:
-            entry.set_exception(exc)
-            with _LOCK:
-                _COMPILED.pop(key, None)
-            raise
+    except BaseException as exc:
+        entry.set_exception(exc)
         with _LOCK:
-            COMPILE_STATS["programs"] += 1
-            COMPILE_STATS["seconds"] += time.perf_counter() - t0
+            if _COMPILED.get(key) is entry:
+                _COMPILED.pop(key)
+        raise
+    with _LOCK:
+        COMPILE_STATS["programs"] += 1
+        COMPILE_STATS["seconds"] += time.perf_counter() - t0
+
+
+def _compiled(pol, req, load, shape: Shape, device):
+    """The one-lane engine compiled for these input shapes on ``device`` (where the inputs are placed), from the
+    executable cache when the CLI turned it on. A program is built once (here, or ahead by
+    :func:`build_ahead`); other threads wait for that one build only, never for a build of another shape."""
+    key = _key(pol, req, load, shape, device)
+    entry, owner = _claim(key)
+    if owner:
+        _build(entry, key, pol, req, load, shape, device)
     return entry.result()
+
+
+def build_ahead(pol, req, load, shape: Shape) -> None:
+    """Start building the program of these inputs on a compile thread, for every device a lane may take,
+    unless it is built or being built: a lane that needs it later waits for that build only, and the builds
+    of several shapes start when their lanes are queued, side by side, not one after another on whichever
+    lane thread reaches each first (docs/performance.md: the seed's 15 points cold, 33.6 -> 29.2 s)."""
+    for device in lane_devices():
+        key = _key(pol, req, load, shape, device)
+        entry, owner = _claim(key)
+        if owner:
+            args = jax.device_put((pol, req, load), device)
+            _compile_pool().submit(_build, entry, key, *args, shape, device)
+
+
+def _compile_pool() -> ThreadPoolExecutor:
+    """The threads that build programs ahead of their lanes: as many as :func:`lane_pool`'s."""
+    with _LOCK:
+        if not _BUILDERS:
+            _BUILDERS.append(ThreadPoolExecutor(lane_threads(), thread_name_prefix="sweepkit-build"))
+        return _BUILDERS[0]
 
 
 _COMPILED: dict = {}
@@ -72,6 +111,7 @@ LANES_RUN: Counter = Counter()
 """Lanes run by this process, per JAX device id."""
 _LOCK = threading.Lock()
 _POOL: list = []
+_BUILDERS: list = []
 _RUNNING: Counter = Counter()
 _LEASES = threading.Lock()
 
@@ -126,6 +166,9 @@ def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shap
             out = _compiled(*args, shape, device)(*args)
             return jax.tree_util.tree_map(np.asarray, out)
     pool = lane_pool()
+    if pols and loads[0]:
+        with jax.enable_x64(True):
+            build_ahead(pols[0], req, as_load(loads[0][0]), shape)
     return [[pool.submit(one, pol, ld) for ld in row] for pol, row in zip(pols, loads)]
 
 
