@@ -3,8 +3,8 @@ one function.
 
 By default the engine compiles with copy insertion's region analysis
 (:data:`DEFAULT_COMPILE_OPTIONS`): XLA then proves more of the copies it would insert where a ``while_loop``
-or ``lax.cond`` passes an array through unchanged unnecessary, and drops them (a chat baseline program: 208
-copies -> 111; every final state equal leaf for leaf; 9-29% less CPU for one lane on one core,
+or ``lax.cond`` passes an array through unchanged unnecessary, and drops them (a chat MTP or draft program:
+208 copies -> 111; every final state equal leaf for leaf; 9-29% less CPU for one lane on one core,
 docs/performance.md).
 
 The serving engine is one ``while_loop`` whose iteration is several hundred small kernels. XLA:CPU runs
@@ -105,10 +105,7 @@ def apply(environ=os.environ) -> bool:
     global _ON
     if environ.get("SWEEPKIT_XLA_OPTIONS", "").strip() != "1":
         return False
-    try:
-        if not checked_jaxlib(metadata.version("jaxlib")):
-            return False
-    except metadata.PackageNotFoundError:
+    if not _jaxlib_checked():
         return False
     if environ.get("JAX_PLATFORMS", "") != "cpu" and any(find_spec(p) for p in ACCELERATOR_PLUGINS):
         return False
