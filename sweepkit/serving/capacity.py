@@ -5,7 +5,21 @@ Per configuration (the reference simulator's rule, github.com/BrendanJamesLynske
 1. run at ``start`` (twice the workload's reference load where the grid knows it, else 1 per second);
 2. if it passes, double until a load fails (up to :data:`MAX_LOAD`); if it fails, halve until one passes
    (down to ``start`` / :data:`MIN_FACTOR`; none passing means capacity 0);
-3. bisect while (hi - lo) > tolerance x hi; the capacity is the highest passing load, lo.
+3. narrow the bracket while (hi - lo) > tolerance x hi; the capacity is the highest passing load, lo.
+
+Step 3 has two rules (``rule``; the grid's ``search``):
+
+* ``"interpolate"`` (default): regula falsi on the logit of the SLO attainment. The next probe is where the
+  line through (lo, logit of the attainment at lo) and (hi, logit at hi) crosses logit(0.9) (a logistic
+  fall of attainment with load is a straight line there; attainments clipped to [0.001, 0.999]). Where that
+  lands within the tolerance of an end, the probe goes to the load that closes the bracket if it lands on
+  that end's side: lo / (1 - tolerance) (a fail there ends the search), hi x (1 - tolerance) (so does a
+  pass). When the same end moves twice in a row, the other end's distance from the 90% line is halved (the
+  Illinois rule: Dowell & Jarratt, BIT 11, 1971), so the probes cannot creep in from one side. On the H100
+  lever grid's measured attainments this needs ~20% fewer simulated steps than bisection (docs/serving.md).
+* ``"bisect"``: the reference's bisection, (lo + hi) / 2, whose probes fall on the same loads as its.
+
+Both end with the same guarantee: a passing load lo and a failing load hi within the tolerance of each other.
 
 Every round runs one probe (or ``rates_per_call`` probes) of every open configuration in one
 :func:`sweepkit.serving.lanes.run_configs` call, so the configurations' probes share the cores; lanes that
@@ -39,6 +53,12 @@ TOLERANCE = 0.05
 """Relative width of the final bracket, (hi - lo) / hi (the reference simulator's 5%)."""
 MAX_LOAD = 1e4
 """Doubling stops here (per second): a capacity above it is reported as this load."""
+RULES = ("interpolate", "bisect")
+"""Rules of the bracket's last phase (:func:`next_rates`)."""
+CLIP = 1e-3
+"""Attainments are clipped to [CLIP, 1 - CLIP] before their logit (a whole pass often has attainment 1)."""
+EDGE = 0.02
+"""The interpolated probe keeps at least EDGE x (hi - lo) from either end of the bracket."""
 MIN_FACTOR = 64.0
 """Halving stops at start / MIN_FACTOR (the reference's floor): nothing passing there means capacity 0, which
 the matrix reads as -100% goodput with undefined cost and energy, as the reference sweep does. A lever below
@@ -51,23 +71,39 @@ class Bracket:
     lo: float = 0.0            # highest passing load found (0: none yet)
     hi: float = math.inf       # lowest failing load above lo (inf: none yet)
     best: dict | None = None   # metrics at lo
+    attain_lo: float = 1.0     # SLO attainment at lo (a whole run's)
+    attain_hi: float = 0.0     # SLO attainment at hi (an early-stopped run's: of the requests it reached)
+    moved: str = ""            # the end the last update moved: "lo", "hi" or "" (neither, or both)
+    weight_lo: float = 1.0     # Illinois weights of each end's distance from the 90% line
+    weight_hi: float = 1.0
+
+
+def _attainment(m, default: float) -> float:
+    return float(m["attainment"]) if isinstance(m, dict) and "attainment" in m else default
 
 
 def update(b: Bracket, rates: np.ndarray, passed: np.ndarray, metrics: list) -> Bracket:
     """The bracket after probing ``rates``: a pass inside (lo, hi) raises lo, a fail above lo lowers hi."""
-    lo, hi, best = b.lo, b.hi, b.best
+    lo, hi, best, a_lo, a_hi = b.lo, b.hi, b.best, b.attain_lo, b.attain_hi
     for r, ok, m in sorted(zip(rates, passed, metrics), key=lambda x: x[0]):
         if ok and lo < r < hi:
-            lo, best = float(r), m
-    fails = [float(r) for r, ok in zip(rates, passed) if not ok and r > lo]
+            lo, best, a_lo = float(r), m, _attainment(m, 1.0)
+    fails = [(float(r), m) for r, ok, m in zip(rates, passed, metrics) if not ok and r > lo]
     if fails:
-        hi = min(hi, min(fails))
-    return Bracket(lo, hi, best)
+        r, m = min(fails, key=lambda x: x[0])
+        if r < hi:
+            hi, a_hi = r, _attainment(m, 0.0)
+    moved = "" if (lo != b.lo) == (hi != b.hi) else ("lo" if lo != b.lo else "hi")
+    w_lo = b.weight_lo / 2 if moved == b.moved == "hi" else 1.0
+    w_hi = b.weight_hi / 2 if moved == b.moved == "lo" else 1.0
+    return Bracket(lo, hi, best, a_lo, a_hi, moved, w_lo, w_hi)
 
 
-def next_rates(b: Bracket, start: float, n: int = 1, growth: float = 2.0) -> np.ndarray:
+def next_rates(b: Bracket, start: float, n: int = 1, growth: float = 2.0, rule: str = "interpolate",
+               tolerance: float = TOLERANCE) -> np.ndarray:
     """The next ``n`` probes: start (and above) first, then growing or shrinking by ``growth`` (doubling or
-    halving by default), then bisection."""
+    halving by default), then inside the bracket by ``rule`` (one probe: :func:`interpolated` or the
+    midpoint; ``n`` > 1: n equally spaced loads)."""
     j = np.arange(1, n + 1, dtype=np.float64)
     if b.lo <= 0 and not math.isfinite(b.hi):
         return start * growth ** (j - 1)
@@ -75,7 +111,54 @@ def next_rates(b: Bracket, start: float, n: int = 1, growth: float = 2.0) -> np.
         return b.hi / growth ** j
     if not math.isfinite(b.hi):
         return np.minimum(b.lo * growth ** j, MAX_LOAD)
+    if n == 1 and rule == "interpolate":
+        return np.array([interpolated(b, tolerance)])
     return b.lo + (b.hi - b.lo) * j / (n + 1)
+
+
+def interpolated(b: Bracket, tolerance: float = TOLERANCE) -> float:
+    """The regula-falsi probe inside a bracket (lo > 0, hi finite, not yet within ``tolerance``).
+
+    .. math::
+        p = \\mathrm{lo} + (\\mathrm{hi} - \\mathrm{lo})\\,
+            \\frac{w_{lo}(\\ell(a_{lo}) - \\ell(0.9))}{w_{lo}(\\ell(a_{lo}) - \\ell(0.9))
+            + w_{hi}(\\ell(0.9) - \\ell(a_{hi}))}, \\qquad \\ell(a) = \\ln\\frac{a}{1 - a}
+
+    with a clipped to [CLIP, 1 - CLIP], ``p`` kept EDGE x (hi - lo) inside the bracket; a ``p`` at or below
+    lo / (1 - tolerance) becomes just under that load (a fail there closes the bracket), one at or above
+    hi (1 - tolerance) just over it (a pass there closes it).
+
+    Args:
+      b: the bracket, with SLO attainment at each end (a share in [0, 1]) and the Illinois weights w.
+      tolerance: the search's final relative width, (hi - lo) / hi, in (0, 1).
+
+    Returns:
+      The next load, per second, in (lo, hi).
+
+    Example:
+      >>> round(interpolated(Bracket(4.0, 8.0, None, 0.95, 0.10)), 4)   # the logit line crosses 0.9 here
+      4.5813
+      >>> round(interpolated(Bracket(4.0, 8.0, None, 0.91, 0.10)), 4)   # near lo: a fail there ends it
+      4.2105
+
+    References:
+      Regula falsi with the Illinois modification: M. Dowell and P. Jarratt, "A modified regula falsi method
+      for computing the root of an equation", BIT 11 (1971) 168-174, https://doi.org/10.1007/BF01934364
+    """
+    def logit(a: float) -> float:
+        a = min(max(a, CLIP), 1.0 - CLIP)
+        return math.log(a / (1.0 - a))
+
+    f_lo = max(logit(b.attain_lo) - logit(SLO_ATTAINMENT), 0.0) * b.weight_lo
+    f_hi = max(logit(SLO_ATTAINMENT) - logit(b.attain_hi), 0.0) * b.weight_hi
+    width = b.hi - b.lo
+    p = b.lo + width * (f_lo / (f_lo + f_hi) if f_lo + f_hi > 0 else 0.5)
+    p = min(max(p, b.lo + EDGE * width), b.hi - EDGE * width)
+    if p <= b.lo / (1.0 - tolerance):
+        return b.lo / (1.0 - tolerance) * (1.0 - 1e-9)
+    if p >= b.hi * (1.0 - tolerance):
+        return b.hi * (1.0 - tolerance) * (1.0 + 1e-9)
+    return p
 
 
 def converged(b: Bracket, start: float, tolerance: float = TOLERANCE) -> bool:
@@ -94,7 +177,7 @@ def _passes(m: dict) -> bool:
 def search(w: Workload, cluster, configs: list[Config], prices: list[float], idle_w: list[float],
            start: float = 1.0, rates_per_call: int = 1, tolerance: float = TOLERANCE, progress=None,
            max_rounds: int = 40, first: np.ndarray | None = None, growth: float = 2.0,
-           fixed: float | None = None):
+           fixed: float | None = None, rule: str = "interpolate"):
     """Capacity of every configuration for workload ``w`` (not offline).
 
     Args:
@@ -109,6 +192,7 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
       growth: step of the expanding or shrinking rounds (2: doubling and halving).
       fixed: optional load (per second, > 0) every configuration is also simulated at, whole; its runs come
         back as "reference" rows, and serve as the search's probe where the rule reaches that load.
+      rule: how a bracket narrows, one of :data:`RULES` (see the module docstring).
 
     Returns:
       (capacities [C], metrics at capacity [C] (None where capacity is 0), every probe as (config index, load,
@@ -119,6 +203,8 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
       >>> next_rates(b, 2.0).tolist(), converged(Bracket(1.0, 1.04), 2.0)
       ([4.0], True)
     """
+    if rule not in RULES:
+        raise ValueError(f"capacity search rule {rule!r} is not one of {', '.join(RULES)}")
     C, R = len(configs), max(int(rates_per_call), 1)
     brackets = [Bracket() for _ in range(C)]
     rows, at_fixed, pending = [], [None] * C, None
@@ -128,8 +214,9 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
             pending = side.submit(run_at, w, cluster, configs, prices, idle_w, fixed)
         for round_ in range(max_rounds):
             if pending is not None and round_ > 0 and (pending.done() or any(
-                    _wants(b, fixed, start, R, growth, tolerance) for b in brackets)):
-                at_fixed, pending = _read_fixed(brackets, pending, fixed, start, R, growth, tolerance, rows), None
+                    _wants(b, fixed, start, R, growth, tolerance, rule) for b in brackets)):
+                at_fixed, pending = _read_fixed(brackets, pending, fixed, start, R, growth, tolerance, rule,
+                                                rows), None
                 if progress:
                     progress(C)
             open_ = [c for c in range(C) if not converged(brackets[c], start, tolerance)]
@@ -138,7 +225,7 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
             if round_ == 0 and first is not None:
                 rates = np.asarray(first, np.float64).reshape(C, -1)[open_]
             else:
-                rates = np.array([next_rates(brackets[c], start, R, growth) for c in open_])
+                rates = np.array([next_rates(brackets[c], start, R, growth, rule, tolerance) for c in open_])
             lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True, cover=configs)
             for k, c in enumerate(open_):
                 ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
@@ -164,18 +251,18 @@ def run_at(w: Workload, cluster, configs: list[Config], prices, idle_w, load: fl
 
 
 def _read_fixed(brackets: list[Bracket], pending, load: float, start: float, R: int, growth: float,
-                tolerance: float, rows: list) -> list[dict]:
+                tolerance: float, rule: str, rows: list) -> list[dict]:
     """The whole runs at ``load`` (waited for), read as the probe of every bracket whose next probe is that
     load (``brackets`` updated in place, a "search" row each)."""
     at_load = pending.result()
     for c, b in enumerate(brackets):
-        if _wants(b, load, start, R, growth, tolerance):
+        if _wants(b, load, start, R, growth, tolerance, rule):
             brackets[c] = update(b, np.array([load]), np.array([_passes(at_load[c])]), [at_load[c]])
             rows.append((c, float(load), "search", at_load[c]))
     return at_load
 
 
-def _wants(b: Bracket, load: float, start: float, R: int, growth: float, tolerance: float) -> bool:
+def _wants(b: Bracket, load: float, start: float, R: int, growth: float, tolerance: float, rule: str) -> bool:
     """Whether the rule's next probe (one a round) is ``load``."""
     return (R == 1 and not converged(b, start, tolerance)
-            and math.isclose(float(next_rates(b, start, 1, growth)[0]), load, rel_tol=1e-12))
+            and math.isclose(float(next_rates(b, start, 1, growth, rule, tolerance)[0]), load, rel_tol=1e-12))

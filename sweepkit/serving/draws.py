@@ -123,7 +123,7 @@ def _device_draws(grid, w, dev: str, draws: list[Draw], bounds: dict, ref_load: 
     caps, best, _ = search(w, grid.cluster, [c for c, _, _ in drawn], [p for _, p, _ in drawn],
                            [i for _, _, i in drawn], start=2.0 * ref if ref else 1.0,
                            rates_per_call=grid.rates_per_call, tolerance=grid.tolerance, progress=progress,
-                           first=first, growth=GROWTH)
+                           first=first, growth=GROWTH, rule=grid.search)
     lanes = run_configs(w, grid.cluster, [c for c, _, _ in drawn], np.full((len(drawn), 1), ref_load),
                         early_stop=False)
     if progress:

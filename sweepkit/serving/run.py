@@ -11,6 +11,7 @@ Grid file (grids/serving-seed.toml)::
     reference_device = "H100"          # reference load = 0.5 x this device's baseline capacity
     rates_per_call = 1                 # capacity-search probes per configuration per round
     tolerance = 0.05                   # capacity search: final (hi - lo) / hi
+    search = "interpolate"             # or "bisect" (the reference's rule): how a bracket narrows
     reference_loads = {chat = 1.9375}  # optional: pin a workload's reference load (default 0.5 x capacity)
     workloads_file / levers_file / cluster_file = "path.toml"   # optional, relative to the grid file
     [serving.bands]                    # optional: uncertainty draws per point (sweepkit.serving.draws)
@@ -38,7 +39,7 @@ import pyarrow as pa
 from sweepkit.catalogue import get_device
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
-from sweepkit.serving.capacity import TOLERANCE, run_at, search
+from sweepkit.serving.capacity import RULES, TOLERANCE, run_at, search
 from sweepkit.serving.cluster import Cluster, load_cluster
 from sweepkit.serving.config import Config, check, grid_points
 from sweepkit.serving.draws import parse_serving_bands, run_draws
@@ -76,6 +77,7 @@ class ServingGrid:
     baseline: str
     rates_per_call: int
     tolerance: float
+    search: str = "interpolate"
     reference_loads: dict = dataclasses.field(default_factory=dict)
     bands: Bands | None = None
 
@@ -109,7 +111,7 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         raise InputError(f"{where}: [serving] must be a table")
     w_where = f"{where} [serving]"
     check_keys(sv, {"workloads", "levers", "devices", "reference_device", "baseline", "rates_per_call", "tolerance",
-                    "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands"},
+                    "search", "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands"},
                {"workloads", "levers"}, w_where)
     base = Path(path).parent
 
@@ -151,8 +153,16 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         workloads=tuple(wls[w] for w in workloads), levers=tuple(lvs[l] for l in levers), devices=tuple(devices),
         cluster=cluster, reference_device=ref, baseline=baseline,
         rates_per_call=number(sv, "rates_per_call", w_where, lo=1, hi=256, integer=True, default=1),
-        tolerance=number(sv, "tolerance", w_where, lo=0.001, hi=0.5, default=TOLERANCE),
+        tolerance=number(sv, "tolerance", w_where, lo=0.001, hi=0.5, default=TOLERANCE), search=_rule(sv, w_where),
         reference_loads={k: float(v) for k, v in refs.items()}, bands=parse_serving_bands(sv.get("bands"), where))
+
+
+def _rule(sv: dict, where: str) -> str:
+    """The grid's capacity-search rule, one of :data:`sweepkit.serving.capacity.RULES`."""
+    rule = sv.get("search", RULES[0])
+    if rule not in RULES:
+        raise InputError(f"{where}: search = {rule!r} is not allowed; expected one of {', '.join(RULES)}")
+    return rule
 
 
 def _row(grid: ServingGrid, w: Workload, cfg: Config, load: float, purpose: str, m: dict) -> dict:
@@ -184,7 +194,7 @@ def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
     caps, best, rows = search(w, grid.cluster, [configs[i] for i in idx], [prices[i] for i in idx],
                               [idle[i] for i in idx], start=2.0 * ref if ref else 1.0,
                               rates_per_call=grid.rates_per_call, tolerance=grid.tolerance, progress=progress,
-                              fixed=ref)
+                              fixed=ref, rule=grid.search)
     return idx, caps, best, [(idx[c], load, purpose, m) for c, load, purpose, m in rows]
 
 
