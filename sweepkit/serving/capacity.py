@@ -1,6 +1,7 @@
 """Capacity search: the highest load at which >= 90% of the window meets both SLOs, to within 5%.
 
-Per configuration (the reference simulator's rule, github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim):
+Per configuration (steps 1-2 and the bisecting rule are the reference simulator's,
+github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim):
 
 1. run at ``start`` (twice the workload's reference load where the grid knows it, else 1 per second);
 2. if it passes, double until a load fails (up to :data:`MAX_LOAD`); if it fails, halve until one passes
@@ -16,7 +17,7 @@ Step 3 has two rules (``rule``; the grid's ``search``):
   that end's side: lo / (1 - tolerance) (a fail there ends the search), hi x (1 - tolerance) (so does a
   pass). When the same end moves twice in a row, the other end's distance from the 90% line is halved (the
   Illinois rule: Dowell & Jarratt, BIT 11, 1971), so the probes cannot creep in from one side. On the H100
-  lever grid's measured attainments this needs ~20% fewer simulated steps than bisection (docs/serving.md).
+  lever grid its searches simulated 16% fewer passes than bisection's (docs/performance.md).
 * ``"bisect"``: the reference's bisection, (lo + hi) / 2, whose probes fall on the same loads as its.
 
 Both end with the same guarantee: a passing load lo and a failing load hi within the tolerance of each other.
@@ -26,7 +27,7 @@ Every round runs one probe (or ``rates_per_call`` probes) of every open configur
 have surely failed stop early (:func:`sweepkit.serving.cluster_sim.step`: misses so far plus requests already
 waiting longer than the TTFT SLO, against the largest window still possible), so failing probes are cheap.
 With ``rates_per_call`` R > 1 a round probes R loads: start x 2^j while expanding, R equally spaced interior
-loads while bisecting (the bracket shrinks R + 1 times a round). Attainment is not strictly monotone in load
+loads inside the bracket whatever the rule (the bracket shrinks R + 1 times a round). Attainment is not strictly monotone in load
 (finite samples): a pass above a fail does not move the bracket.
 
 With ``fixed`` (the reference load), every configuration is also simulated there in the first round, whole
