@@ -27,8 +27,8 @@ Every round runs one probe (or ``rates_per_call`` probes) of every open configur
 have surely failed stop early (:func:`sweepkit.serving.cluster_sim.step`: misses so far plus requests already
 waiting longer than the TTFT SLO, against the largest window still possible), so failing probes are cheap.
 With ``rates_per_call`` R > 1 a round probes R loads: start x 2^j while expanding, R equally spaced interior
-loads inside the bracket whatever the rule (the bracket shrinks R + 1 times a round). Attainment is not strictly monotone in load
-(finite samples): a pass above a fail does not move the bracket.
+loads inside the bracket whatever the rule (the bracket shrinks R + 1 times a round). Attainment is not
+strictly monotone in load (finite samples): a pass above a fail does not move the bracket.
 
 With ``fixed`` (the reference load), every configuration is also simulated there in the first round, whole
 (no early stop), on a thread of its own beside the first probes; when the rule's next probe is that load
