@@ -8,8 +8,10 @@ also skips tracing and lowering.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
+import json
 import os
 import pickle
 import tempfile
@@ -40,8 +42,9 @@ def enable_persistent_cache() -> Path | None:
 # (0.45 s for the sweep chunk of grids/large.toml, before its first row). For the few programs the CLI runs
 # per grid shape, the compiled executable itself is kept: serialised after its first compile and loaded
 # back (0.2 s) without tracing. The key covers everything the program depends on: sweepkit's version and
-# source text, jax/jaxlib versions, the backend, device kind and count, the host CPU, x64, XLA_FLAGS, the
-# function, its static arguments and argument shapes, and the devices it runs on when not all of them.
+# code (its syntax trees: an edit of comments or docstrings keeps the cache), jax/jaxlib versions, the
+# backend, device kind and count, the host CPU, x64, XLA_FLAGS, the function, its static arguments and
+# argument shapes, and the devices it runs on when not all of them.
 
 class _CacheHits:
     """Executables JAX has loaded from its persistent cache in this process (listener added on first use)."""
@@ -74,17 +77,81 @@ def _executables_dir() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def source_digest() -> str | None:
-    """sha256 over the text of every module of the installed sweepkit package (path and bytes); None when
-    the sources are not there to read (a .pyc-only or zipped install: then nothing is cached)."""
-    pkg = Path(__file__).resolve().parent
+    """sha256 over the code of every module of the installed sweepkit package (path and syntax tree, without
+    comments, docstrings and line numbers: :func:`code_text`), so that editing prose keeps the cached
+    programs; None when the sources are not there to read (a .pyc-only or zipped install: then nothing is
+    cached). Each module's code digest is remembered by the sha256 of its bytes in ``code-digests.json``
+    next to the executables (parsing all of them takes ~0.5 s; hashing their bytes ~2 ms)."""
+    folder = _executables_dir()
+    return package_digest(Path(__file__).resolve().parent, folder / "code-digests.json" if folder else None)
+
+
+def package_digest(pkg: Path, memo_path: Path | None = None) -> str | None:
+    """:func:`source_digest` of the package in folder ``pkg``, with its memo at ``memo_path`` (None: none)."""
     paths = sorted(pkg.rglob("*.py")) if pkg.is_dir() else []
     if not paths:
         return None
-    h = hashlib.sha256()
+    memo = _read_memo(memo_path)
+    h, fresh = hashlib.sha256(), {}
     for path in paths:
+        raw = path.read_bytes()
+        raw_sha = hashlib.sha256(raw).hexdigest()
+        fresh[raw_sha] = memo.get(raw_sha) or hashlib.sha256(code_text(raw)).hexdigest()
         h.update(str(path.relative_to(pkg)).encode())
-        h.update(path.read_bytes())
+        h.update(fresh[raw_sha].encode())
+    if memo_path is not None and not fresh.items() <= memo.items():
+        _write_memo(memo_path, fresh if len(memo) > 4 * len(paths) else {**memo, **fresh})   # bounded
     return h.hexdigest()
+
+
+def _read_memo(path: Path | None) -> dict:
+    try:
+        memo = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(memo, dict):
+        return {}
+    return {k: v for k, v in memo.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _write_memo(path: Path, memo: dict) -> None:
+    """Replace the memo atomically; a read-only cache folder is not an error."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(memo, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            _discard(Path(tmp))
+
+
+def code_text(source: bytes) -> bytes:
+    """A module's code as the cache key sees it: its syntax tree dumped without line numbers, every string
+    statement (docstrings, attribute docs) dropped; comments never reach the tree. The bytes themselves
+    where they do not parse.
+
+    Example:
+      >>> documented = b"def f(x):\\n    'Twice x.'\\n    return 2 * x  # doubled\\n"
+      >>> code_text(documented) == code_text(b'def f(x):\\n    return 2*x\\n')
+      True
+      >>> code_text(documented) == code_text(b'def f(x):\\n    return 3 * x\\n')
+      False
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                kept = [s for s in stmts if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                                 and isinstance(s.value.value, str))]
+                setattr(node, field, kept or [ast.Pass()])
+    return ast.dump(tree).encode()
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 SCRIPT = textwrap.dedent("""
     import sys
     from pathlib import Path
@@ -173,3 +176,66 @@ def test_an_executable_for_the_second_of_two_devices_loads_back_onto_it(tmp_path
 
     assert run() == "1"
     assert run() == "0"                                   # loaded onto device 1, not over both devices
+
+
+# ------------------------------------------------------------------ the source digest in the cache key
+MODULE = '''"""A module."""
+import math
+
+RATE = 2.0
+"""Per second."""
+
+
+def f(x):
+    """Twice x."""
+    return RATE * x  # doubled
+'''
+
+
+def _package(root, text=MODULE):
+    (root / "pkg" / "sub").mkdir(parents=True, exist_ok=True)
+    (root / "pkg" / "a.py").write_text(text)
+    (root / "pkg" / "sub" / "b.py").write_text("def g():\n    return 1\n")
+    return root / "pkg"
+
+
+def test_prose_edits_keep_the_digest_and_code_edits_change_it(tmp_path):
+    from sweepkit.jaxcache import package_digest
+
+    base = package_digest(_package(tmp_path / "0"))
+    prose = MODULE.replace("A module.", "A module, documented\nat length.").replace("# doubled", "# twice")
+    prose = prose.replace('"""Per second."""', "# per second\n\n")
+    assert package_digest(_package(tmp_path / "1", prose)) == base
+    for code in (MODULE.replace("RATE * x", "RATE * x + 0"), MODULE.replace("2.0", "3.0"),
+                 MODULE.replace("import math", "import cmath")):
+        assert package_digest(_package(tmp_path / "2", code)) != base, code
+    (tmp_path / "0" / "pkg" / "sub" / "b.py").rename(tmp_path / "0" / "pkg" / "sub" / "c.py")
+    assert package_digest(tmp_path / "0" / "pkg") != base                  # a module's path counts too
+    assert package_digest(tmp_path / "empty") is None
+
+
+def test_code_digests_are_remembered_and_a_bad_memo_is_ignored(tmp_path):
+    import json
+
+    from sweepkit.jaxcache import package_digest
+
+    pkg, memo = _package(tmp_path), tmp_path / "cache" / "code-digests.json"
+    plain = package_digest(pkg)
+    assert package_digest(pkg, memo) == plain and len(json.loads(memo.read_text())) == 2
+    entries = json.loads(memo.read_text())
+    memo.write_text(json.dumps({k: "f" * 64 for k in entries}))      # the memo is what is read back
+    assert package_digest(pkg, memo) != plain
+    for bad in ("{not json", "[1, 2]", json.dumps({"x": 1})):
+        memo.write_text(bad)
+        assert package_digest(pkg, memo) == plain
+    assert json.loads(memo.read_text()).keys() >= entries.keys()       # and rewritten whole
+
+
+@given(doc=st.text(max_size=40), comment=st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")),
+                                                 max_size=40), blank=st.integers(0, 3))
+def test_code_text_ignores_any_docstring_comment_and_blank_lines(doc, comment, blank):
+    from sweepkit.jaxcache import code_text
+
+    edited = MODULE.replace('"""Twice x."""', repr(doc)).replace("# doubled", "# " + comment)
+    edited = edited.replace("\n\n\ndef", "\n" * (blank + 1) + "def")
+    assert code_text(edited.encode()) == code_text(MODULE.encode())
