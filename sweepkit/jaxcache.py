@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import tempfile
+import threading
 from pathlib import Path
 
 MIN_COMPILE_S = 0.5
@@ -75,13 +76,23 @@ def _executables_dir() -> Path | None:
     return Path(root) / "sweepkit-executables" if root else None
 
 
-@functools.lru_cache(maxsize=1)
 def source_digest() -> str | None:
     """sha256 over the code of every module of the installed sweepkit package (path and syntax tree, without
     comments, docstrings and line numbers: :func:`code_text`), so that editing prose keeps the cached
     programs; None when the sources are not there to read (a .pyc-only or zipped install: then nothing is
     cached). Each module's code digest is remembered by the sha256 of its bytes in ``code-digests.json``
-    next to the executables (parsing all of them takes ~0.5 s; hashing their bytes ~2 ms)."""
+    next to the executables (parsing all of them takes ~0.5 s; hashing their bytes ~2 ms). Computed once per
+    process, under a lock: the lane threads ask for it together, and CPython 3.11's parser is not safe to
+    run on several threads at once ("AST constructor recursion depth mismatch")."""
+    with _DIGEST_LOCK:
+        return _source_digest()
+
+
+_DIGEST_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str | None:
     folder = _executables_dir()
     return package_digest(Path(__file__).resolve().parent, folder / "code-digests.json" if folder else None)
 
@@ -142,7 +153,7 @@ def code_text(source: bytes) -> bytes:
     """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, SystemError, RecursionError):
         return source
     for node in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):

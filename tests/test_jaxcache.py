@@ -239,3 +239,19 @@ def test_code_text_ignores_any_docstring_comment_and_blank_lines(doc, comment, b
     edited = MODULE.replace('"""Twice x."""', repr(doc)).replace("# doubled", "# " + comment)
     edited = edited.replace("\n\n\ndef", "\n" * (blank + 1) + "def")
     assert code_text(edited.encode()) == code_text(MODULE.encode())
+
+
+def test_the_source_digest_is_one_value_when_lane_threads_ask_together(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        from concurrent.futures import ThreadPoolExecutor
+        import jax
+        from sweepkit import jaxcache
+        jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+        with ThreadPoolExecutor(8) as pool:
+            digests = set(pool.map(lambda _: jaxcache.source_digest(), range(32)))
+        assert len(digests) == 1 and None not in digests, digests
+        print("OK")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr
