@@ -127,16 +127,24 @@ def _read_memo(path: Path | None) -> dict:
 
 def _write_memo(path: Path, memo: dict) -> None:
     """Replace the memo atomically; a read-only cache folder is not an error."""
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(memo, f)
-        os.replace(tmp, path)
+        _replace(path, json.dumps(memo).encode())
     except OSError:
-        if tmp is not None:
-            _discard(Path(tmp))
+        pass
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file beside it, then renamed); no temporary file is
+    left behind when it fails."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _discard(Path(tmp))
+        raise
 
 
 def code_text(source: bytes) -> bytes:
@@ -272,15 +280,10 @@ def _compile_and_keep(path: Path, lower, compiler_options):
         # JAX loaded it from its own cache after all: re-serialising such an executable drops the compiled
         # code on XLA:CPU (the loaded copy fails with "Function ... not found"), so keep fresh compiles only.
         return compiled
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(pickle.dumps(serialize_executable.serialize(compiled)))
-        os.replace(tmp, path)
+        _replace(path, pickle.dumps(serialize_executable.serialize(compiled)))
     except Exception:  # noqa: BLE001 - not serialisable on this backend, or a read-only cache: just don't keep it
-        if tmp is not None:
-            _discard(Path(tmp))
+        pass
     return compiled
 
 
