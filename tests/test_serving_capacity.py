@@ -45,6 +45,20 @@ def test_voice_h100_baseline_within_25pct_of_section_26(voice):
         assert got[k] == pytest.approx(want, rel=0.25), (k, got[k], want)
 
 
+def test_voice_h100_baseline_is_the_references_with_its_sample_and_rule(voice):
+    """With the seed's own sessions (one random.Random(1), its draw order) and its bisection from twice its
+    reference load, the engine finds the reference's capacity, 0.439453125 sessions/s (seed-matrix-h100,
+    realtime-voice baseline: 0.4395, 7 runs), and the reference's figures at it and at the reference load."""
+    w, cl, cfg = load_workloads()["realtime-voice"], load_cluster(), Config("H100", load_levers()["baseline"])
+    caps, best, rows = search(w, cl, [cfg], [3.0], [100.0], start=2 * 0.1953125, rule="bisect")
+    assert caps[0] == 0.439453125 and len(rows) == 7
+    assert best[0]["goodput_req_s_per_gpu"] == pytest.approx(0.3215, rel=1e-3)
+    assert best[0]["usd_per_mtok"] == pytest.approx(54.22, rel=1e-3)
+    ref = voice[3]
+    for k, want in (("ttft_p50_s", 0.1103), ("ttft_p99_s", 0.2138), ("tpot_p99_s", 0.02753), ("itl_p99_s", 0.01852)):
+        assert ref[k] == pytest.approx(want, rel=0.01), (k, ref[k], want)
+
+
 def test_search_brackets_to_the_tolerance_and_capacity_passes(voice):
     cap, best, rows, _ = voice
     assert best["attainment"] >= 0.9
@@ -54,21 +68,27 @@ def test_search_brackets_to_the_tolerance_and_capacity_passes(voice):
 
 def test_a_fixed_load_on_the_rules_path_is_read_not_simulated_again(voice):
     """With ``fixed`` = start / 2 and a failing start, the whole run at the fixed load is the rule's second
-    probe: the same probes and capacity as without it, one simulation less than searching and then running
-    the fixed load, and the read probe passes or fails as the early-stopped probe did."""
+    probe, one simulation less than searching and then running the fixed load; the read probe passes or fails
+    as the early-stopped probe did, so bisection's probes and capacity are the same as without it. (The
+    interpolating rule reads the whole run's attainment, not the early-stopped run's, so its later probes may
+    differ; its guarantee, a passing and a failing load within the tolerance, is the same.)"""
     from sweepkit.serving.capacity import _passes
 
-    cap, _, rows, _ = voice
+    _, _, rows, _ = voice
     w, cl, cfg = load_workloads()["realtime-voice"], load_cluster(), Config("H100", load_levers()["baseline"])
-    sims = []
-    caps, _, rows2 = search(w, cl, [cfg], [3.0], [100.0], fixed=0.5, progress=sims.append)
     probes = [r for _, r, p, _ in rows if p == "search"]
-    assert probes[:2] == [1.0, 0.5] and caps[0] == cap
-    assert [r for _, r, p, _ in rows2 if p == "search"] == probes
-    ref = [m for _, r, p, m in rows2 if p == "reference"]
-    assert len(ref) == 1 and not ref[0]["stopped_early"]
-    assert sum(sims) == len(probes)                     # len(probes) - 1 probes + the whole run at 0.5
-    assert _passes(next(m for _, r, p, m in rows if r == 0.5)) == _passes(ref[0])
+    assert probes[:2] == [1.0, 0.5]
+    for rule in ("bisect", "interpolate"):
+        sims = []
+        caps, _, with_fixed = search(w, cl, [cfg], [3.0], [100.0], fixed=0.5, progress=sims.append, rule=rule)
+        searched = [r for _, r, p, _ in with_fixed if p == "search"]
+        ref = [m for _, r, p, m in with_fixed if p == "reference"]
+        assert searched[:2] == [1.0, 0.5] and len(ref) == 1 and not ref[0]["stopped_early"]
+        assert sum(sims) == len(searched)               # the probes less the one read + the whole run at 0.5
+        assert _passes(next(m for _, r, p, m in rows if r == 0.5)) == _passes(ref[0])
+        if rule == "bisect":
+            caps_plain, _, plain = search(w, cl, [cfg], [3.0], [100.0], rule=rule)
+            assert searched == [r for _, r, p, _ in plain if p == "search"] and caps == caps_plain
 
 
 def test_search_rule_doubles_halves_then_bisects_to_the_tolerance():

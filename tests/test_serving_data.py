@@ -8,7 +8,7 @@ import pytest
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import load_cluster
 from sweepkit.serving.levers import load_levers
-from sweepkit.serving.requests import lognormal_tokens, sample_sessions, verify_passes
+from sweepkit.serving.requests import sample_sessions, verify_passes
 from sweepkit.serving.workloads import load_workloads
 from sweepkit.speculative import expected_tokens
 
@@ -29,11 +29,14 @@ def test_packaged_workloads_are_the_seeds_five_with_sources():
 
 
 def test_lognormal_mean_and_cv():
-    rng = np.random.default_rng(0)
-    x = lognormal_tokens(rng, 500.0, 0.8, 10**9, 400_000)
+    # sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2: E = mean and sd / mean = cv before rounding and clipping
+    w = dataclasses.replace(load_workloads()["offline-batch"], prompt_mean_tokens=500.0, prompt_cv=0.8,
+                            prompt_max_tokens=10**6, output_mean_tokens=50.0, output_cv=3.0, output_max_tokens=64)
+    s = sample_sessions(w, 100_000)
+    x = s.new_input[:, 0]
     assert x.mean() == pytest.approx(500.0, rel=0.01)
     assert x.std() / x.mean() == pytest.approx(0.8, rel=0.03)
-    assert lognormal_tokens(rng, 50.0, 3.0, 64, 1000).max() <= 64
+    assert s.output.max() <= 64
 
 
 def test_prompts_carry_system_prompt_and_whole_history():
@@ -175,12 +178,66 @@ def test_single_turn_lengths_within_one_and_max():
     assert s.new_input.max() == 2000 and s.output.min() == 1
 
 
-def test_multi_turn_and_trace_workloads_keep_the_block_sampler():
-    # The seed's single-turn draw order applies to single-turn lognormal workloads only; multi-turn sessions are
-    # still drawn from numpy.random.default_rng([seed, block]).
+def _seed_draws(w, n, seed=1):
+    """The seed's chat_sessions draw order (workload.py, commit 0caa090), written out independently: per
+    session the start gap, the system prompt (with system prompts), then per turn the input, the output and
+    (turn > 0) the think time; a length with cv = 0 is its mean and draws nothing."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+
+    def length(mean, cv, hi):
+        if cv <= 0:
+            return int(min(hi, max(1, round(mean))))
+        s2 = math.log(1 + cv ** 2)
+        return int(min(hi, max(1, round(rng.lognormvariate(math.log(mean) - s2 / 2, math.sqrt(s2))))))
+
+    out = []
+    for _ in range(n):
+        gap = rng.expovariate(1.0)
+        sid = rng.randrange(w.system_prompts) if w.system_prompts and w.system_prompt_tokens else 0
+        turns = []
+        for k in range(w.turns):
+            x = length(w.prompt_mean_tokens, w.prompt_cv, w.prompt_max_tokens)
+            y = length(w.output_mean_tokens, w.output_cv, w.output_max_tokens)
+            think = w.think_mean_s * rng.expovariate(1.0) if k and w.think_mean_s > 0 else 0.0
+            turns.append((x, y, think))
+        out.append((gap, sid, turns))
+    return out
+
+
+@pytest.mark.parametrize("name", ["chat", "coding-agent", "realtime-voice"])
+def test_multi_turn_sessions_follow_the_seeds_draw_order(name):
+    # seed-system.md sec. 2: one random.Random(1) for the whole workload, sessions drawn up front in order
+    w = load_workloads()[name]
+    want = _seed_draws(w, 40)
+    s = sample_sessions(w, 40, seed=1)
+    np.testing.assert_allclose(s.start_unit, np.cumsum([g for g, _, _ in want]), rtol=1e-15)
+    np.testing.assert_array_equal(s.system_id, [sid for _, sid, _ in want])
+    for f, k in (("new_input", 0), ("output", 1), ("think_s", 2)):
+        np.testing.assert_array_equal(getattr(s, f), [[t[k] for t in turns] for _, _, turns in want], err_msg=f)
+    assert s.new_input.shape == (40, w.turns) and (s.think_s[:, 0] == 0).all() and (s.think_s[:, 1:] > 0).all()
+
+
+def test_fixed_lengths_draw_nothing():
+    # cv = 0: the length is its mean and takes no draw, so the other draws are the seed's in the same order
+    w = dataclasses.replace(load_workloads()["realtime-voice"], prompt_cv=0.0, prompt_mean_tokens=100.4)
+    s = sample_sessions(w, 30)
+    want = _seed_draws(w, 30)
+    assert (s.new_input == 100).all()
+    np.testing.assert_array_equal(s.output, [[t[1] for t in turns] for _, _, turns in want])
+
+
+def test_trace_workloads_keep_the_block_sampler(tmp_path):
+    # A trace's rows are resampled from numpy.random.default_rng([seed, block]), 1,024 sessions a block.
     from sweepkit.serving.requests import _block
 
-    w = load_workloads()["chat"]
+    (tmp_path / "t.csv").write_text("input_tokens,output_tokens\n100,10\n200,20\n300,30\n")
+    p = tmp_path / "w.toml"
+    p.write_text('[workloads.replay]\nsource = "my trace"\ntrace = "t.csv"\nturns = 2\nthink_mean_s = 1\n'
+                 'ttft_slo_s = 1\ntpot_slo_s = 0.05\n')
+    w = load_workloads(p)["replay"]
     b = _block(w, 1, 0)
     s = sample_sessions(w, 10)
     np.testing.assert_array_equal(s.new_input, b["x"][:10])

@@ -1,20 +1,20 @@
 """Request sampling: lengths, sessions and arrivals drawn once per workload, common across loads and levers.
 
-Lengths (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): lognormal with sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2, rounded and
-clipped to [1, max]; or resampled rows of a trace file. Session ``s`` turn ``k`` has new input x_k and output y_k;
-its prompt carries the system prompt and the whole history:
+Lengths (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): lognormal with sigma^2 = ln(1 + cv^2),
+mu = ln(mean) - sigma^2 / 2, rounded and clipped to [1, max]; or resampled rows of a trace file. Session ``s``
+turn ``k`` has new input x_k and output y_k; its prompt carries the system prompt and the whole history:
 
     prompt_k = system + sum_{j<k} (x_j + y_j) + x_k
 
 Sessions start as a Poisson process: start_s = (E_1 + ... + E_{s+1}) / rate with E_i ~ Exp(1) drawn once, so a
 change of rate rescales the same arrivals (common random numbers). Turn k > 0 arrives closed-loop,
-think_mean_s x Exp(1) after turn k - 1 finishes (known only inside the simulation).
+think_mean_s x Exp(1) after turn k - 1 finishes (its think time is drawn up front, its arrival known only
+inside the simulation).
 
-Single-turn workloads with lognormal lengths (offline-batch, long-context-rag) are drawn exactly as the seed
-draws them, from one Python ``random.Random(seed)`` in its order (:func:`_seed_single_turn`), so they simulate
-the seed's own 400 requests. Multi-turn and trace-file workloads draw from ``numpy.random.default_rng([seed,
-block])`` in blocks of 1,024 sessions. Either way session ``s`` is the same whatever the number of sessions
-simulated.
+Workloads with lognormal lengths, single- or multi-turn, are drawn exactly as the seed draws them, from one
+Python ``random.Random(seed)`` in its order (:func:`_seed_sessions`), so they simulate the seed's own
+requests. Trace-file workloads draw from ``numpy.random.default_rng([seed, block])`` in blocks of 1,024
+sessions. Either way session ``s`` is the same whatever the number of sessions simulated.
 
 Speculative acceptance uses a counter-based hash ``u(seed, request, pass)``: drafted tokens accepted in verify
 pass p of request r are k = min(floor(ln u / ln alpha), gamma), i.e. accepted i.i.d. with probability alpha
@@ -64,72 +64,74 @@ class Sessions:
         return int(self.output.shape[1])
 
 
-def lognormal_tokens(rng: np.random.Generator, mean: float, cv: float, hi: int, size) -> np.ndarray:
-    """Lognormal lengths with the given mean and cv, rounded and clipped to [1, hi].
-
-    sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2 (so E = mean before rounding and clipping).
-    """
-    sigma2 = np.log1p(cv * cv)
-    mu = np.log(mean) - sigma2 / 2.0
-    draw = rng.lognormal(mu, np.sqrt(sigma2), size=size)
-    return np.clip(np.rint(draw), 1, hi).astype(np.int64)
-
-
 def _block(w: Workload, seed: int, block: int) -> dict[str, np.ndarray]:
+    """Sessions ``block`` x BLOCK onwards of a trace-file workload: start gaps, rows of the trace resampled
+    per turn, think times and system prompts, from ``numpy.random.default_rng([seed, block])``."""
     rng = np.random.default_rng([seed, block])
     t = w.turns
     gaps = rng.exponential(1.0, size=BLOCK)
-    if w.trace_inputs:
-        idx = rng.integers(0, len(w.trace_inputs), size=(BLOCK, t))
-        x = np.asarray(w.trace_inputs, dtype=np.int64)[idx]
-        y = np.asarray(w.trace_outputs, dtype=np.int64)[idx]
-    else:
-        x = lognormal_tokens(rng, w.prompt_mean_tokens, w.prompt_cv, w.prompt_max_tokens, (BLOCK, t))
-        y = lognormal_tokens(rng, w.output_mean_tokens, w.output_cv, w.output_max_tokens, (BLOCK, t))
+    idx = rng.integers(0, len(w.trace_inputs), size=(BLOCK, t))
+    x = np.asarray(w.trace_inputs, dtype=np.int64)[idx]
+    y = np.asarray(w.trace_outputs, dtype=np.int64)[idx]
     think = rng.exponential(1.0, size=(BLOCK, t)) * w.think_mean_s
     sys_id = rng.integers(0, max(w.system_prompts, 1), size=BLOCK)
     return dict(gaps=gaps, x=x, y=y, think=think, sys_id=sys_id)
 
 
-def _seed_single_turn(w: Workload, n: int, seed: int) -> Sessions:
-    """Single-turn requests drawn exactly as the seed draws them: one ``random.Random(seed)``; per request, in
-    order, the inter-arrival gap ``expovariate`` (here at rate 1; a load divides it), the system prompt
-    ``randrange(system_prompts)`` (only if the workload has system prompts), the new input and the output, each
-    ``round(lognormvariate(mu, sigma))`` clipped to [1, max] (Python's ``round`` halves to even, as ``np.rint``).
-    Sequential, so request s is the same whatever n; ``expovariate(rate) == expovariate(1) / rate``, so a load
-    only rescales ``start_unit``. Why: the seed's sample, not just its distribution, sets the tails of a
-    400-request run; with it the seed's H100 offline-batch baseline is reproduced to within 0.1%
-    (docs/serving.md)."""
-    rng = random.Random(seed)
+def _seed_sessions(w: Workload, n: int, seed: int) -> Sessions:
+    """Sessions drawn exactly as the seed draws them: one ``random.Random(seed)``; per session, in order, the
+    start gap ``expovariate`` (here at rate 1; a load divides it), the system prompt
+    ``randrange(system_prompts)`` (only with system prompts of > 0 tokens), then per turn k the new input
+    and the output, each ``round(lognormvariate(mu, sigma))`` clipped to [1, max] (a length with cv = 0 is
+    its mean and draws nothing), and for k > 0 the think time ``think_mean_s x expovariate(1)``.
+    Sequential, so session s is the same whatever n; ``expovariate(rate) == expovariate(1) / rate``, so a
+    load only rescales ``start_unit``. Why: the seed's sample, not just its distribution, sets the tails of
+    its runs (a single-turn run is 400 requests; a voice run 1,200): with it the seed's H100 offline-batch
+    baseline is reproduced to within 0.1% (docs/serving.md).
+
+    References:
+      ``chat_sessions`` and ``LengthDist.sample`` of github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim
+      (src/disagg_sim/workload.py, commit 0caa090).
+    """
+    rng, T = random.Random(seed), w.turns
 
     def length(mean: float, cv: float, hi: int) -> int:
-        s2 = math.log1p(cv * cv)
-        return min(max(round(rng.lognormvariate(math.log(mean) - s2 / 2.0, math.sqrt(s2))), 1), hi)
+        if cv <= 0:
+            return min(max(round(mean), 1), hi)
+        s2 = math.log(1 + cv ** 2)
+        return min(max(round(rng.lognormvariate(math.log(mean) - s2 / 2, math.sqrt(s2))), 1), hi)
 
-    gaps, x, y, sys_id = np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.zeros(n, np.int64)
+    gaps, sys_id = np.empty(n), np.zeros(n, np.int64)
+    x, y, think = np.empty((n, T), np.int64), np.empty((n, T), np.int64), np.zeros((n, T))
+    with_system = w.system_prompts > 0 and w.system_prompt_tokens > 0
     for i in range(n):
         gaps[i] = rng.expovariate(1.0)
-        if w.system_prompts > 0:
+        if with_system:
             sys_id[i] = rng.randrange(w.system_prompts)
-        x[i] = length(w.prompt_mean_tokens, w.prompt_cv, w.prompt_max_tokens)
-        y[i] = length(w.output_mean_tokens, w.output_cv, w.output_max_tokens)
+        for k in range(T):
+            x[i, k] = length(w.prompt_mean_tokens, w.prompt_cv, w.prompt_max_tokens)
+            y[i, k] = length(w.output_mean_tokens, w.output_cv, w.output_max_tokens)
+            if k and w.think_mean_s > 0:
+                think[i, k] = w.think_mean_s * rng.expovariate(1.0)
+    return _sessions(w, np.cumsum(gaps), x, y, think, sys_id)
+
+
+def _sessions(w: Workload, start_unit, x, y, think, sys_id) -> Sessions:
+    """Sessions from their draws; turn k's prompt = system prompt + earlier turns' input and output + x_k."""
+    history = np.cumsum(x + y, axis=1) - (x + y)
     sys_tokens = w.system_prompt_tokens if w.system_prompts > 0 else 0
-    return Sessions(start_unit=np.cumsum(gaps), new_input=x[:, None], output=y[:, None],
-                    prompt=(sys_tokens + x)[:, None], think_s=np.zeros((n, 1)), system_id=sys_id)
+    return Sessions(start_unit=start_unit, new_input=x, output=y, prompt=sys_tokens + history + x,
+                    think_s=think, system_id=sys_id)
 
 
 def sample_sessions(w: Workload, n_sessions: int, seed: int = 1) -> Sessions:
-    """The first ``n_sessions`` sessions of workload ``w`` under ``seed`` (workload seed 1 in the seed's sweep)."""
-    if w.turns == 1 and not w.trace_inputs:
-        return _seed_single_turn(w, n_sessions, seed)
+    """The first ``n_sessions`` sessions of workload ``w`` under ``seed`` (workload seed 1 in the seed's sweep):
+    the seed's own draws (:func:`_seed_sessions`) for lognormal lengths, numpy blocks for a trace's rows."""
+    if not w.trace_inputs:
+        return _seed_sessions(w, n_sessions, seed)
     blocks = [_block(w, seed, b) for b in range(-(-n_sessions // BLOCK))]
     cat = {k: np.concatenate([b[k] for b in blocks])[:n_sessions] for k in blocks[0]}
-    x, y = cat["x"], cat["y"]
-    history = np.cumsum(x + y, axis=1) - (x + y)  # sum over earlier turns
-    sys_tokens = w.system_prompt_tokens if w.system_prompts > 0 else 0
-    prompt = sys_tokens + history + x
-    return Sessions(start_unit=np.cumsum(cat["gaps"]), new_input=x, output=y, prompt=prompt,
-                    think_s=cat["think"], system_id=cat["sys_id"])
+    return _sessions(w, np.cumsum(cat["gaps"]), cat["x"], cat["y"], cat["think"], cat["sys_id"])
 
 
 def uniform_hash(seed: int, request: np.ndarray, pass_no: np.ndarray) -> np.ndarray:
