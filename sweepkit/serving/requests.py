@@ -86,8 +86,9 @@ def _seed_sessions(w: Workload, n: int, seed: int) -> Sessions:
     its mean and draws nothing), and for k > 0 the think time ``think_mean_s x expovariate(1)``.
     Sequential, so session s is the same whatever n; ``expovariate(rate) == expovariate(1) / rate``, so a
     load only rescales ``start_unit``. Why: the seed's sample, not just its distribution, sets the tails of
-    its runs (a single-turn run is 400 requests; a voice run 1,200): with it the seed's H100 offline-batch
-    baseline is reproduced to within 0.1% (docs/serving.md).
+    its runs (a single-turn run is 400 requests, a voice run 1,200): with it the seed's H100 offline-batch
+    baseline is reproduced to within 0.1%, and its voice baseline's capacity exactly, its latencies at the
+    reference load to within 0.5% (docs/serving.md).
 
     References:
       ``chat_sessions`` and ``LengthDist.sample`` of github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim
