@@ -1,30 +1,30 @@
-"""XLA:CPU options of the serving engine: one on by default, and an opt-in under which its loop compiles into
-one function.
-
-By default the engine compiles with copy insertion's region analysis
-(:data:`DEFAULT_COMPILE_OPTIONS`): XLA then proves more of the copies it would insert where a ``while_loop``
-or ``lax.cond`` passes an array through unchanged unnecessary, and drops them (a chat MTP or draft program:
-208 copies -> 111; every final state equal leaf for leaf; 9-29% less CPU for one lane on one core,
-docs/performance.md).
+"""XLA:CPU options of the serving engine: its loop compiled into one function, and fewer copies.
 
 The serving engine is one ``while_loop`` whose iteration is several hundred small kernels. XLA:CPU runs
 such a loop kernel by kernel (a runtime dispatch each) unless its small-while-loop pass compiles the whole
 loop into one function, which it does for loops under a byte threshold (1 kB by default) that hold no
-scatter, sort or custom fusion. Under ``SWEEPKIT_XLA_OPTIONS=1`` sweepkit
+scatter, sort or custom fusion. By default (``SWEEPKIT_XLA_OPTIONS`` unset or ``1``) sweepkit
 
-- raises the threshold, and skips LLVM's loop unroller and SLP vectorizer, which on a function that large
-  cost compile time and buy nothing measurable (``XLA_FLAGS``' backend options, read once per process: added
-  when sweepkit is imported, before a JAX backend starts);
+- raises the threshold, and skips LLVM's loop unroller, which on a function that large costs compile time
+  and buys nothing measurable (``XLA_FLAGS``' backend options, read once per process: added when sweepkit
+  is imported, before a JAX backend starts; they reach only ``while_loop`` bodies and the unroller, so the
+  decode sweep's vectorised programs run as fast as without them);
 - compiles the engine without YNNPACK fusions, custom fusions that would block the pass
   (:data:`ENGINE_COMPILE_OPTIONS`, per program);
 - writes the engine's indexed updates without scatters or sorts (:mod:`sweepkit.serving.updates`).
 
-It is off by default: it speeds most lanes up (a chat baseline lane: ~140 -> ~100 us of CPU per iteration;
-the seed's 15 H100 points warm: 43 -> 31-36 s) but slows prefix-caching and decode-priority lanes by 7-14%,
-compiles each program slower, and the whole H100 lever grid runs 17% slower with it (docs/performance.md). The
-backend options are added only for the jaxlib releases they were checked on (:data:`CHECKED_JAXLIB`; XLA
-aborts the process on a backend option it does not know), not where a GPU or TPU backend is installed
-(:data:`ACCELERATOR_PLUGINS`), and only where ``XLA_FLAGS`` sets no backend options of its own.
+Every lever's chat lane spends 15-35% less CPU this way (a baseline lane 0.30 -> 0.22 CPU-s; MTP 0.36 ->
+0.28), and a cold run compiles faster (the seed's 15 H100 points: 2 programs in 24 s against 34 s;
+docs/performance.md, 2026-12-04). ``SWEEPKIT_XLA_OPTIONS=0`` runs the engine kernel by kernel, with
+scatters: the same results to rounding (LLVM orders some float sums differently). The backend options are
+added only for the jaxlib releases they were checked on (:data:`CHECKED_JAXLIB`; XLA aborts the process on a
+backend option it does not know), not where a GPU or TPU backend is installed (:data:`ACCELERATOR_PLUGINS`),
+and only where ``XLA_FLAGS`` sets no backend options of its own.
+
+Both ways the engine compiles with copy insertion's region analysis (:data:`DEFAULT_COMPILE_OPTIONS`): XLA
+then proves more of the copies it would insert where a ``while_loop`` or ``lax.cond`` passes an array
+through unchanged unnecessary, and drops them (a chat MTP or draft program: 208 copies -> 111; every final
+state equal leaf for leaf).
 
 References:
     XLA's copy insertion: https://github.com/openxla/xla/blob/main/xla/service/copy_insertion.cc
@@ -38,11 +38,11 @@ import os
 from importlib import metadata
 from importlib.util import find_spec
 
-BACKEND_OPTIONS = ("xla_cpu_small_while_loop_byte_threshold=1000000000", "xla_cpu_disable_loop_unrolling",
-                   "xla_cpu_disable_slp_vectorizer")
-"""Entries of ``--xla_backend_extra_options``: the loop-compilation threshold (bytes), two LLVM passes off."""
+BACKEND_OPTIONS = ("xla_cpu_small_while_loop_byte_threshold=1000000000", "xla_cpu_disable_loop_unrolling")
+"""Entries of ``--xla_backend_extra_options``: the loop-compilation threshold (bytes), LLVM's loop unroller off
+(the SLP vectorizer stays on: without it the decode sweep computes ~10-25% fewer points a second)."""
 ENGINE_COMPILE_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
-"""Compile options of the serving engine on the CPU under the opt-in: no YNNPACK fusion types."""
+"""Compile options of the serving engine on the CPU with the loop as one function: no YNNPACK fusion types."""
 DEFAULT_COMPILE_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True}
 """Compile options of the serving engine on the CPU (where jaxlib is one of :data:`CHECKED_JAXLIB`: XLA
 refuses a compile option it does not know): copy insertion with region analysis."""
@@ -79,7 +79,7 @@ def checked_jaxlib(version: str) -> bool:
 
 
 SETTINGS = ("", "0", "1")
-"""Values ``SWEEPKIT_XLA_OPTIONS`` may take: unset, empty or ``0`` (off), ``1`` (on)."""
+"""Values ``SWEEPKIT_XLA_OPTIONS`` may take: unset, empty or ``1`` (on), ``0`` (off)."""
 
 
 def setting_problem(environ=os.environ) -> str | None:
@@ -87,23 +87,23 @@ def setting_problem(environ=os.environ) -> str | None:
 
     Example:
         >>> setting_problem({"SWEEPKIT_XLA_OPTIONS": "yes"})
-        "SWEEPKIT_XLA_OPTIONS = 'yes' is not allowed; expected 1 (on), 0 or unset (off)"
+        "SWEEPKIT_XLA_OPTIONS = 'yes' is not allowed; expected 1 or unset (on), 0 (off)"
         >>> setting_problem({}) is None
         True
     """
     value = environ.get("SWEEPKIT_XLA_OPTIONS", "")
     if value.strip() in SETTINGS:
         return None
-    return f"SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed; expected 1 (on), 0 or unset (off)"
+    return f"SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed; expected 1 or unset (on), 0 (off)"
 
 
 def apply(environ=os.environ) -> bool:
-    """Add :data:`BACKEND_OPTIONS` to ``environ["XLA_FLAGS"]`` under ``SWEEPKIT_XLA_OPTIONS=1``, where they
+    """Add :data:`BACKEND_OPTIONS` to ``environ["XLA_FLAGS"]`` unless ``SWEEPKIT_XLA_OPTIONS=0``, where they
     apply; True if the engine's loop may then compile into one function (:func:`loop_options_on`). Another
     value than :data:`SETTINGS` leaves them off here, and the serving engine refuses to run
     (:func:`setting_problem`: one line; exit status 2 from the CLI)."""
     global _ON
-    if environ.get("SWEEPKIT_XLA_OPTIONS", "").strip() != "1":
+    if environ.get("SWEEPKIT_XLA_OPTIONS", "").strip() not in ("", "1"):
         return False
     if not _jaxlib_checked():
         return False
@@ -126,7 +126,7 @@ def loop_options_on() -> bool:
 def engine_compile_options(platform: str) -> dict | None:
     """Compile options of the serving engine on ``platform`` (a JAX device's ``platform``): on the CPU,
     :data:`DEFAULT_COMPILE_OPTIONS` where this jaxlib was checked, and :data:`ENGINE_COMPILE_OPTIONS` too
-    under the opt-in; None elsewhere."""
+    where the loop compiles into one function (:func:`loop_options_on`); None elsewhere."""
     if platform != "cpu" or not _jaxlib_checked():
         return None
     return dict(DEFAULT_COMPILE_OPTIONS, **(ENGINE_COMPILE_OPTIONS if _ON else {}))

@@ -1,10 +1,11 @@
 """The engine's scatter-free updates equal JAX's scatters, and its loop compiles into one function.
 
-Under ``SWEEPKIT_XLA_OPTIONS=1`` (``sliced=True`` here) ``sweepkit.serving.updates`` writes
+By default (``sliced=True`` here; ``SWEEPKIT_XLA_OPTIONS=0`` turns it off) ``sweepkit.serving.updates`` writes
 ``a.at[idx].set/add/min/max(v, mode="drop")`` as dynamic-update-slices on XLA:CPU; ``row_order.arrival_order`` ranks rows by counting instead of sorting; ``first_true`` replaces
 ``jnp.nonzero(size=...)``. Each is checked against the JAX operation it replaces on random inputs
-(negative, out-of-range and repeated indices included), and the engine's compiled loop is checked to be one
-function (XLA's ``xla_cpu_small_call``) with no scatter or sort left in it.
+(negative, out-of-range and repeated indices included), the engine's compiled loop is checked to be one
+function (XLA's ``xla_cpu_small_call``) with no scatter or sort left in it, and lanes of both engines are
+checked to end in the same states.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ def test_arrival_order_is_a_stable_argsort(times):
 
 
 def test_the_engines_loop_compiles_into_one_function_without_scatters():
-    """Run in a fresh process under SWEEPKIT_XLA_OPTIONS=1, so the backend options are read as sweepkit
-    sets them at import."""
+    """Run in a fresh process with the default setting, so the backend options are read as sweepkit sets them
+    at import."""
     if not xla_options.checked_jaxlib(metadata.version("jaxlib")):
         pytest.skip("the backend options are added only for the jaxlib releases they were checked on")
     code = textwrap.dedent("""
@@ -108,28 +109,71 @@ def test_the_engines_loop_compiles_into_one_function_without_scatters():
                 programs.engine_compile_options("cpu")).as_text()
         print(text.count("xla_cpu_small_call"), text.count(" scatter("), text.count(" sort("))
     """)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["SWEEPKIT_XLA_OPTIONS"] = "1"
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "SWEEPKIT_XLA_OPTIONS")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     calls, scatters, sorts = map(int, out.stdout.split()[-3:])
     assert calls >= 1 and scatters == 0 and sorts == 0
 
 
-def test_backend_options_are_opt_in_and_added_only_where_xla_flags_has_none():
+def test_backend_options_are_on_by_default_and_added_only_where_xla_flags_has_none():
     checked = xla_options.checked_jaxlib(metadata.version("jaxlib"))
-    default = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    assert not xla_options.apply(default) and default["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "SWEEPKIT_XLA_OPTIONS": "1"}
+    off = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "SWEEPKIT_XLA_OPTIONS": "0"}
     try:
-        assert xla_options.apply(env) == checked
-        if checked:
-            assert env["XLA_FLAGS"].startswith("--xla_force_host_platform_device_count=2 --xla_backend_extra_options=")
-            assert xla_options.apply(env) and env["XLA_FLAGS"].count("xla_backend_extra_options") == 1
-        own = {"XLA_FLAGS": "--xla_backend_extra_options=xla_cpu_disable_loop_unrolling", "SWEEPKIT_XLA_OPTIONS": "1"}
+        assert not xla_options.apply(off) and off["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+        for value in (None, "1", " 1 "):
+            env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+            if value is not None:
+                env["SWEEPKIT_XLA_OPTIONS"] = value
+            assert xla_options.apply(env) == checked
+            if checked:
+                assert env["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=2 --xla_backend_extra_options="
+                                            + ",".join(xla_options.BACKEND_OPTIONS))
+                assert xla_options.apply(env) and env["XLA_FLAGS"].count("xla_backend_extra_options") == 1
+        own = {"XLA_FLAGS": "--xla_backend_extra_options=xla_cpu_disable_loop_unrolling"}
         assert not xla_options.apply(own) and own["XLA_FLAGS"].endswith("unrolling")
     finally:
-        xla_options._ON = False     # this process's programs keep their scatters
+        xla_options._ON = xla_options.BACKEND_OPTIONS[0] in os.environ.get("XLA_FLAGS", "")   # this process's own
+
+
+def test_both_engines_end_in_the_same_states():
+    """Lanes of the default engine (one function, no scatters) and of ``SWEEPKIT_XLA_OPTIONS=0`` (kernel by
+    kernel, scatters), run in a fresh process, end in the same states: integers and flags equal, times and
+    accumulators to rounding (LLVM orders some float sums differently). The levers cover colocated, MTP and
+    the disaggregated push hand-off (whose updates once copied whole arrays inside nested branches)."""
+    if not xla_options.loop_options_on():
+        pytest.skip("this process runs without the backend options (jaxlib outside CHECKED_JAXLIB or XLA_FLAGS)")
+    code = textwrap.dedent("""
+        import sys, numpy as np, jax
+        import sweepkit
+        from sweepkit.serving.cluster import load_cluster
+        from sweepkit.serving.config import Config
+        from sweepkit.serving.lanes import run_configs
+        from sweepkit.serving.levers import load_levers
+        from sweepkit.serving.workloads import load_workloads
+        lv = load_levers()
+        cfgs = [Config("H100", lv[n]) for n in ("baseline", "mtp", "disagg-1p1d")]
+        lanes = run_configs(load_workloads()["chat"], load_cluster(), cfgs, np.full((3, 1), 0.5), early_stop=False)
+        leaves = [jax.tree_util.tree_leaves(lanes.state(c, 0)) for c in range(3)]
+        np.savez(sys.argv[1], *[np.asarray(x) for lane in leaves for x in lane])
+    """)
+    out = {}
+    for setting in ("1", "0"):
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"sweepkit-engines-{os.getpid()}-{setting}.npz"
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+        env.update(SWEEPKIT_XLA_OPTIONS=setting, SWEEPKIT_JAX_CACHE="off")
+        run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
+                             timeout=900)
+        assert run.returncode == 0, run.stderr[-2000:]
+        with np.load(path) as data:
+            out[setting] = [data[k] for k in sorted(data.files, key=lambda f: int(f.split("_")[1]))]
+        path.unlink()
+    assert len(out["1"]) == len(out["0"]) > 0
+    for a, b in zip(out["1"], out["0"]):
+        if np.issubdtype(a.dtype, np.floating):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        else:
+            assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("value", ["yes", "2"])
@@ -146,7 +190,7 @@ def test_a_mistyped_setting_is_refused_in_one_line(value, tmp_path, monkeypatch)
                          capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1],
                          env={**os.environ, "SWEEPKIT_XLA_OPTIONS": value})
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        f"Error: SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed; expected 1 (on), 0 or unset (off)"]
+        f"Error: SWEEPKIT_XLA_OPTIONS = {value!r} is not allowed; expected 1 or unset (on), 0 (off)"]
     assert not (tmp_path / "wh").exists()
     from sweepkit.errors import InputError                   # the engine refuses Python callers too
     from sweepkit.serving.cluster import load_cluster
@@ -160,9 +204,8 @@ def test_a_mistyped_setting_is_refused_in_one_line(value, tmp_path, monkeypatch)
 
 
 def test_region_analysis_drops_copies_and_changes_no_result():
-    """The default engine compiles with copy insertion's region analysis (where this jaxlib was checked):
-    fewer copies in the program, and the final state of a chat lane equal leaf for leaf to the program
-    compiled without it."""
+    """The engine compiles with copy insertion's region analysis (where this jaxlib was checked): fewer copies
+    in the program, and the final state of a chat lane equal leaf for leaf to the program compiled without it."""
     from sweepkit.serving import programs
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
@@ -174,12 +217,15 @@ def test_region_analysis_drops_copies_and_changes_no_result():
     if not xla_options.checked_jaxlib(metadata.version("jaxlib")):
         assert options is None
         pytest.skip("jaxlib outside CHECKED_JAXLIB: the engine compiles with XLA's defaults")
-    assert options == xla_options.DEFAULT_COMPILE_OPTIONS and xla_options.engine_compile_options("gpu") is None
+    assert options == dict(xla_options.DEFAULT_COMPILE_OPTIONS, **(xla_options.ENGINE_COMPILE_OPTIONS
+                                                                   if xla_options.loop_options_on() else {}))
+    assert xla_options.engine_compile_options("gpu") is None
     w = load_workloads()["chat"]
     with jax.enable_x64(True):
         pol, req, (load,), shape = lane_inputs(w, load_cluster(), Config("H100", load_levers()["mtp"]), 0.25)
         lowered = programs._run.lower(pol, req, load, shape=shape)
-        plain, region = lowered.compile(), lowered.compile(options)
+        plain = lowered.compile(dict(options, xla_cpu_copy_insertion_use_region_analysis=False))
+        region = lowered.compile(options)
         copies = [ex.as_text().count(" copy(") for ex in (plain, region)]
         states = [jax.tree_util.tree_leaves(jax.tree_util.tree_map(np.asarray, ex(pol, req, load)))
                   for ex in (plain, region)]

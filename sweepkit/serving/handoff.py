@@ -63,8 +63,9 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
                             r_last_s=set_at(s.r_last_s, rid, t),
                             xfer_from=set_at(s.xfer_from, rid, src))
 
-    def push(s):
-        return start_transfers(pol, req, s, rid, 0, t, shape)
+    # Push starts its transfers here, unconditionally (none under pull): inside a branch of the cond below,
+    # itself a branch of the boundary's, XLA:CPU copied the per-request arrays on every row's update.
+    s = start_transfers(pol, req, s, jnp.where(pol.pull > 0, N, rid), 0, t, shape)
 
     def pull(s):
         r = s.rows
@@ -82,7 +83,7 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
             awake=set_at(s.awake, dest, True), busy_until_s=busy_until, plan=dict(s.plan, n=plan_n),
             handed=set_at(s.handed, rid, True))
 
-    return jax.lax.cond(pol.pull > 0, pull, push, s)
+    return jax.lax.cond(pol.pull > 0, pull, lambda s: s, s)
 
 
 def cut_plan(s: State, inst, ok, t_arr):

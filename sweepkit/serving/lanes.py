@@ -211,7 +211,7 @@ def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[di
 
 
 def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) -> Lanes:
-    if problem := setting_problem():             # a mistyped opt-in is refused, not silently off
+    if problem := setting_problem():             # a mistyped setting is refused, not silently read
         raise InputError(problem)
     rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
     stop = np.broadcast_to(np.asarray(early_stop, bool), rates.shape)

@@ -1,12 +1,16 @@
 """Indexed updates of the engine's state: ``a[idx] = v`` (or ``+=``, ``min=``, ``max=``) as one
-dynamic-update-slice per index on XLA:CPU under :mod:`sweepkit.xla_options` (``SWEEPKIT_XLA_OPTIONS=1``), a scatter otherwise.
+dynamic-update-slice per index on XLA:CPU where :mod:`sweepkit.xla_options` compiles the engine's loop into one
+function (the default), a scatter otherwise (``SWEEPKIT_XLA_OPTIONS=0``).
 
 Why: XLA:CPU runs a ``while_loop`` op by op (a runtime dispatch per kernel, ~0.1-0.5 us each, several
 hundred per engine iteration) unless the whole loop can be compiled into one function, which its
 small-while-loop pass does only where the loop holds no scatter or sort (``SmallWhileLoopHoistingPass``,
 https://github.com/openxla/xla/blob/main/xla/service/cpu/small_while_loop_hoisting_pass.cc). The engine's
 updates touch a handful of entries (a row, a request, a session), so a short loop of slice updates costs
-next to nothing inside that function. On other platforms (GPU, TPU) the same calls lower to scatters.
+next to nothing inside that function, as long as XLA updates the array in place: such a loop inside a
+``lax.cond`` that is itself a branch of another ``lax.cond`` was found copying its whole array twice on every
+trip (the disaggregated push hand-off's 256-row updates of the per-request arrays: ten times a chat lane's
+CPU), so the hand-off keeps them out of nested branches (:mod:`sweepkit.serving.handoff`). On other platforms (GPU, TPU) the same calls lower to scatters.
 
 Semantics are JAX's ``.at[idx].op(v, mode="drop")``: negative indices count from the end, an index still
 out of range after that is skipped, and repeated indices apply in order (the last ``set`` wins, ``add``
