@@ -21,7 +21,7 @@ HIST_LOG10_LO = -5.0
 HIST_LOG10_HI = 3.0
 """Largest ITL histogram edge, log10 seconds (1,000 s)."""
 
-RUN_STEPS = 32
+RUN_STEPS = 16
 """Most decode steps planned at one boundary (see :mod:`sweepkit.serving.decode_run`)."""
 
 FREE, PREFILL, DECODE, SWAPPED, HELD, RESERVED = 0, 1, 2, 3, 4, 5
