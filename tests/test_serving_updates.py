@@ -25,8 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweepkit import xla_options
-from sweepkit.serving.row_order import arrival_order
-from sweepkit.serving.updates import add_at, first_true, max_at, min_at, set_at
+from sweepkit.serving.row_order import arrival_order, masked_cumsum, masked_rank, ordered_cumsum
+from sweepkit.serving.updates import add_at, first_true, max_at, min_at, rows_updated, set_at
 
 N = 7
 _index = st.integers(-N - 2, N + 2)
@@ -86,6 +86,49 @@ def test_arrival_order_is_a_stable_argsort(times):
         order, inverse = arrival_order(arr, sliced)
         assert order.tolist() == ref.tolist()
         assert inverse.tolist() == np.argsort(ref, kind="stable").tolist()
+
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_index, min_size=3, max_size=3), min_size=1, max_size=6),
+       st.sampled_from(["set", "add", "min", "max"]), st.sampled_from([1, 3]), st.booleans())
+def test_rows_updated_equals_scatters_in_row_major_order(rows, op, width, sliced):
+    """Several arrays updated over one list of rows (a boundary's events: [K] or [K, P] indices) equal one
+    scatter per array of the flattened indices, repeated indices applied in row-major order."""
+    idx = jnp.asarray([r[:width] for r in rows], jnp.int32)
+    idx = idx[:, 0] if width == 1 else idx
+    vals = jnp.arange(idx.size, dtype=jnp.float32).reshape(idx.shape) * 0.75 - 2.0
+    a = jnp.arange(N, dtype=jnp.float32) * 1.5 - 3.0
+    b = jnp.arange(N + 3, dtype=jnp.int32)
+    ours_a, ours_b = rows_updated([(a, idx, vals, op), (b, idx, 5, "add")], sliced=sliced)
+    ref_a, ref_b = a, b
+    for k, x in zip(np.asarray(idx).ravel().tolist(), np.asarray(vals).ravel().tolist()):
+        ref_a = getattr(ref_a.at[k], op)(x, mode="drop")
+        ref_b = ref_b.at[k].add(5, mode="drop")
+    np.testing.assert_allclose(np.asarray(ours_a), np.asarray(ref_a), rtol=1e-6)
+    assert ours_b.tolist() == ref_b.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5, np.inf]), st.integers(0, 40), st.booleans()),
+                min_size=1, max_size=24))
+def test_masked_ordered_sums_equal_the_sums_over_the_sorted_rows(rows):
+    """Cumulative sums and ranks in arrival order (ties by slot), whether few rows are masked (counted row by
+    row) or many (the order of all rows), equal those of a stable sort of the rows."""
+    arr = jnp.asarray([r[0] for r in rows], jnp.float32)
+    vals = jnp.asarray([float(r[1]) for r in rows], jnp.float32)
+    mask = jnp.asarray([r[2] for r in rows])
+    order = lambda: arrival_order(arr)   # noqa: E731
+    ref_order = np.argsort(np.asarray(arr), kind="stable")
+    running, ref_cum, ref_rank = 0.0, np.zeros(len(rows)), np.full(len(rows), len(rows))
+    for rank, i in enumerate(k for k in ref_order if rows[k][2]):
+        running += rows[i][1]
+        ref_cum[i], ref_rank[i] = running, rank
+    cum = np.asarray(masked_cumsum(vals, arr, mask, order))
+    m = np.asarray(mask)
+    np.testing.assert_array_equal(cum[m], ref_cum[m])
+    np.testing.assert_array_equal(cum[m], np.asarray(ordered_cumsum(vals, order(), mask))[m])
+    assert np.asarray(masked_rank(arr, mask, order)).tolist() == ref_rank.tolist()
 
 
 def test_the_engines_loop_compiles_into_one_function_without_scatters():

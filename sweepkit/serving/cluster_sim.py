@@ -25,14 +25,14 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
+from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
     Requests, Shape, State, init_state
 from sweepkit.serving import minblocks
 from sweepkit.serving.decode_run import finished_by, promoted_by
 from sweepkit.serving.handoff import cut_plan, hand_off, start_transfers
 from sweepkit.serving.phases import boundary, no_events
 from sweepkit.serving.prefix import node_units
-from sweepkit.serving.updates import add_at, set_at
+from sweepkit.serving.updates import add_at, rows_updated, set_at
 
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
@@ -91,7 +91,10 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     onehot = (jnp.arange(I) == inst) & ok
     wake = onehot | ((jnp.arange(I) == s.xfer_from[rid]) & ok & pulled)
     queue = set_at(s.queue, (jnp.where(enq, inst, I), s.q_tail[inst] % Q), rid)
-    busy_until, plan_n = cut_plan(s, inst, ok, t_arr)
+    # Decode priority admits nothing while a row runs, and a plan's every step runs a row: an arrival (not a
+    # pulled hand-off, whose reserved row joins at the next boundary) need not cut it.
+    waits = (pol.batching == DECODE_PRIORITY) & ~pulled
+    busy_until, plan_n = cut_plan(s, inst, ok & ~waits, t_arr)
     new = do & ~hand
     miss = reject & in_window(load, s, t_arr)
     arrived = s.arrived + new.astype(jnp.int32)
@@ -154,37 +157,44 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape:
     One instance per iteration (boundaries at the same instant run in successive iterations without time
     moving), so an iteration's cost does not grow with the cluster's size.
     """
-    t, N, B = s.t_s, shape.requests, shape.sessions
+    t, N = s.t_s, shape.requests
     due = ~s.done & s.awake & (s.busy_until_s <= t)
     any_due = jnp.any(due)
     i = jnp.argmax(due).astype(jnp.int32)
     pol_i = instance_policy(pol, i, shape)
     s, ev = jax.lax.cond(any_due, lambda s: _run_boundary(pol_i, req, load, s, i, t, units_m, shape),
                          lambda s: (s, no_events(shape.slots, N, shape.bins, shape.admits)), s)
+    s = jax.lax.cond(any_due, lambda s: _record(req, s, ev, t, shape), lambda s: s, s)
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
-    nxt = drop(ev["next_rid"])
-    ses = jnp.where(nxt < N, nxt % req.stride, B)
-    pre = drop(ev["pre_rid"])
-    fin = drop(ev["finish_rid"])
-    fin_s = ev["finish_s"]                      # t, or earlier in a run extended past the finish
-    rel_s = fin_s + req.think_s[jnp.minimum(nxt, N - 1)]
-    buf_s = set_at(s.buf_s, ses, rel_s)
-    s = dataclasses.replace(
-        s, first_s=set_at(s.first_s, drop(ev["first_rid"]), ev["first_s"]),
-        finish_s=set_at(s.finish_s, fin, fin_s),
-        little_area=s.little_area - jnp.sum(jnp.where(fin < N, t - fin_s, 0.0)),
-        buf_s=buf_s, buf_min=minblocks.lowered(buf_s, s.buf_min, ses, rel_s),   # released turns were inf
-        next_turn=set_at(s.next_turn, ses, nxt // req.stride),
-        r_out=set_at(s.r_out, pre, ev["pre_out"]),
-        prefilled=set_at(s.prefilled, pre, False),   # recomputed where it is preempted
-        r_last_s=set_at(s.r_last_s, pre, ev["pre_last_s"]),
-        hist=add_at(s.hist, ev["itl_bin"], jnp.where(any_due, ev["itl_w"], 0.0)),
-        zeros=s.zeros + jnp.where(any_due, ev["zeros"], 0.0),
-        misses=s.misses + jnp.where(any_due, ev["misses"], 0).astype(jnp.int32),
-        in_system=s.in_system - jnp.sum(fin < N))
     hand, xfer = drop(ev["hand_rid"]), drop(ev["xfer_rid"])     # after the instance arrays are written back
     s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, i, t, shape), lambda s: s, s)
     return jax.lax.cond(jnp.any(xfer < N), lambda s: start_transfers(pol, req, s, xfer, i, t, shape), lambda s: s, s)
+
+
+def _record(req: Requests, s: State, ev: dict, t, shape: Shape) -> State:
+    """Write what a boundary did to the per-request and per-session arrays (first tokens, finishes, released
+    turns, preemptions, the ITL histogram)."""
+    N, B = shape.requests, shape.sessions
+    nxt = ev["next_rid"]
+    ses = jnp.where(nxt < N, nxt % req.stride, B)
+    pre, fin = ev["pre_rid"], ev["finish_rid"]
+    fin_s = ev["finish_s"]                      # t, or earlier in a run extended past the finish
+    rel_s = fin_s + req.think_s[jnp.minimum(nxt, N - 1)]
+    first_s, finish_s, buf_s, buf_min, next_turn, r_out, prefilled, r_last_s = rows_updated([
+        (s.first_s, ev["first_rid"], ev["first_s"], "set"), (s.finish_s, fin, fin_s, "set"),
+        (s.buf_s, ses, rel_s, "set"),
+        (s.buf_min, minblocks.blocks_of(s.buf_s, s.buf_min, ses), rel_s, "min"),   # released turns were inf
+        (s.next_turn, ses, nxt // req.stride, "set"),
+        (s.r_out, pre, ev["pre_out"], "set"),
+        (s.prefilled, pre, False, "set"),           # recomputed where it is preempted
+        (s.r_last_s, pre, ev["pre_last_s"], "set")])
+    return dataclasses.replace(
+        s, first_s=first_s, finish_s=finish_s, buf_s=buf_s, next_turn=next_turn, r_out=r_out,
+        prefilled=prefilled, r_last_s=r_last_s, buf_min=buf_min,
+        little_area=s.little_area - jnp.sum(jnp.where(fin < N, t - fin_s, 0.0)),
+        hist=add_at(s.hist, ev["itl_bin"], ev["itl_w"]),
+        zeros=s.zeros + ev["zeros"], misses=s.misses + ev["misses"].astype(jnp.int32),
+        in_system=s.in_system - jnp.sum(fin < N))
 
 
 def instance_policy(pol: Policy, i, shape: Shape) -> Policy:

@@ -7,7 +7,8 @@ only at a boundary. So up to K steps are formed at once: step j of each row emit
 (or 1), its cached context grows by what the rows emitted before it, and the run stops
 
 * at the first step in which a row finishes (that step is the run's last), unless nothing could take the
-  finished row's place (``extend``: the queue is empty and every busy row decodes): then the run goes on with
+  finished row's place (``extend``: the queue is empty, or under decode priority rows still run, and every
+  busy row decodes): then the run goes on with
   the rows left, each step priced for them, and stops before the first step that ends after a finished row's
   next turn is released (its finish + think time), so that the turn is routed when it arrives; after the
   last row finishes, the run ends. With the prefix cache a run goes on past a finish only while nothing in it
@@ -22,7 +23,7 @@ until the run lands the router counts it as gone from the end of that step (:fun
 The plan is kept on the instance and lands at its end (:func:`sweepkit.serving.phases.complete`); a request
 routed to the instance while it runs cuts the plan at the first step ending at or after its arrival
 (:func:`sweepkit.serving.cluster_sim.route`), so every arrival meets a boundary exactly as with single
-steps. With n = 1 this is exactly one decode step.
+steps (under decode priority, which admits nothing while a row runs, only a pulled hand-off cuts it). With n = 1 this is exactly one decode step.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, RESERVED, SWAPPED
 from sweepkit.serving.prefix import chain_nodes, pin_range
-from sweepkit.serving.row_order import arrival_rank, ordered_cumsum
+from sweepkit.serving.row_order import masked_cumsum, masked_rank, ordered_cumsum
 from sweepkit.serving.updates import set_at
 
 
@@ -90,7 +90,7 @@ def grow(pol, req, iv, units_m, order, shape):
     private, cache, pinned = kv_used(pol, iv, units_m)
     other = pinned + parked_units(r)      # held and reserved hand-offs are never preempted
     short = jnp.sum(jnp.where(run, alloc, 0.0)) + other > pol.kv_units
-    survive = jax.lax.cond(short, lambda: run & (ordered_cumsum(alloc, order(), run) + other <= pol.kv_units),
+    survive = jax.lax.cond(short, lambda: run & (masked_cumsum(alloc, r.arr_s, run, order) + other <= pol.kv_units),
                            lambda: run)
     return alloc, survive, run & ~survive
 
@@ -103,7 +103,7 @@ def preempt(pol, req, iv, pre, t, order, shape):
     to_swap = pre & (pol.swap > 0) & (r.phase == DECODE)
     rec = pre & ~to_swap
     n_rec = jnp.sum(rec).astype(jnp.int32)
-    rank = jax.lax.cond(n_rec > 0, lambda: arrival_rank(order(), rec), lambda: jnp.full_like(r.rid, S))
+    rank = jax.lax.cond(n_rec > 0, lambda: masked_rank(r.arr_s, rec, order), lambda: jnp.full_like(r.rid, S))
     head = iv["head"] - n_rec
     queue = set_at(iv["queue"], jnp.where(rec, head + rank - iv["qbase"], W), rid)   # the window
     units = jnp.sum(jnp.where(to_swap, r.alloc, 0.0))

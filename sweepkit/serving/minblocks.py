@@ -68,6 +68,10 @@ def refresh(values, mins, i):
 def lowered(values, mins, idx, new):
     """``mins`` after ``values[idx] = new`` where every new value is at most the old one (``idx`` [K]; out of
     range: skipped): a scatter-min, O(K)."""
+    return min_at(mins, blocks_of(values, mins, idx), new)
+
+
+def blocks_of(values, mins, idx):
+    """The blocks of entries ``idx`` of ``values`` (out of range: ``len(mins)``, i.e. skipped by an update)."""
     n = values.shape[0]
-    k = jnp.where((idx >= 0) & (idx < n), jnp.clip(idx, 0, n - 1) // block_size(n), mins.shape[0])
-    return min_at(mins, k, new)
+    return jnp.where((idx >= 0) & (idx < n), jnp.clip(idx, 0, n - 1) // block_size(n), mins.shape[0])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.updates import add_at, max_at
+from sweepkit.serving.updates import rows_updated
 
 BISECTIONS = 24
 
@@ -108,8 +108,8 @@ def pin_range(iv, ids, valid, lo, hi, t, delta=1.0):
     pos = jnp.cumsum(valid.astype(jnp.float64), axis=-1)
     on = valid & (pos > lo[:, None]) & (pos <= hi[:, None])
     M = iv["c_in"].shape[0]
-    flat = jnp.where(on, ids, M).ravel()
-    refs = add_at(iv["c_refs"], flat, jnp.where(on, delta, 0.0).ravel())
+    at = jnp.where(on, ids, M)
     stamp = jnp.broadcast_to(jnp.reshape(t, jnp.shape(t) + (1,) * (on.ndim - jnp.ndim(t))), on.shape)
-    last = max_at(iv["c_last_s"], flat, stamp.ravel())
+    refs, last = rows_updated([(iv["c_refs"], at, jnp.where(on, delta, 0.0), "add"),
+                               (iv["c_last_s"], at, stamp, "max")])
     return dict(iv, c_refs=refs, c_last_s=last)

@@ -61,8 +61,38 @@ def ordered_cumsum(values, order, mask):
     return cum[order[1]]
 
 
-def arrival_rank(order, mask):
-    """Rank of each masked row in arrival order (ties by slot), [S] (unmasked rows: S)."""
+FEW_ROWS = 8
+"""Up to this many masked rows, an ordered sum counts the rows before each masked row instead of ordering all
+rows (O(m S) against O(S^2) for the order by counting: 0.5 against ~19 us at 256 rows on one x86_64 core)."""
+
+
+def masked_cumsum(values, arr_s, mask, order):
+    """:func:`ordered_cumsum` of ``values`` over the ``mask`` rows in arrival order (``arr_s`` [S], ties by
+    slot); ``order``: a callable giving :func:`arrival_order`, called only where more than :data:`FEW_ROWS`
+    rows are masked. Entries outside the mask are meaningless, as there. Exact where the values are whole
+    numbers (token and block counts: any order of their sum gives the same float)."""
     S = mask.shape[0]
-    rank = ordered_cumsum(mask.astype(jnp.int32), order, mask) - 1
+    rows = jnp.arange(S, dtype=jnp.int32)
+    v = jnp.where(mask, values, 0.0)             # as ordered_cumsum: floats
+
+    def after(k):                                 # the first masked row >= k, else S
+        m = mask & (rows >= k)
+        return jnp.where(jnp.any(m), jnp.argmax(m), S).astype(jnp.int32)
+
+    def one(c):
+        i, cum = c
+        before = (arr_s < arr_s[i]) | ((arr_s == arr_s[i]) & (rows <= i))
+        return after(i + 1), jnp.where(rows == i, jnp.sum(jnp.where(before, v, 0.0)), cum)
+
+    def few():
+        return lax.while_loop(lambda c: c[0] < S, one, (after(0), jnp.zeros_like(v)))[1]
+
+    return lax.cond(jnp.sum(mask) <= FEW_ROWS, few, lambda: ordered_cumsum(values, order(), mask))
+
+
+def masked_rank(arr_s, mask, order):
+    """Rank of each masked row in arrival order (ties by slot), [S] (unmasked rows: S), through
+    :func:`masked_cumsum` (few masked rows: no order of all rows)."""
+    S = mask.shape[0]
+    rank = masked_cumsum(mask.astype(jnp.int32), arr_s, mask, order) - 1
     return jnp.where(mask, rank, S).astype(jnp.int32)

@@ -28,7 +28,7 @@ from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PR
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
 from sweepkit.serving.prefix import chain_nodes, lookup, pin_range, prompt_chains
-from sweepkit.serving.row_order import ordered_cumsum, uniform
+from sweepkit.serving.row_order import masked_cumsum, uniform
 from sweepkit.serving.updates import add_at, first_true, set_at
 
 
@@ -82,7 +82,7 @@ def token_budget_split(pol, r, survive, cost, dec_rows, order):
     dec_tok = jnp.sum(dec_rows) * (pol.inst.gamma + 1.0)
     partial = survive & (r.phase == PREFILL) & (r.done < r.target)
     rem = jnp.where(partial, r.target - r.done, 0.0)
-    cum = jax.lax.cond(jnp.any(partial), lambda: ordered_cumsum(rem, order(), partial), lambda: rem)
+    cum = jax.lax.cond(jnp.any(partial), lambda: masked_cumsum(rem, r.arr_s, partial, order), lambda: rem)
     ceiling = jnp.maximum(tau, dec_tok)
     c_part = jnp.where(partial, jnp.minimum(dec_tok + cum, ceiling) - jnp.minimum(dec_tok + cum - rem, ceiling), 0.0)
     used = jnp.minimum(dec_tok + jnp.sum(rem), ceiling)
@@ -180,7 +180,9 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     run_dec = jnp.where(fold, (after.phase == DECODE) | new, dec)
     private1, _, _ = kv_used(pol, dict(iv, rows=dataclasses.replace(after, alloc=jnp.where(run_dec, 0.0, after.alloc))),
                              units_m)
-    alone = (iv["tail"] == iv["head"]) & jnp.all((after.phase == FREE) | run_dec) & (iv["owed"] <= 0)
+    # Nothing can take a finished row's place: the queue is empty, or (decode priority) rows still run.
+    blocked = (iv["tail"] == iv["head"]) | (pol.batching == DECODE_PRIORITY)
+    alone = blocked & jnp.all((after.phase == FREE) | run_dec) & (iv["owed"] <= 0)
 
     def plan_run():
         held_now, cache_now, pinned_now = kv_used(pol, iv, units_m)

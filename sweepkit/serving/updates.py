@@ -95,3 +95,56 @@ def first_true(mask, size: int, fill: int, sliced: bool | None = None):
     k = jnp.arange(size, dtype=jnp.int32)
     idx = jnp.sum(count[None, :] <= k[:, None], axis=1).astype(jnp.int32)
     return jnp.where(k < count[-1], idx, fill)
+
+
+def rows_updated(updates, sliced: bool | None = None):
+    """Several indexed updates that share one list of positions, done in one pass over the positions that
+    hold a valid index: ``updates`` is a list of ``(a, idx, v, op)`` (``a`` 1-D; op one of "set", "add",
+    "min", "max"; ``idx`` [K] or [K, P], every one the same shape; out of range: skipped; ``v`` broadcast to
+    ``idx``), and the result is the list of updated arrays, each as :func:`set_at` (or ``add_at``, ...) with
+    the flattened ``idx`` would give it (repeated indices apply in row-major order).
+
+    On the CPU, where the engine's loop is one function (:func:`sweepkit.xla_options.loop_options_on`), a
+    ``while_loop`` visits only the rows k that hold a valid index, each found by one vector search over the K
+    rows, and updates its P entries: a boundary's events touch a few of its 256 rows, so this is a few trips
+    instead of K x P per array. Elsewhere, one scatter per array.
+    """
+    flat = [(a, jnp.reshape(i, (-1,)), jnp.broadcast_to(jnp.asarray(v), jnp.shape(i)).reshape(-1), op)
+            for a, i, v, op in updates]
+    if not (loop_options_on() if sliced is None else sliced):
+        return [_scattered(a, (i,), v, op) for a, i, v, op in flat]
+    ops = [u[3] for u in updates]
+    return lax.platform_dependent([u[0] for u in updates], [u[1] for u in updates], [u[2] for u in updates],
+                                  cpu=lambda a, i, v: _sparse_rows(a, i, v, ops),
+                                  default=lambda a, i, v: [_scattered(x, (jnp.reshape(j, (-1,)),),
+                                                                      jnp.broadcast_to(w, jnp.shape(j)).reshape(-1), op)
+                                                           for x, j, w, op in zip(a, i, v, ops)])
+
+
+def _sparse_rows(arrays, idx, vals, ops):
+    shape = jnp.shape(idx[0])
+    K, P = shape[0], (shape[1] if len(shape) > 1 else 1)
+    idx = [jnp.reshape(jnp.asarray(i, jnp.int32), (K, P)) for i in idx]
+    idx = [jnp.where(i < 0, i + a.shape[0], i) for i, a in zip(idx, arrays)]
+    ok = [(i >= 0) & (i < a.shape[0]) for i, a in zip(idx, arrays)]
+    vals = [jnp.broadcast_to(jnp.asarray(v), shape).reshape(K, P).astype(a.dtype) for v, a in zip(vals, arrays)]
+    any_ok = jnp.any(jnp.stack([jnp.any(o, axis=1) for o in ok]), axis=0)
+    pos = jnp.arange(K, dtype=jnp.int32)
+
+    def after(k):                                   # the first row >= k with a valid index, else K
+        m = any_ok & (pos >= k)
+        return jnp.where(jnp.any(m), jnp.argmax(m), K).astype(jnp.int32)
+
+    def body(carry):
+        k, arrs = carry
+        out = []
+        for a, i, v, good, op in zip(arrs, idx, vals, ok, ops):
+            for j in range(P):
+                start = jnp.clip(i[k, j], 0, a.shape[0] - 1)
+                old = lax.dynamic_slice(a, (start,), (1,))
+                new = _COMBINE[op](old, v[k, j].reshape(old.shape)).astype(a.dtype)
+                a = lax.dynamic_update_slice(a, jnp.where(good[k, j], new, old), (start,))
+            out.append(a)
+        return after(k + 1), out
+
+    return lax.while_loop(lambda c: c[0] < K, body, (after(0), list(arrays)))[1]
