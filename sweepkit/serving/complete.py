@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
 from sweepkit.serving.kv_phases import kv_used
 from sweepkit.serving.prefix import chain_nodes, pin_range, prompt_chains
-from sweepkit.serving.updates import set_at
+from sweepkit.serving.updates import rows_updated
 
 
 def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
@@ -118,7 +118,7 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok
     M = iv["c_in"].shape[0]
-    c_in = set_at(iv["c_in"], jnp.where(on[:, None] & valid, ids, M).ravel(), True)
+    (c_in,) = rows_updated([(iv["c_in"], jnp.where(on[:, None] & valid, ids, M), True, "set")])
     iv = dict(iv, c_in=c_in)
     n_valid = jnp.sum(valid, axis=-1).astype(jnp.float64)
     iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t)
@@ -141,8 +141,8 @@ def emit_and_release(pol, req, iv, fin, units, fin_s, shape):
     private, cache, pinned = kv_used(pol, iv, units)
     emit = emit & (private + pinned + need <= pol.kv_units)
     M = iv["c_in"].shape[0]
-    c_in = set_at(iv["c_in"], jnp.where(emit, node, M), True)
-    c_last = set_at(iv["c_last_s"], jnp.where(emit, node, M), fin_s)
+    c_in, c_last = rows_updated([(iv["c_in"], jnp.where(emit, node, M), True, "set"),
+                                 (iv["c_last_s"], jnp.where(emit, node, M), fin_s, "set")])
     iv = dict(iv, c_in=c_in, c_last_s=c_last)
     return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), fin_s, delta=-1.0)
 
