@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-from sweepkit.serving.updates import set_at
+from sweepkit.serving.updates import next_true, set_at
 from sweepkit.xla_options import loop_options_on
 
 
@@ -63,7 +63,8 @@ def ordered_cumsum(values, order, mask):
 
 FEW_ROWS = 8
 """Up to this many masked rows, an ordered sum counts the rows before each masked row instead of ordering all
-rows (O(m S) against O(S^2) for the order by counting: 0.5 against ~19 us at 256 rows on one x86_64 core)."""
+rows (O(m S) against O(S^2) for the order by counting; at 256 rows on one x86_64 core, in a compiled loop:
+0.8 us for 2 masked rows, 2.6 us for 8, against 16 us with the order of all rows)."""
 
 
 def masked_cumsum(values, arr_s, mask, order):
@@ -75,17 +76,13 @@ def masked_cumsum(values, arr_s, mask, order):
     rows = jnp.arange(S, dtype=jnp.int32)
     v = jnp.where(mask, values, 0.0)             # as ordered_cumsum: floats
 
-    def after(k):                                 # the first masked row >= k, else S
-        m = mask & (rows >= k)
-        return jnp.where(jnp.any(m), jnp.argmax(m), S).astype(jnp.int32)
-
     def one(c):
         i, cum = c
         before = (arr_s < arr_s[i]) | ((arr_s == arr_s[i]) & (rows <= i))
-        return after(i + 1), jnp.where(rows == i, jnp.sum(jnp.where(before, v, 0.0)), cum)
+        return next_true(mask, i + 1), jnp.where(rows == i, jnp.sum(jnp.where(before, v, 0.0)), cum)
 
     def few():
-        return lax.while_loop(lambda c: c[0] < S, one, (after(0), jnp.zeros_like(v)))[1]
+        return lax.while_loop(lambda c: c[0] < S, one, (next_true(mask, 0), jnp.zeros_like(v)))[1]
 
     return lax.cond(jnp.sum(mask) <= FEW_ROWS, few, lambda: ordered_cumsum(values, order(), mask))
 

@@ -10,7 +10,8 @@ updates touch a handful of entries (a row, a request, a session), so a short loo
 next to nothing inside that function, as long as XLA updates the array in place: such a loop inside a
 ``lax.cond`` that is itself a branch of another ``lax.cond`` was found copying its whole array twice on every
 trip (the disaggregated push hand-off's 256-row updates of the per-request arrays: ten times a chat lane's
-CPU), so the hand-off keeps them out of nested branches (:mod:`sweepkit.serving.handoff`). On other platforms (GPU, TPU) the same calls lower to scatters.
+CPU), so the hand-off keeps them out of nested branches (:mod:`sweepkit.serving.handoff`). On other platforms
+(GPU, TPU) the same calls lower to scatters.
 
 Semantics are JAX's ``.at[idx].op(v, mode="drop")``: negative indices count from the end, an index still
 out of range after that is skipped, and repeated indices apply in order (the last ``set`` wins, ``add``
@@ -109,16 +110,24 @@ def rows_updated(updates, sliced: bool | None = None):
     rows, and updates its P entries: a boundary's events touch a few of its 256 rows, so this is a few trips
     instead of K x P per array. Elsewhere, one scatter per array.
     """
-    flat = [(a, jnp.reshape(i, (-1,)), jnp.broadcast_to(jnp.asarray(v), jnp.shape(i)).reshape(-1), op)
-            for a, i, v, op in updates]
+    arrays, idx, vals, ops = (list(u) for u in zip(*updates))
+
+    def scattered(arrays, idx, vals):
+        return [_scattered(a, (jnp.reshape(i, (-1,)),), jnp.broadcast_to(jnp.asarray(v), jnp.shape(i)).reshape(-1), op)
+                for a, i, v, op in zip(arrays, idx, vals, ops)]
+
     if not (loop_options_on() if sliced is None else sliced):
-        return [_scattered(a, (i,), v, op) for a, i, v, op in flat]
-    ops = [u[3] for u in updates]
-    return lax.platform_dependent([u[0] for u in updates], [u[1] for u in updates], [u[2] for u in updates],
-                                  cpu=lambda a, i, v: _sparse_rows(a, i, v, ops),
-                                  default=lambda a, i, v: [_scattered(x, (jnp.reshape(j, (-1,)),),
-                                                                      jnp.broadcast_to(w, jnp.shape(j)).reshape(-1), op)
-                                                           for x, j, w, op in zip(a, i, v, ops)])
+        return scattered(arrays, idx, vals)
+    return lax.platform_dependent(arrays, idx, vals, cpu=lambda a, i, v: _sparse_rows(a, i, v, ops),
+                                  default=scattered)
+
+
+def next_true(mask, k):
+    """The first index >= ``k`` where ``mask`` [K] is true, else K: the next trip of a loop over the true
+    entries only (one vector search a trip)."""
+    K = mask.shape[0]
+    m = mask & (jnp.arange(K, dtype=jnp.int32) >= k)
+    return jnp.where(jnp.any(m), jnp.argmax(m), K).astype(jnp.int32)
 
 
 def _sparse_rows(arrays, idx, vals, ops):
@@ -129,11 +138,6 @@ def _sparse_rows(arrays, idx, vals, ops):
     ok = [(i >= 0) & (i < a.shape[0]) for i, a in zip(idx, arrays)]
     vals = [jnp.broadcast_to(jnp.asarray(v), shape).reshape(K, P).astype(a.dtype) for v, a in zip(vals, arrays)]
     any_ok = jnp.any(jnp.stack([jnp.any(o, axis=1) for o in ok]), axis=0)
-    pos = jnp.arange(K, dtype=jnp.int32)
-
-    def after(k):                                   # the first row >= k with a valid index, else K
-        m = any_ok & (pos >= k)
-        return jnp.where(jnp.any(m), jnp.argmax(m), K).astype(jnp.int32)
 
     def body(carry):
         k, arrs = carry
@@ -145,6 +149,6 @@ def _sparse_rows(arrays, idx, vals, ops):
                 new = _COMBINE[op](old, v[k, j].reshape(old.shape)).astype(a.dtype)
                 a = lax.dynamic_update_slice(a, jnp.where(good[k, j], new, old), (start,))
             out.append(a)
-        return after(k + 1), out
+        return next_true(any_ok, k + 1), out
 
-    return lax.while_loop(lambda c: c[0] < K, body, (after(0), list(arrays)))[1]
+    return lax.while_loop(lambda c: c[0] < K, body, (next_true(any_ok, 0), list(arrays)))[1]
