@@ -182,8 +182,10 @@ def test_backend_options_are_on_by_default_and_added_only_where_xla_flags_has_no
 def test_both_engines_end_in_the_same_states():
     """Lanes of the default engine (one function, no scatters) and of ``SWEEPKIT_XLA_OPTIONS=0`` (kernel by
     kernel, scatters), run in a fresh process, end in the same states: integers and flags equal, times and
-    accumulators to rounding (LLVM orders some float sums differently). The levers cover colocated, MTP and
-    the disaggregated push hand-off (whose updates once copied whole arrays inside nested branches)."""
+    accumulators to rounding (LLVM orders some float sums differently). The levers cover colocated, MTP,
+    the disaggregated push hand-off (whose updates once copied whole arrays inside nested branches) and
+    modern-spec (chunked batching, paged KV, the prefix cache and MTP: the few-row ordered sums and the
+    prefix cache's pins visited row by row)."""
     if not xla_options.loop_options_on():
         pytest.skip("this process runs without the backend options (jaxlib outside CHECKED_JAXLIB or XLA_FLAGS)")
     code = textwrap.dedent("""
@@ -195,9 +197,9 @@ def test_both_engines_end_in_the_same_states():
         from sweepkit.serving.levers import load_levers
         from sweepkit.serving.workloads import load_workloads
         lv = load_levers()
-        cfgs = [Config("H100", lv[n]) for n in ("baseline", "mtp", "disagg-1p1d")]
-        lanes = run_configs(load_workloads()["chat"], load_cluster(), cfgs, np.full((3, 1), 0.5), early_stop=False)
-        leaves = [jax.tree_util.tree_leaves(lanes.state(c, 0)) for c in range(3)]
+        cfgs = [Config("H100", lv[n]) for n in ("baseline", "mtp", "disagg-1p1d", "modern-spec")]
+        lanes = run_configs(load_workloads()["chat"], load_cluster(), cfgs, np.full((4, 1), 0.5), early_stop=False)
+        leaves = [jax.tree_util.tree_leaves(lanes.state(c, 0)) for c in range(4)]
         np.savez(sys.argv[1], *[np.asarray(x) for lane in leaves for x in lane])
     """)
     out = {}
