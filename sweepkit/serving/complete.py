@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
@@ -62,7 +63,9 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     iv = dict(iv, rows=r, stats=st, plan=dict(plan, n=jnp.zeros_like(plan["n"])))
     if shape.prefix:
         planned = (plan["promoted"] > 0) & (plan["n"] >= 2)       # a prompts' step and (some of) its run
-        iv = insert_prefix(pol, req, iv, promote & (pol.prefix > 0), units_m, first_at, shape, planned)
+        on = promote & (pol.prefix > 0)
+        iv = jax.lax.cond(jnp.any(on), lambda v: insert_prefix(pol, req, v, on, units_m, first_at, shape, planned),
+                          lambda v: v, iv)
     fin = (r.phase == DECODE) & (out >= o)
     at = plan["fin_at"]                   # the step a row finishes in: the run's last, or earlier in a run extended
     fin_s = jnp.where(at >= plan["n"] - 1, t, ends[jnp.minimum(at, K - 1)])    # past it
@@ -70,13 +73,17 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     tpot = (fin_s - first_t) / jnp.maximum(o - 1.0, 1.0)
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
-        iv = emit_and_release(pol, req, iv, fin & (pol.prefix > 0), units_m, fin_s, shape)
+        gone = fin & (pol.prefix > 0)
+        iv = jax.lax.cond(jnp.any(gone), lambda v: emit_and_release(pol, req, v, gone, units_m, fin_s, shape),
+                          lambda v: v, iv)
     hand = promote & ~fin & (pol.role == PREFILL_POOL)
     hold = hand & (pol.pull > 0)          # pull: the KV stays here until it lands on the decode pool
     if shape.prefix:
-        ids, _, valid = chain_nodes(req, rid, shape)
-        iv = pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(hand & ~hold, iv["rows"].pins, 0.0), t,
-                       -1.0)
+        def unpin(v):
+            ids, _, valid = chain_nodes(req, rid, shape)
+            return pin_range(v, ids, valid, jnp.zeros_like(r.pins), jnp.where(hand & ~hold, v["rows"].pins, 0.0), t,
+                             -1.0)
+        iv = jax.lax.cond(jnp.any(hand & ~hold), unpin, lambda v: v, iv)
     r = iv["rows"]
     k = rid // req.stride
     gone = fin | (hand & ~hold)

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from sweepkit.costmodel.passes import Work
 from sweepkit.costmodel.steps import step_cost
 from sweepkit.serving.cluster_state import RUN_STEPS
-from sweepkit.serving.updates import add_at, min_at
+from sweepkit.serving.updates import rows_updated
 
 
 
@@ -92,22 +92,23 @@ def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first
     # E, before [K, S]: tokens each row emits in step j and before it; at [S]: the step it finishes in (K: none)
     E, before, at = jax.lax.cond(jnp.any(pol.accept_survival > 0), drafted, plain) if shape.gamma_max > 0 else plain()
     j_fin = jnp.min(at)
-    fin = add_at(jnp.zeros((K,)), at, 1.0)                       # rows finishing in step j
+    (fin,) = rows_updated([(jnp.zeros((K,)), at, 1.0, "add")])   # rows finishing in step j
     rows = jnp.sum(dec) - (jnp.cumsum(fin) - fin)               # rows still decoding in step j
     ctx = jnp.sum(jnp.where(dec[None, :] & (steps[:, None] <= at[None, :]), (p + r.out)[None, :] + before, 0.0), axis=1)
     none = Work(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
     dt, en = jax.vmap(lambda c, b: step_cost(pol.inst, c, b, none, shape.gamma_max))(ctx, rows)
     ends = t + jnp.cumsum(dt)
-    released = min_at(jnp.full((K,), jnp.inf), at, _releases(req, rid, at, ends))
-    released_by = jnp.concatenate([jnp.full((1,), jnp.inf), jax.lax.cummin(released)[:-1]])
     pos = jnp.minimum((p + r.out)[None, :] + before + pol.inst.gamma, (p + o)[None, :]) - r.hit[None, :]
     grown = jnp.maximum(jnp.ceil(pos / pol.block_tokens), r.alloc[None, :])
     need = jnp.where((dec & (pol.paged > 0))[None, :], grown, r.alloc[None, :])
     held_all = jnp.sum(jnp.where(dec[None, :], need, 0.0), axis=1)   # by every row, finished ones at their last
-    freed = add_at(jnp.zeros((K,)), at, need[K - 1])
-    held = held_all - (jnp.cumsum(freed) - freed)                  # less the rows finished in earlier steps
     outside, left, strict = cached
-    left_at = add_at(jnp.zeros((K,)), at, jnp.where(dec, left, 0.0))   # units cached at the end of step j
+    # by step j: the earliest next-turn release, the units freed and those cached at its end (rows finishing)
+    released, freed, left_at = rows_updated([(jnp.full((K,), jnp.inf), at, _releases(req, rid, at, ends), "min"),
+                                             (jnp.zeros((K,)), at, need[K - 1], "add"),
+                                             (jnp.zeros((K,)), at, jnp.where(dec, left, 0.0), "add")])
+    held = held_all - (jnp.cumsum(freed) - freed)                  # less the rows finished in earlier steps
+    released_by = jnp.concatenate([jnp.full((1,), jnp.inf), jax.lax.cummin(released)[:-1]])
     room = jnp.cumprod(outside + held_all + jnp.cumsum(left_at) <= pol.kv_units) > 0
     past = extend & (rows > 0) & (ends <= released_by) & ((pol.prefix <= 0) | room)
     on = (((steps <= j_fin) | past) & ((other_units + held <= pol.kv_units) | ((steps == 0) & first_free))

@@ -95,6 +95,11 @@ def grow(pol, req, iv, units_m, order, shape):
     return alloc, survive, run & ~survive
 
 
+def not_preempted(rows, N: int) -> dict:
+    """The event fields of :func:`preempt` where no row is preempted (request id N: none)."""
+    return dict(pre_rid=jnp.full_like(rows.rid, N), pre_out=rows.out, pre_last_s=rows.last_s)
+
+
 def preempt(pol, req, iv, pre, t, order, shape):
     """Preempted rows: swapped out (decode rows, swap on) or dropped and queued at the front for recompute."""
     r = iv["rows"]
@@ -114,10 +119,12 @@ def preempt(pol, req, iv, pre, t, order, shape):
               recompute_tokens=st["recompute_tokens"] + jnp.sum(jnp.where(rec, p + r.out, 0.0)),
               swap_out_bytes=st["swap_out_bytes"] + _swap_bytes(pol, units), swap_j=st["swap_j"] + joules)
     if shape.prefix:
-        ids, _, valid = chain_nodes(req, rid, shape)
-        iv = pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(rec, r.pins, 0.0), t, delta=-1.0)
+        def unpin(v):
+            ids, _, valid = chain_nodes(req, rid, shape)
+            return pin_range(v, ids, valid, jnp.zeros_like(r.pins), jnp.where(rec, r.pins, 0.0), t, delta=-1.0)
+        iv = jax.lax.cond(jnp.any(rec & (r.pins > 0)), unpin, lambda v: v, iv)
     rows = dataclasses.replace(
         r, phase=jnp.where(rec, FREE, jnp.where(to_swap, SWAPPED, r.phase)), rid=jnp.where(rec, -1, r.rid),
         alloc=jnp.where(rec, 0.0, r.alloc), pins=jnp.where(rec, 0.0, r.pins))
-    ev = dict(pre_rid=jnp.where(rec, rid, N), pre_out=r.out, pre_last_s=r.last_s)
+    ev = dict(not_preempted(r, N), pre_rid=jnp.where(rec, rid, N))
     return dict(iv, rows=rows, queue=queue, head=head, owed=iv["owed"] + sec, stats=st), ev

@@ -50,7 +50,7 @@ def lookup(c_in: jax.Array, req, rid: jax.Array, target: jax.Array, shape):
     run = jnp.cumprod(present | ~valid, axis=-1).astype(bool) & valid
     cum = jnp.cumsum(jnp.where(run, toks, 0.0), axis=-1)
     use = run & (cum <= target[..., None] - 1.0)
-    return jnp.sum(jnp.where(use, toks, 0.0), axis=-1), jnp.sum(use, axis=-1)
+    return jnp.sum(jnp.where(use, toks, 0.0), axis=-1), jnp.sum(use, axis=-1).astype(jnp.float64)
 
 
 def prompt_chains(c_in, req, rows, on, units, block_tokens, shape):
@@ -87,17 +87,21 @@ def evict(c_in, c_refs, c_last_s, units, shortfall):
 def _evict(c_in, c_refs, c_last_s, units, shortfall):
     """:func:`evict` where the shortfall is positive: bisect the last-use time that frees enough."""
     free_able = c_in & (c_refs <= 0)
-    lo = jnp.min(jnp.where(free_able, c_last_s, jnp.inf)) - 1.0
+    last = jnp.where(free_able, c_last_s, jnp.inf)      # one array read by every halving
+    # Whole units as integers: their sums vectorize in any order and stay exact (the cached units are at most
+    # the instance's KV units, far below 2^31). 54 us a call against 60 over 6,152 segments (chat).
+    whole = units.astype(jnp.int32)
+    lo = jnp.min(last) - 1.0
     hi = jnp.max(jnp.where(free_able, c_last_s, -jnp.inf))
 
     def half(_, b):
         lo, hi = b
         mid = 0.5 * (lo + hi)
-        enough = jnp.sum(jnp.where(free_able & (c_last_s <= mid), units, 0.0)) >= shortfall
+        enough = jnp.sum(jnp.where(last <= mid, whole, 0)) >= shortfall
         return jnp.where(enough, lo, mid), jnp.where(enough, mid, hi)
 
     lo, hi = jax.lax.fori_loop(0, BISECTIONS, half, (lo, hi))
-    gone = free_able & (c_last_s <= hi)
+    gone = last <= hi
     return c_in & ~gone, jnp.sum(jnp.where(gone, units, 0.0))
 
 

@@ -26,7 +26,7 @@ from sweepkit.costmodel.steps import step_cost
 from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, \
     RESERVED, SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
-from sweepkit.serving.kv_phases import grow, kv_used, parked_units, preempt
+from sweepkit.serving.kv_phases import grow, kv_used, not_preempted, parked_units, preempt
 from sweepkit.serving.prefix import chain_nodes, lookup, pin_range, prompt_chains
 from sweepkit.serving.row_order import masked_cumsum, uniform
 from sweepkit.serving.updates import add_at, first_true, set_at
@@ -47,7 +47,8 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
     awaiting = handed[rid]
     computed = prefilled[rid] | awaiting   # the prefill pool computed the prompt
     if shape.prefix:
-        hit, nodes = lookup(iv["c_in"], req, rid, target, shape)
+        hit, nodes = jax.lax.cond(jnp.any(valid) & (pol.prefix > 0), lambda: lookup(iv["c_in"], req, rid, target, shape),
+                                  lambda: (jnp.zeros_like(target), jnp.zeros_like(target)))
         hit, nodes = jnp.where(computed, 0.0, hit * pol.prefix), jnp.where(computed, 0.0, nodes * pol.prefix)
     else:
         hit = nodes = jnp.zeros_like(target)
@@ -112,8 +113,10 @@ def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
         arr_s=put(r.arr_s, arrival_s[rid]))
     iv = dict(iv, rows=rows, head=iv["head"] + jnp.sum(take).astype(jnp.int32))
     if shape.prefix:
-        ids, _, vld = chain_nodes(req, rid, shape)
-        iv = pin_range(iv, ids, vld, jnp.zeros_like(nodes), jnp.where(take, nodes, 0.0), t)
+        def pin(v):
+            ids, _, vld = chain_nodes(req, rid, shape)
+            return pin_range(v, ids, vld, jnp.zeros_like(nodes), jnp.where(take, nodes, 0.0), t)
+        iv = jax.lax.cond(jnp.any(take & (nodes > 0)), pin, lambda v: v, iv)
     first = take & (prev <= 0)
     st = iv["stats"]
     st = dict(st, hit_tokens=st["hit_tokens"] + jnp.sum(jnp.where(first, hit, 0.0)),
@@ -152,7 +155,9 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     grow_now = chunked | ~prefill_step
     alloc = jnp.where(grow_now & running, alloc_g, r.alloc)
     iv = dict(iv, rows=dataclasses.replace(r, alloc=alloc))
-    iv, ev = preempt(pol, req, iv, pre & grow_now, t, order, shape)
+    out = pre & grow_now
+    iv, ev = jax.lax.cond(jnp.any(out), lambda v: preempt(pol, req, v, out, t, order, shape),
+                          lambda v: (v, not_preempted(v["rows"], shape.requests)), iv)
     r = iv["rows"]
     dec = (r.phase == DECODE) & grow_now
     ridd = jnp.maximum(r.rid, 0)
@@ -164,9 +169,11 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     done = r.done + jnp.where(part, c_part, 0.0)
     emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
     pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(pre & grow_now) & (jnp.sum(r.phase == SWAPPED) == 0)
-    iv, dest, emit_new = admit(pol, req, dict(iv, rows=dataclasses.replace(r, done=done)), take, cand, c_new,
-                                shared["r_last_s"], shared["arrival_s"], t, shape)
-    emit = set_at(emit, dest, emit_new)
+    def admitted(v):
+        v, dest, emit_new = admit(pol, req, v, take, cand, c_new, shared["r_last_s"], shared["arrival_s"], t, shape)
+        return v, set_at(emit, dest, emit_new)
+    iv, emit = jax.lax.cond(jnp.any(take), admitted, lambda v: (v, emit),
+                            dict(iv, rows=dataclasses.replace(r, done=done)))
     joined = take & computed & ~awaiting
     ctx = jnp.sum(jnp.where(dec, p + r.out, 0.0)) + jnp.sum(jnp.where(joined, target, 0.0))
     rows_dec = (jnp.sum(dec) + jnp.sum(joined)).astype(jnp.float64)
