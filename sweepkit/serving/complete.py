@@ -73,8 +73,8 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     tpot = (fin_s - first_t) / jnp.maximum(o - 1.0, 1.0)
     tpot_miss = fin & (first_t - r.arr_s <= load.ttft_slo_s) & (o >= 2) & (tpot > load.tpot_slo_s) & eligible
     if shape.prefix:
-        gone = fin & (pol.prefix > 0)
-        iv = jax.lax.cond(jnp.any(gone), lambda v: emit_and_release(pol, req, v, gone, units_m, fin_s, shape),
+        release = fin & (pol.prefix > 0)
+        iv = jax.lax.cond(jnp.any(release), lambda v: emit_and_release(pol, req, v, release, units_m, fin_s, shape),
                           lambda v: v, iv)
     hand = promote & ~fin & (pol.role == PREFILL_POOL)
     hold = hand & (pol.pull > 0)          # pull: the KV stays here until it lands on the decode pool

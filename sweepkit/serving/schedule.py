@@ -47,7 +47,8 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
     awaiting = handed[rid]
     computed = prefilled[rid] | awaiting   # the prefill pool computed the prompt
     if shape.prefix:
-        hit, nodes = jax.lax.cond(jnp.any(valid) & (pol.prefix > 0), lambda: lookup(iv["c_in"], req, rid, target, shape),
+        hit, nodes = jax.lax.cond(jnp.any(valid) & (pol.prefix > 0),
+                                  lambda: lookup(iv["c_in"], req, rid, target, shape),
                                   lambda: (jnp.zeros_like(target), jnp.zeros_like(target)))
         hit, nodes = jnp.where(computed, 0.0, hit * pol.prefix), jnp.where(computed, 0.0, nodes * pol.prefix)
     else:
