@@ -120,6 +120,22 @@ def test_prefix_cache_hits_the_chat_history_and_cuts_ttft():
     assert cached["little_l"] == pytest.approx(cached["little_lambda_w"], rel=1e-9)
 
 
+def test_prefix_cache_under_recompute_preemption_releases_every_pin():
+    """Multi-turn chat on a small KV, everything at once: rows pin their chains, are preempted by recompute
+    (their pins released), come back and finish; at the end no segment is pinned, and the KV in use (rows
+    and cache) never passed the instance's. Pins are released only where a row holds one
+    (finish, hand-off, preemption), so a release skipped or done twice shows here."""
+    cl = dataclasses.replace(ONE, devices=("A100-40GB",), batch_cap=256)
+    w = dataclasses.replace(load_workloads()["chat"], min_sessions=120, prompt_mean_tokens=2048,
+                            output_mean_tokens=512, offline=True)
+    (m,), lanes = _run(w, cl, [Lever("prefix", kv="paged", prefix_caching=True)], 1e6, device="A100-40GB")
+    st = lanes.state(0, 0)
+    assert m["preemptions"] > 0 and m["recompute_tokens"] > 0 and m["prefix_hit_rate"] > 0
+    assert m["completed"] == m["requests"] and m["kv_peak_fraction"] <= 1.0
+    assert np.all(np.asarray(st.c_refs) == 0)
+    assert m["little_l"] == pytest.approx(m["little_lambda_w"], rel=1e-9)
+
+
 def test_least_loaded_routing_splits_a_burst_and_session_routing_keeps_a_session_home():
     cl = dataclasses.replace(ONE, gpus=2, instances=2)
     burst = _single(prompt=512, prompt_cv=0.0, output=64, n=40, offline=True)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
 from sweepkit.serving.kv_phases import kv_used
-from sweepkit.serving.prefix import chain_nodes, pin_range, prompt_chains
+from sweepkit.serving.prefix import chain_nodes, pin_range, prompt_chains, unpin
 from sweepkit.serving.updates import rows_updated
 
 
@@ -79,11 +79,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     hand = promote & ~fin & (pol.role == PREFILL_POOL)
     hold = hand & (pol.pull > 0)          # pull: the KV stays here until it lands on the decode pool
     if shape.prefix:
-        def unpin(v):
-            ids, _, valid = chain_nodes(req, rid, shape)
-            return pin_range(v, ids, valid, jnp.zeros_like(r.pins), jnp.where(hand & ~hold, v["rows"].pins, 0.0), t,
-                             -1.0)
-        iv = jax.lax.cond(jnp.any(hand & ~hold), unpin, lambda v: v, iv)
+        iv = unpin(iv, req, rid, hand & ~hold, t, shape)
     r = iv["rows"]
     k = rid // req.stride
     gone = fin | (hand & ~hold)
@@ -167,8 +163,7 @@ def land(pol, req, iv, land_s, t, shape):
     free = (r.phase == HELD) & arrived
     join = (r.phase == RESERVED) & arrived
     if shape.prefix:
-        ids, _, valid = chain_nodes(req, rid, shape)
-        iv = pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(free, r.pins, 0.0), t, -1.0)
+        iv = unpin(iv, req, rid, free, t, shape)
     rows = dataclasses.replace(r, phase=jnp.where(free, FREE, jnp.where(join, DECODE, r.phase)),
                                rid=jnp.where(free, -1, r.rid), alloc=jnp.where(free, 0.0, r.alloc),
                                pins=jnp.where(free, 0.0, r.pins))

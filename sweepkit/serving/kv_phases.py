@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, RESERVED, SWAPPED
-from sweepkit.serving.prefix import chain_nodes, pin_range
+from sweepkit.serving.prefix import unpin
 from sweepkit.serving.row_order import masked_cumsum, masked_rank, ordered_cumsum
 from sweepkit.serving.updates import set_at
 
@@ -119,10 +119,7 @@ def preempt(pol, req, iv, pre, t, order, shape):
               recompute_tokens=st["recompute_tokens"] + jnp.sum(jnp.where(rec, p + r.out, 0.0)),
               swap_out_bytes=st["swap_out_bytes"] + _swap_bytes(pol, units), swap_j=st["swap_j"] + joules)
     if shape.prefix:
-        def unpin(v):
-            ids, _, valid = chain_nodes(req, rid, shape)
-            return pin_range(v, ids, valid, jnp.zeros_like(r.pins), jnp.where(rec, r.pins, 0.0), t, delta=-1.0)
-        iv = jax.lax.cond(jnp.any(rec & (r.pins > 0)), unpin, lambda v: v, iv)
+        iv = unpin(iv, req, rid, rec, t, shape)
     rows = dataclasses.replace(
         r, phase=jnp.where(rec, FREE, jnp.where(to_swap, SWAPPED, r.phase)), rid=jnp.where(rec, -1, r.rid),
         alloc=jnp.where(rec, 0.0, r.alloc), pins=jnp.where(rec, 0.0, r.pins))

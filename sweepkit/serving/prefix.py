@@ -53,6 +53,15 @@ def lookup(c_in: jax.Array, req, rid: jax.Array, target: jax.Array, shape):
     return jnp.sum(jnp.where(use, toks, 0.0), axis=-1), jnp.sum(use, axis=-1).astype(jnp.float64)
 
 
+def unpinned_hit_units(c_refs, units, req, rid, nodes, shape):
+    """[A] KV units of the first ``nodes`` chain segments of each request that nothing pins now: cached room
+    that counts as free (evictable) until an admission pins it, so an admission needs it as well as its own
+    blocks (a segment two requests share counts for each: conservative)."""
+    ids, _, valid = chain_nodes(req, rid, shape)
+    use = valid & (jnp.cumsum(valid, axis=-1) <= nodes[..., None])
+    return jnp.sum(jnp.where(use & (c_refs[ids] <= 0), units[ids], 0.0), axis=-1)
+
+
 def prompt_chains(c_in, req, rows, on, units, block_tokens, shape):
     """What inserting the chains of the ``on`` rows' completed prompts into the cache means: (node ids
     [S, T+1], their validity, the entries not cached yet, the tokens the chain covers [S], each row's
@@ -117,3 +126,15 @@ def pin_range(iv, ids, valid, lo, hi, t, delta=1.0):
     refs, last = rows_updated([(iv["c_refs"], at, jnp.where(on, delta, 0.0), "add"),
                                (iv["c_last_s"], at, stamp, "max")])
     return dict(iv, c_refs=refs, c_last_s=last)
+
+
+def unpin(iv, req, rid, mask, t, shape):
+    """Release the pins the ``mask`` rows hold on their chains (``rid``: their request ids), stamped last used at
+    ``t`` (s); nothing to do, and nothing done, where no such row holds a pin."""
+    pins = iv["rows"].pins
+
+    def release(v):
+        ids, _, valid = chain_nodes(req, rid, shape)
+        return pin_range(v, ids, valid, jnp.zeros_like(pins), jnp.where(mask, pins, 0.0), t, -1.0)
+
+    return jax.lax.cond(jnp.any(mask & (pins > 0)), release, lambda v: v, iv)

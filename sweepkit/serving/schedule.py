@@ -27,16 +27,17 @@ from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PR
     RESERVED, SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, not_preempted, parked_units, preempt
-from sweepkit.serving.prefix import chain_nodes, lookup, pin_range, prompt_chains
+from sweepkit.serving.prefix import chain_nodes, lookup, pin_range, prompt_chains, unpinned_hit_units
 from sweepkit.serving.row_order import masked_cumsum, uniform
 from sweepkit.serving.updates import add_at, first_true, set_at
 
 
-def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
+def candidates(pol, req, iv, r_out, prefilled, handed, t, units_m, shape):
     """The first A queued requests: ids, prompt tokens to compute, cached hit, nodes hit, KV units needed,
     tokens emitted before, whether the prompt was computed by the prefill pool (disaggregated), and whether
     its KV still waits there for room here (pull hand-off: admitting it reserves the room and starts the
-    transfer)."""
+    transfer), and the KV units of its hit's cached segments that nothing pins now (the admission pins them,
+    so they stop counting as evictable room: :func:`sweepkit.serving.prefix.unpinned_hit_units`)."""
     ar = jnp.arange(shape.admits)
     valid = ar < iv["tail"] - iv["head"]
     rid = iv["queue"][iv["head"] + ar - iv["qbase"]]     # the boundary's window of the ring
@@ -47,16 +48,18 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, shape):
     awaiting = handed[rid]
     computed = prefilled[rid] | awaiting   # the prefill pool computed the prompt
     if shape.prefix:
-        hit, nodes = jax.lax.cond(jnp.any(valid) & (pol.prefix > 0),
-                                  lambda: lookup(iv["c_in"], req, rid, target, shape),
-                                  lambda: (jnp.zeros_like(target), jnp.zeros_like(target)))
-        hit, nodes = jnp.where(computed, 0.0, hit * pol.prefix), jnp.where(computed, 0.0, nodes * pol.prefix)
+        def looked_up():
+            hit, nodes = lookup(iv["c_in"], req, rid, target, shape)
+            hit, nodes = jnp.where(computed, 0.0, hit), jnp.where(computed, 0.0, nodes)
+            return hit, nodes, unpinned_hit_units(iv["c_refs"], units_m, req, rid, nodes, shape)
+        zero = jnp.zeros_like(target)
+        hit, nodes, pinning = jax.lax.cond(jnp.any(valid) & (pol.prefix > 0), looked_up, lambda: (zero, zero, zero))
     else:
-        hit = nodes = jnp.zeros_like(target)
+        hit = nodes = pinning = jnp.zeros_like(target)
     paged = pol.paged > 0
     whole = jnp.where(pol.role == PREFILL_POOL, target - hit, p + o - hit)   # a prefill instance holds the prompt
     need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), whole)
-    return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev, computed, awaiting
+    return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev, computed, awaiting, pinning
 
 
 def accepted(pol, rid, out, shape):
@@ -99,7 +102,7 @@ def token_budget_split(pol, r, survive, cost, dec_rows, order):
 
 def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
     """Place the taken candidates in free slots as prompt rows (their hit segments pinned); pop the queue."""
-    valid, rid, target, hit, nodes, need, prev, computed, awaiting = cand
+    valid, rid, target, hit, nodes, need, prev, computed, awaiting, _ = cand
     r = iv["rows"]
     S, A = r.rid.shape[0], take.shape[0]
     free_idx = first_true(r.phase == FREE, A, S)
@@ -138,8 +141,8 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     alloc_g, survive, pre = grow(pol, req, iv, units_m, order, shape)
     running = (r.phase == PREFILL) | (r.phase == DECODE)
     n_run0 = jnp.sum(running)
-    cand = candidates(pol, req, iv, shared["r_out"], shared["prefilled"], shared["handed"], t, shape)
-    valid, rid, target, hit, nodes, need, prev, computed, awaiting = cand
+    cand = candidates(pol, req, iv, shared["r_out"], shared["prefilled"], shared["handed"], t, units_m, shape)
+    valid, rid, target, hit, nodes, need, prev, computed, awaiting, pinning = cand
     private0, cache, pinned = kv_used(pol, iv, units_m)
     private_g = jnp.sum(jnp.where(survive, alloc_g, 0.0))
     room = pol.kv_units - pinned - jnp.where(chunked, private_g + parked_units(r), private0) - pol.watermark_units
@@ -149,7 +152,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     cost = jnp.where(computed, 0.0, target - hit)
     c_part, c_new, budget_ok = token_budget_split(pol, r, survive, cost, jnp.where(chunked, dec_rows, False), order)
     ar = jnp.arange(1, valid.shape[0] + 1)
-    ok = (valid & can & budget_ok & (jnp.cumsum(need) <= room) & (n_run + ar <= pol.batch_cap)
+    ok = (valid & can & budget_ok & (jnp.cumsum(need + pinning) <= room) & (n_run + ar <= pol.batch_cap)
           & (ar <= jnp.sum(r.phase == FREE)))
     take = jnp.cumprod(ok).astype(bool)
     prefill_step = ~chunked & jnp.any(take & ~computed)   # handed-over prompts join as decode rows
