@@ -128,13 +128,17 @@ def pin_range(iv, ids, valid, lo, hi, t, delta=1.0):
     return dict(iv, c_refs=refs, c_last_s=last)
 
 
+def pin_chains(iv, req, rid, upto, t, shape, delta=1.0):
+    """Add ``delta`` pins to the first ``upto`` [S] chain segments of each row's request (``rid``), stamped
+    last used at ``t`` (s); nothing done where no row has any (:func:`pin_range`)."""
+    def pinned(v):
+        ids, _, valid = chain_nodes(req, rid, shape)
+        return pin_range(v, ids, valid, jnp.zeros_like(upto), upto, t, delta)
+
+    return jax.lax.cond(jnp.any(upto > 0), pinned, lambda v: v, iv)
+
+
 def unpin(iv, req, rid, mask, t, shape):
     """Release the pins the ``mask`` rows hold on their chains (``rid``: their request ids), stamped last used at
-    ``t`` (s); nothing to do, and nothing done, where no such row holds a pin."""
-    pins = iv["rows"].pins
-
-    def release(v):
-        ids, _, valid = chain_nodes(req, rid, shape)
-        return pin_range(v, ids, valid, jnp.zeros_like(pins), jnp.where(mask, pins, 0.0), t, -1.0)
-
-    return jax.lax.cond(jnp.any(mask & (pins > 0)), release, lambda v: v, iv)
+    ``t`` (s); nothing done where no such row holds a pin."""
+    return pin_chains(iv, req, rid, jnp.where(mask, iv["rows"].pins, 0.0), t, shape, -1.0)

@@ -27,7 +27,7 @@ from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PR
     RESERVED, SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, not_preempted, parked_units, preempt
-from sweepkit.serving.prefix import chain_nodes, lookup, pin_range, prompt_chains, unpinned_hit_units
+from sweepkit.serving.prefix import lookup, pin_chains, prompt_chains, unpinned_hit_units
 from sweepkit.serving.row_order import masked_cumsum, uniform
 from sweepkit.serving.updates import add_at, first_true, set_at
 
@@ -59,7 +59,7 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, units_m, shape):
     paged = pol.paged > 0
     whole = jnp.where(pol.role == PREFILL_POOL, target - hit, p + o - hit)   # a prefill instance holds the prompt
     need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), whole)
-    return valid, rid, target, hit, nodes.astype(jnp.float64), need, prev, computed, awaiting, pinning
+    return valid, rid, target, hit, nodes, need, prev, computed, awaiting, pinning
 
 
 def accepted(pol, rid, out, shape):
@@ -117,10 +117,7 @@ def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
         arr_s=put(r.arr_s, arrival_s[rid]))
     iv = dict(iv, rows=rows, head=iv["head"] + jnp.sum(take).astype(jnp.int32))
     if shape.prefix:
-        def pin(v):
-            ids, _, vld = chain_nodes(req, rid, shape)
-            return pin_range(v, ids, vld, jnp.zeros_like(nodes), jnp.where(take, nodes, 0.0), t)
-        iv = jax.lax.cond(jnp.any(take & (nodes > 0)), pin, lambda v: v, iv)
+        iv = pin_chains(iv, req, rid, jnp.where(take, nodes, 0.0), t, shape)
     first = take & (prev <= 0)
     st = iv["stats"]
     st = dict(st, hit_tokens=st["hit_tokens"] + jnp.sum(jnp.where(first, hit, 0.0)),
@@ -172,7 +169,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     chunks = step_chunks(r.done, c_part, part, hit, c_new, take & ~computed)
     done = r.done + jnp.where(part, c_part, 0.0)
     emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
-    pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(pre & grow_now) & (jnp.sum(r.phase == SWAPPED) == 0)
+    pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(out) & (jnp.sum(r.phase == SWAPPED) == 0)
     def admitted(v):
         v, dest, emit_new = admit(pol, req, v, take, cand, c_new, shared["r_last_s"], shared["arrival_s"], t, shape)
         return v, set_at(emit, dest, emit_new)
