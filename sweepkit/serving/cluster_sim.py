@@ -37,8 +37,9 @@ from sweepkit.serving.updates import add_at, rows_updated, set_at
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
 
-_INST = ("busy_until_s", "awake", "q_head", "q_tail", "swap_owed_s", "plan", "c_in", "c_refs", "c_last_s")
-_VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_in", "c_refs", "c_last_s")
+_INST = ("busy_until_s", "awake", "q_head", "q_tail", "swap_owed_s", "plan", "c_in", "c_refs", "c_last_s", "c_units",
+         "c_pinned")
+_VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_in", "c_refs", "c_last_s", "c_units", "c_pinned")
 
 
 def next_arrival(s: State, load: Load) -> dict:

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
 from sweepkit.serving.kv_phases import kv_used
-from sweepkit.serving.prefix import chain_nodes, pin_range, prompt_chains, unpin
+from sweepkit.serving.prefix import cached_delta, chain_nodes, pin_range, prompt_chains, unpin
 from sweepkit.serving.updates import rows_updated
 
 
@@ -79,7 +79,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     hand = promote & ~fin & (pol.role == PREFILL_POOL)
     hold = hand & (pol.pull > 0)          # pull: the KV stays here until it lands on the decode pool
     if shape.prefix:
-        iv = unpin(iv, req, rid, hand & ~hold, t, shape)
+        iv = unpin(iv, req, rid, hand & ~hold, t, units_m, shape)
     r = iv["rows"]
     k = rid // req.stride
     gone = fin | (hand & ~hold)
@@ -120,11 +120,10 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     private, cache, pinned = kv_used(pol, iv, units)
     ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok
-    M = iv["c_in"].shape[0]
-    (c_in,) = rows_updated([(iv["c_in"], jnp.where(on[:, None] & valid, ids, M), True, "set")])
-    iv = dict(iv, c_in=c_in)
+    put = on[:, None] & valid
+    iv = _cached(iv, ids, put, units, shape, [])
     n_valid = jnp.sum(valid, axis=-1).astype(jnp.float64)
-    iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t)
+    iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t, units, shape)
     rows = dataclasses.replace(r, alloc=jnp.where(on & ~planned, alloc, r.alloc), hit=jnp.where(on, covered, r.hit),
                                pins=jnp.where(on, n_valid, r.pins))
     return dict(iv, rows=rows)
@@ -143,14 +142,22 @@ def emit_and_release(pol, req, iv, fin, units, fin_s, shape):
     need = jnp.sum(jnp.where(emit, units[node] - r.alloc, 0.0))
     private, cache, pinned = kv_used(pol, iv, units)
     emit = emit & (private + pinned + need <= pol.kv_units)
-    M = iv["c_in"].shape[0]
-    c_in, c_last = rows_updated([(iv["c_in"], jnp.where(emit, node, M), True, "set"),
-                                 (iv["c_last_s"], jnp.where(emit, node, M), fin_s, "set")])
-    iv = dict(iv, c_in=c_in, c_last_s=c_last)
-    return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), fin_s, delta=-1.0)
+    at = jnp.where(emit, node, iv["c_in"].shape[0])[:, None]
+    iv = _cached(iv, node[:, None], emit[:, None], units, shape, [(iv["c_last_s"], at, fin_s[:, None], "set")])
+    return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), fin_s, units, shape,
+                     delta=-1.0)
 
 
-def land(pol, req, iv, land_s, t, shape):
+def _cached(iv, ids, on, units, shape, stamps):
+    """The nodes of chain entries ``ids`` where ``on`` cached, the running totals moved by what that adds
+    (:func:`sweepkit.serving.prefix.cached_delta`), with ``stamps``' updates of ``c_last_s`` (none, or one)."""
+    cached, pinned = cached_delta(iv, ids, on, units, shape)
+    c_in, *last = rows_updated([(iv["c_in"], jnp.where(on, ids, iv["c_in"].shape[0]), True, "set")] + stamps)
+    return dict(iv, c_in=c_in, **dict(zip(["c_last_s"], last)), c_units=iv["c_units"] + cached,
+                c_pinned=iv["c_pinned"] + pinned)
+
+
+def land(pol, req, iv, land_s, t, units_m, shape):
     """Pull hand-off: KV that has landed by ``t`` frees the prefill instance's hold (and its pinned
     segments) and turns the decode instance's reservation into a decode row.
 
@@ -163,7 +170,7 @@ def land(pol, req, iv, land_s, t, shape):
     free = (r.phase == HELD) & arrived
     join = (r.phase == RESERVED) & arrived
     if shape.prefix:
-        iv = unpin(iv, req, rid, free, t, shape)
+        iv = unpin(iv, req, rid, free, t, units_m, shape)
     rows = dataclasses.replace(r, phase=jnp.where(free, FREE, jnp.where(join, DECODE, r.phase)),
                                rid=jnp.where(free, -1, r.rid), alloc=jnp.where(free, 0.0, r.alloc),
                                pins=jnp.where(free, 0.0, r.pins))

@@ -24,13 +24,12 @@ from sweepkit.serving.updates import set_at
 
 
 def kv_used(pol, iv, units):
-    """(private units held, cache units, pinned cache units) of an instance."""
+    """(private units held, cache units, pinned cache units) of an instance; the cache's two are running
+    totals (:func:`sweepkit.serving.prefix.cached_delta`), not sums over its segments."""
     phase = iv["rows"].phase
     held = (phase == PREFILL) | (phase == DECODE) | (phase == HELD) | (phase == RESERVED)
     private = jnp.sum(jnp.where(held, iv["rows"].alloc, 0.0))
-    cache = jnp.sum(jnp.where(iv["c_in"], units, 0.0))
-    pinned = jnp.sum(jnp.where(iv["c_in"] & (iv["c_refs"] > 0), units, 0.0))
-    return private, cache, pinned
+    return private, iv["c_units"], iv["c_pinned"]
 
 
 def parked(rows):
@@ -100,7 +99,7 @@ def not_preempted(rows, N: int) -> dict:
     return dict(pre_rid=jnp.full_like(rows.rid, N), pre_out=rows.out, pre_last_s=rows.last_s)
 
 
-def preempt(pol, req, iv, pre, t, order, shape):
+def preempt(pol, req, iv, pre, t, order, units_m, shape):
     """Preempted rows: swapped out (decode rows, swap on) or dropped and queued at the front for recompute."""
     r = iv["rows"]
     S, N, W = r.rid.shape[0], shape.requests, iv["queue"].shape[0]
@@ -119,7 +118,7 @@ def preempt(pol, req, iv, pre, t, order, shape):
               recompute_tokens=st["recompute_tokens"] + jnp.sum(jnp.where(rec, p + r.out, 0.0)),
               swap_out_bytes=st["swap_out_bytes"] + _swap_bytes(pol, units), swap_j=st["swap_j"] + joules)
     if shape.prefix:
-        iv = unpin(iv, req, rid, rec, t, shape)
+        iv = unpin(iv, req, rid, rec, t, units_m, shape)
     rows = dataclasses.replace(
         r, phase=jnp.where(rec, FREE, jnp.where(to_swap, SWAPPED, r.phase)), rid=jnp.where(rec, -1, r.rid),
         alloc=jnp.where(rec, 0.0, r.alloc), pins=jnp.where(rec, 0.0, r.pins))

@@ -60,7 +60,7 @@ def boundary(pol, req, load, iv, shared, t, shape):
     """
     units_m = shared["units_m"]
     iv, ev = complete(pol, req, load, iv, shared["first_s"], units_m, t, shape, shared["window_from_s"])
-    iv = jax.lax.cond(jnp.any(parked(iv["rows"])), lambda v: land(pol, req, v, shared["xfer_land_s"], t, shape),
+    iv = jax.lax.cond(jnp.any(parked(iv["rows"])), lambda v: land(pol, req, v, shared["xfer_land_s"], t, units_m, shape),
                       lambda v: v, iv)
     order = lambda: arrival_order(iv["rows"].arr_s)  # noqa: E731  (sorted only where a branch needs it)
     iv = jax.lax.cond(jnp.any(iv["rows"].phase == SWAPPED), lambda v: swap_in(pol, req, v, t, units_m, order),
@@ -68,8 +68,8 @@ def boundary(pol, req, load, iv, shared, t, shape):
     iv, ev_pre = schedule(pol, req, load, iv, shared, t, units_m, order, shape)
     private, cache, pinned = kv_used(pol, iv, units_m)
     if shape.prefix:
-        c_in, gone = evict(iv["c_in"], iv["c_refs"], iv["c_last_s"], units_m, private + cache - pol.kv_units)
-        iv = dict(iv, c_in=c_in)
+        iv, gone = evict(iv, units_m, private + cache - pol.kv_units)
+        iv = dict(iv, c_units=iv["c_units"] - gone)
         cache = cache - gone
     plan = iv["plan"]
     busy = plan["n"] > 0

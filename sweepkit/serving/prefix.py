@@ -8,8 +8,8 @@ prompt token to compute. A row pins the chain it uses; a segment is evictable wh
 
 Eviction (LRU): every use of a segment also uses its ancestors, so an ancestor is never older than its
 descendants, and the set {unpinned, last use <= tau} is closed under descendants. Evicting the smallest such
-set covering the shortfall is least-recently-used eviction of leaves, repeated; tau is found by bisection
-on the time axis (24 halvings: to 1/16,777,216 of the span of last uses).
+set covering the shortfall is least-recently-used eviction of leaves, repeated; tau is the oldest last use
+that covers it, found by taking the unpinned segments' last uses oldest first.
 
 References:
   Kwon et al., "Efficient Memory Management for LLM Serving with PagedAttention" (vLLM), SOSP 2023,
@@ -23,9 +23,6 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.serving.updates import rows_updated
-
-BISECTIONS = 24
-
 
 def chain_nodes(req, rid: jax.Array, shape):
     """Node ids [T+1], tokens [T+1] and validity [T+1] of the chain of request ``rid`` (any shape of rid)."""
@@ -83,62 +80,112 @@ def node_units(req, shape, block_tokens: jax.Array) -> jax.Array:
     return jnp.ceil(toks / block_tokens)
 
 
-def evict(c_in, c_refs, c_last_s, units, shortfall):
-    """Evict least-recently-used unpinned segments covering ``shortfall`` units (none if <= 0).
+def evict(iv, units, shortfall):
+    """Evict the instance's least-recently-used unpinned segments covering ``shortfall`` units (none if <= 0).
 
     Returns:
-      (new cached flags, units evicted).
+      (the instance arrays with the evicted segments' flags cleared, units evicted).
     """
-    return jax.lax.cond(shortfall > 0, lambda: _evict(c_in, c_refs, c_last_s, units, shortfall),
-                        lambda: (c_in, jnp.zeros((), units.dtype)))
+    def evicted(v):
+        c_in, gone = _evict(v["c_in"], v["c_refs"], v["c_last_s"], units, shortfall)
+        return dict(v, c_in=c_in), gone
+
+    return jax.lax.cond(shortfall > 0, evicted, lambda v: (v, jnp.zeros((), units.dtype)), iv)
 
 
 def _evict(c_in, c_refs, c_last_s, units, shortfall):
-    """:func:`evict` where the shortfall is positive: bisect the last-use time that frees enough."""
-    free_able = c_in & (c_refs <= 0)
-    last = jnp.where(free_able, c_last_s, jnp.inf)      # one array read by every halving
+    """:func:`evict` where the shortfall is positive: the unpinned segments' last uses are taken oldest first,
+    every segment of one last use at once (a chain used together is stamped together), until they cover the
+    shortfall or none is left. Two passes over the segments a last use taken (its time, then its units);
+    an eviction takes a few (a bisection of the time axis takes 24 to resolve 2^-24 of the span)."""
+    last = jnp.where(c_in & (c_refs <= 0), c_last_s, jnp.inf)      # one array read by every pass
     # Whole units as integers: their sums vectorize in any order and stay exact (the cached units are at most
-    # the instance's KV units, far below 2^31). 54 us a call against 60 over 6,152 segments (chat).
+    # the instance's KV units, far below 2^31).
     whole = units.astype(jnp.int32)
-    lo = jnp.min(last) - 1.0
-    hi = jnp.max(jnp.where(free_able, c_last_s, -jnp.inf))
 
-    def half(_, b):
-        lo, hi = b
-        mid = 0.5 * (lo + hi)
-        enough = jnp.sum(jnp.where(last <= mid, whole, 0)) >= shortfall
-        return jnp.where(enough, lo, mid), jnp.where(enough, mid, hi)
+    def short(c):
+        tau, got = c
+        return (got < shortfall) & (tau < jnp.inf)
 
-    lo, hi = jax.lax.fori_loop(0, BISECTIONS, half, (lo, hi))
-    gone = last <= hi
+    def take_next(c):
+        tau, got = c
+        oldest = jnp.min(jnp.where(last > tau, last, jnp.inf))
+        return oldest, got + jnp.sum(jnp.where(last == oldest, whole, 0), dtype=jnp.int32)
+
+    tau, _ = jax.lax.while_loop(short, take_next, (jnp.asarray(-jnp.inf, last.dtype), jnp.zeros((), jnp.int32)))
+    gone = (last <= tau) & (last < jnp.inf)
     return c_in & ~gone, jnp.sum(jnp.where(gone, units, 0.0))
 
 
-def pin_range(iv, ids, valid, lo, hi, t, delta=1.0):
+def pin_range(iv, ids, valid, lo, hi, t, units, shape, delta=1.0):
     """Add ``delta`` pins to valid chain positions lo < position <= hi (1-based among valid) of each row, and
     stamp their last use ``t`` (s; one time, or one per row: a run's rows finish at their own steps' ends).
-    A stamp is never older than the one it replaces (time only moves on), so the latest of several wins."""
+    A stamp is never older than the one it replaces (time only moves on), so the latest of several wins.
+    The instance's pinned units follow (:func:`pinned_delta`; ``units``: every node's KV units)."""
     pos = jnp.cumsum(valid.astype(jnp.float64), axis=-1)
     on = valid & (pos > lo[:, None]) & (pos <= hi[:, None])
-    M = iv["c_in"].shape[0]
-    at = jnp.where(on, ids, M)
+    at = jnp.where(on, ids, iv["c_in"].shape[0])
     stamp = jnp.broadcast_to(jnp.reshape(t, jnp.shape(t) + (1,) * (on.ndim - jnp.ndim(t))), on.shape)
+    moved = pinned_delta(iv, ids, on, delta, units, shape)
     refs, last = rows_updated([(iv["c_refs"], at, jnp.where(on, delta, 0.0), "add"),
                                (iv["c_last_s"], at, stamp, "max")])
-    return dict(iv, c_refs=refs, c_last_s=last)
+    return dict(iv, c_refs=refs, c_last_s=last, c_pinned=iv["c_pinned"] + moved)
 
 
-def pin_chains(iv, req, rid, upto, t, shape, delta=1.0):
+def pin_chains(iv, req, rid, upto, t, units, shape, delta=1.0):
     """Add ``delta`` pins to the first ``upto`` [S] chain segments of each row's request (``rid``), stamped
     last used at ``t`` (s); nothing done where no row has any (:func:`pin_range`)."""
     def pinned(v):
         ids, _, valid = chain_nodes(req, rid, shape)
-        return pin_range(v, ids, valid, jnp.zeros_like(upto), upto, t, delta)
+        return pin_range(v, ids, valid, jnp.zeros_like(upto), upto, t, units, shape, delta)
 
     return jax.lax.cond(jnp.any(upto > 0), pinned, lambda v: v, iv)
 
 
-def unpin(iv, req, rid, mask, t, shape):
+def unpin(iv, req, rid, mask, t, units, shape):
     """Release the pins the ``mask`` rows hold on their chains (``rid``: their request ids), stamped last used at
     ``t`` (s); nothing done where no such row holds a pin."""
-    return pin_chains(iv, req, rid, jnp.where(mask, iv["rows"].pins, 0.0), t, shape, -1.0)
+    return pin_chains(iv, req, rid, jnp.where(mask, iv["rows"].pins, 0.0), t, units, shape, -1.0)
+
+
+def _system_counts(ids, on, shape):
+    """[systems] entries of each shared system prompt among chain entries ``ids`` where ``on``."""
+    hits = (ids[..., None] == jnp.arange(shape.systems).reshape((1,) * ids.ndim + (-1,))) & on[..., None]
+    return jnp.sum(hits, axis=tuple(range(ids.ndim)))
+
+
+def cached_delta(iv, ids, on, units, shape):
+    """(cached units, pinned cached units) that caching the nodes of chain entries ``ids`` where ``on`` adds:
+    those not cached yet, each once, read before the update (the cache's running totals ``c_units`` and
+    ``c_pinned`` move by them, so that no boundary sums over every segment:
+    :func:`sweepkit.serving.kv_phases.kv_used`).
+
+    A session segment appears at most once among the entries of one update (a session has at most one request
+    in an instance's rows, and a chain's nodes are distinct); the shared system prompts, which several rows'
+    chains hold, are counted over their own few nodes. The units are whole numbers: the totals stay exact."""
+    n_sys = shape.systems
+    new = on & (ids >= n_sys) & ~iv["c_in"][ids]
+    u = units[ids]
+    sys_new = (_system_counts(ids, on, shape) > 0) & ~iv["c_in"][:n_sys]
+    return (jnp.sum(jnp.where(new, u, 0.0)) + jnp.sum(jnp.where(sys_new, units[:n_sys], 0.0)),
+            jnp.sum(jnp.where(new & (iv["c_refs"][ids] > 0), u, 0.0))
+            + jnp.sum(jnp.where(sys_new & (iv["c_refs"][:n_sys] > 0), units[:n_sys], 0.0)))
+
+
+def pinned_delta(iv, ids, on, delta, units, shape):
+    """Pinned cached units that adding ``delta`` pins to the nodes of chain entries ``ids`` where ``on`` adds
+    (negative where it releases the last pin of cached nodes), read before the update (:func:`cached_delta`)."""
+    n_sys = shape.systems
+    seg = on & (ids >= n_sys) & iv["c_in"][ids]
+    refs = iv["c_refs"][ids]
+    crossed = (refs + delta > 0).astype(units.dtype) - (refs > 0)
+    sys_refs = iv["c_refs"][:n_sys]
+    sys_crossed = (sys_refs + delta * _system_counts(ids, on, shape) > 0).astype(units.dtype) - (sys_refs > 0)
+    return (jnp.sum(jnp.where(seg, units[ids] * crossed, 0.0))
+            + jnp.sum(jnp.where(iv["c_in"][:n_sys], units[:n_sys] * sys_crossed, 0.0)))
+
+
+def cache_totals(c_in, c_refs, units):
+    """(cached units, pinned cached units) of an instance by a pass over every segment: what its running
+    totals hold (:func:`cached_delta`), for checks."""
+    return jnp.sum(jnp.where(c_in, units, 0.0)), jnp.sum(jnp.where(c_in & (c_refs > 0), units, 0.0))

@@ -100,7 +100,7 @@ def token_budget_split(pol, r, survive, cost, dec_rows, order):
             jnp.where(chunked, chunk_ok, whole_ok))
 
 
-def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
+def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, units_m, shape):
     """Place the taken candidates in free slots as prompt rows (their hit segments pinned); pop the queue."""
     valid, rid, target, hit, nodes, need, prev, computed, awaiting, _ = cand
     r = iv["rows"]
@@ -117,7 +117,7 @@ def admit(pol, req, iv, take, cand, c_new, r_last_s, arrival_s, t, shape):
         arr_s=put(r.arr_s, arrival_s[rid]))
     iv = dict(iv, rows=rows, head=iv["head"] + jnp.sum(take).astype(jnp.int32))
     if shape.prefix:
-        iv = pin_chains(iv, req, rid, jnp.where(take, nodes, 0.0), t, shape)
+        iv = pin_chains(iv, req, rid, jnp.where(take, nodes, 0.0), t, units_m, shape)
     first = take & (prev <= 0)
     st = iv["stats"]
     st = dict(st, hit_tokens=st["hit_tokens"] + jnp.sum(jnp.where(first, hit, 0.0)),
@@ -157,7 +157,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     alloc = jnp.where(grow_now & running, alloc_g, r.alloc)
     iv = dict(iv, rows=dataclasses.replace(r, alloc=alloc))
     out = pre & grow_now
-    iv, ev = jax.lax.cond(jnp.any(out), lambda v: preempt(pol, req, v, out, t, order, shape),
+    iv, ev = jax.lax.cond(jnp.any(out), lambda v: preempt(pol, req, v, out, t, order, units_m, shape),
                           lambda v: (v, not_preempted(v["rows"], shape.requests)), iv)
     r = iv["rows"]
     dec = (r.phase == DECODE) & grow_now
@@ -171,7 +171,8 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     emit = jnp.where(dec, emit_dec, jnp.where(part & (done >= r.target), 1.0, 0.0))
     pure = ~jnp.any(part) & ~jnp.any(take) & ~jnp.any(out) & (jnp.sum(r.phase == SWAPPED) == 0)
     def admitted(v):
-        v, dest, emit_new = admit(pol, req, v, take, cand, c_new, shared["r_last_s"], shared["arrival_s"], t, shape)
+        v, dest, emit_new = admit(pol, req, v, take, cand, c_new, shared["r_last_s"], shared["arrival_s"], t, units_m,
+                                 shape)
         return v, set_at(emit, dest, emit_new)
     iv, emit = jax.lax.cond(jnp.any(take), admitted, lambda v: (v, emit),
                             dict(iv, rows=dataclasses.replace(r, done=done)))
