@@ -121,7 +121,7 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok
     put = on[:, None] & valid
-    iv = _cached(iv, ids, put, units, shape, [])
+    iv = _cached(iv, ids, put, units, shape)
     n_valid = jnp.sum(valid, axis=-1).astype(jnp.float64)
     iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t, units, shape)
     rows = dataclasses.replace(r, alloc=jnp.where(on & ~planned, alloc, r.alloc), hit=jnp.where(on, covered, r.hit),
@@ -142,19 +142,21 @@ def emit_and_release(pol, req, iv, fin, units, fin_s, shape):
     need = jnp.sum(jnp.where(emit, units[node] - r.alloc, 0.0))
     private, cache, pinned = kv_used(pol, iv, units)
     emit = emit & (private + pinned + need <= pol.kv_units)
-    at = jnp.where(emit, node, iv["c_in"].shape[0])[:, None]
-    iv = _cached(iv, node[:, None], emit[:, None], units, shape, [(iv["c_last_s"], at, fin_s[:, None], "set")])
+    iv = _cached(iv, node[:, None], emit[:, None], units, shape, last_s=fin_s[:, None])
     return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), fin_s, units, shape,
                      delta=-1.0)
 
 
-def _cached(iv, ids, on, units, shape, stamps):
-    """The nodes of chain entries ``ids`` where ``on`` cached, the running totals moved by what that adds
-    (:func:`sweepkit.serving.prefix.cached_delta`), with ``stamps``' updates of ``c_last_s`` (none, or one)."""
+def _cached(iv, ids, on, units, shape, last_s=None):
+    """Cache the nodes of chain entries ``ids`` where ``on`` (stamped last used at ``last_s``, shaped as
+    ``ids``, where given), with the running totals moved by what that adds
+    (:func:`sweepkit.serving.prefix.cached_delta`)."""
     cached, pinned = cached_delta(iv, ids, on, units, shape)
-    c_in, *last = rows_updated([(iv["c_in"], jnp.where(on, ids, iv["c_in"].shape[0]), True, "set")] + stamps)
-    return dict(iv, c_in=c_in, **dict(zip(["c_last_s"], last)), c_units=iv["c_units"] + cached,
-                c_pinned=iv["c_pinned"] + pinned)
+    at = jnp.where(on, ids, iv["c_in"].shape[0])
+    stamped = [] if last_s is None else [(iv["c_last_s"], at, last_s, "set")]
+    c_in, *last = rows_updated([(iv["c_in"], at, True, "set")] + stamped)
+    iv = dict(iv, c_in=c_in, c_units=iv["c_units"] + cached, c_pinned=iv["c_pinned"] + pinned)
+    return iv if last_s is None else dict(iv, c_last_s=last[0])
 
 
 def land(pol, req, iv, land_s, t, units_m, shape):
