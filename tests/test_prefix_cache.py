@@ -3,8 +3,8 @@
 Eviction is least-recently-used over unpinned segments (SGLang's RadixAttention evicts LRU leaves, arXiv:2312.07104,
 sec. 3): the segments evicted are exactly the unpinned cached ones whose last use is at or before the oldest last
 use that covers the shortfall, never a pinned one, and all of them when they cannot cover it. The cache's cached
-and pinned units are running totals (``prefix.cached_delta``, ``prefix.pinned_delta``); mid-run and after evictions they equal sums over
-every segment.
+and pinned units are running totals (``prefix.cached_delta``, ``prefix.pinned_delta``); mid-run and after
+evictions they equal sums over every segment.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sweepkit.serving.cluster import load_cluster
 from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import lane_inputs
 from sweepkit.serving.levers import Lever
-from sweepkit.serving.prefix import _evict, cache_totals, node_units
+from sweepkit.serving.prefix import _evict, node_units
 from sweepkit.serving.programs import _run
 from sweepkit.serving.workloads import load_workloads
 
@@ -39,6 +39,11 @@ def _lru_reference(c_in, refs, last, units, shortfall):
         gone |= now
         got += units[now].sum()
     return gone
+
+
+def _cache_totals(c_in, c_refs, units):
+    """(cached units, pinned cached units) of an instance by a pass over every segment."""
+    return jnp.sum(jnp.where(c_in, units, 0.0)), jnp.sum(jnp.where(c_in & (c_refs > 0), units, 0.0))
 
 
 _evict_jit = jax.jit(_evict)
@@ -76,7 +81,7 @@ def test_running_totals_equal_a_pass_over_every_segment_mid_run():
         pol, req, loads, shape = lane_inputs(w, cl, Config("A100-40GB", lever), [40.0], early_stop=True)
         st_end = _run(pol, req, loads[0], shape=shape)
         units = node_units(req, shape, pol.block_tokens)
-        cached, pinned = jax.vmap(cache_totals, in_axes=(0, 0, None))(st_end.c_in, st_end.c_refs, units)
+        cached, pinned = jax.vmap(_cache_totals, in_axes=(0, 0, None))(st_end.c_in, st_end.c_refs, units)
         st_end, cached, pinned, kv_units = jax.tree_util.tree_map(np.asarray, (st_end, cached, pinned, pol.kv_units))
     assert st_end.stopped                                         # ended mid-run
     np.testing.assert_array_equal(st_end.c_units, cached)

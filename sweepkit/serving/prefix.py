@@ -183,9 +183,3 @@ def pinned_delta(iv, ids, on, delta, units, shape):
     sys_crossed = (sys_refs + delta * _system_counts(ids, on, shape) > 0).astype(units.dtype) - (sys_refs > 0)
     return (jnp.sum(jnp.where(seg, units[ids] * crossed, 0.0))
             + jnp.sum(jnp.where(iv["c_in"][:n_sys], units[:n_sys] * sys_crossed, 0.0)))
-
-
-def cache_totals(c_in, c_refs, units):
-    """(cached units, pinned cached units) of an instance by a pass over every segment: what its running
-    totals hold (:func:`cached_delta`), for checks."""
-    return jnp.sum(jnp.where(c_in, units, 0.0)), jnp.sum(jnp.where(c_in & (c_refs > 0), units, 0.0))
