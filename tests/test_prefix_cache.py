@@ -3,8 +3,8 @@
 Eviction is least-recently-used over unpinned segments (SGLang's RadixAttention evicts LRU leaves, arXiv:2312.07104,
 sec. 3): the segments evicted are exactly the unpinned cached ones whose last use is at or before the oldest last
 use that covers the shortfall, never a pinned one, and all of them when they cannot cover it. The cache's cached
-and pinned units are running totals (``prefix.cached_delta``, ``prefix.pinned_delta``); mid-run and after
-evictions they equal sums over every segment.
+and pinned units are running totals (moved by ``prefix.insert_nodes`` and ``prefix.pin_range``); mid-run and
+after evictions they equal sums over every segment.
 """
 
 from __future__ import annotations

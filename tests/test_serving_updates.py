@@ -277,3 +277,35 @@ def test_region_analysis_drops_copies_and_changes_no_result():
     assert copies[1] < 0.75 * copies[0]                        # measured on this program: 208 -> 111
     assert int(states[0][0].size) > 0 and len(states[0]) == len(states[1])
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*states))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_index, st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=6),
+       st.sampled_from(["set", "add", "min", "max"]), st.sampled_from([1, 3]), st.booleans())
+def test_a_tally_sees_each_entry_s_value_just_before_its_update(rows, op, repeats, sliced):
+    """A tally summed over the entries equals one computed entry by entry in row-major order from the value
+    just before each entry's update, where indices repeat in the first ``repeats`` columns (a shared system
+    prompt in every row's chain) and the other columns hold distinct indices (session segments)."""
+    K = len(rows)
+    if repeats == 3:                    # any column may repeat an index (negative ones count from the end)
+        idx = [[r[0], r[1] % (N + 4) - 2, r[2] % N] for r in rows]
+    else:                               # past column 0, distinct indices (10**6: out of range, skipped)
+        idx = [[r[0] % (N + 3), N + 3 + k, N + 3 + K + k if r[1] % 2 else 10 ** 6] for k, r in enumerate(rows)]
+    with jax.enable_x64(True):
+        idx = jnp.asarray(idx, jnp.int32)
+        a = jnp.arange(N + 3 + 2 * K, dtype=jnp.float64) * 2.0 - 5.0
+        vals = (jnp.arange(idx.size, dtype=jnp.float64).reshape(idx.shape) % 7) - 3.0
+
+        def tally(i, old, v):
+            return old * (i % 3 + 1) + v, jnp.where(old > 0, 1.0, 0.0)
+
+        (ours,), sums = rows_updated([(a, idx, vals, op)], sliced=sliced, tally=tally, repeats=repeats)
+        ref, want = a, [0.0, 0.0]
+        for k, x in zip(np.asarray(idx).ravel().tolist(), np.asarray(vals).ravel().tolist()):
+            j = k + a.shape[0] if k < 0 else k
+            if 0 <= j < a.shape[0]:
+                old = float(ref[j])
+                want = [want[0] + old * (j % 3 + 1) + x, want[1] + (old > 0)]
+            ref = getattr(ref.at[k], op)(x, mode="drop")
+    assert ours.tolist() == ref.tolist()
+    assert [float(s) for s in sums] == want

@@ -20,8 +20,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
 from sweepkit.serving.kv_phases import kv_used
-from sweepkit.serving.prefix import cached_delta, chain_nodes, pin_range, prompt_chains, unpin
-from sweepkit.serving.updates import rows_updated
+from sweepkit.serving.prefix import chain_nodes, insert_nodes, pin_range, prompt_chains, unpin
 
 
 def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
@@ -121,9 +120,9 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok
     put = on[:, None] & valid
-    iv = _cached(iv, ids, put, units, shape)
+    iv = insert_nodes(iv, ids, put, units)
     n_valid = jnp.sum(valid, axis=-1).astype(jnp.float64)
-    iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t, units, shape)
+    iv = pin_range(iv, ids, valid, r.pins, jnp.where(on, n_valid, r.pins), t, units)
     rows = dataclasses.replace(r, alloc=jnp.where(on & ~planned, alloc, r.alloc), hit=jnp.where(on, covered, r.hit),
                                pins=jnp.where(on, n_valid, r.pins))
     return dict(iv, rows=rows)
@@ -142,21 +141,8 @@ def emit_and_release(pol, req, iv, fin, units, fin_s, shape):
     need = jnp.sum(jnp.where(emit, units[node] - r.alloc, 0.0))
     private, cache, pinned = kv_used(pol, iv, units)
     emit = emit & (private + pinned + need <= pol.kv_units)
-    iv = _cached(iv, node[:, None], emit[:, None], units, shape, last_s=fin_s[:, None])
-    return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), fin_s, units, shape,
-                     delta=-1.0)
-
-
-def _cached(iv, ids, on, units, shape, last_s=None):
-    """Cache the nodes of chain entries ``ids`` where ``on`` (stamped last used at ``last_s``, shaped as
-    ``ids``, where given), with the running totals moved by what that adds
-    (:func:`sweepkit.serving.prefix.cached_delta`)."""
-    cached, pinned = cached_delta(iv, ids, on, units, shape)
-    at = jnp.where(on, ids, iv["c_in"].shape[0])
-    stamped = [] if last_s is None else [(iv["c_last_s"], at, last_s, "set")]
-    c_in, *last = rows_updated([(iv["c_in"], at, True, "set")] + stamped)
-    iv = dict(iv, c_in=c_in, c_units=iv["c_units"] + cached, c_pinned=iv["c_pinned"] + pinned)
-    return iv if last_s is None else dict(iv, c_last_s=last[0])
+    iv = insert_nodes(iv, node[:, None], emit[:, None], units, last_s=fin_s[:, None])
+    return pin_range(iv, ids, valid, jnp.zeros_like(r.pins), jnp.where(fin, r.pins, 0.0), fin_s, units, delta=-1.0)
 
 
 def land(pol, req, iv, land_s, t, units_m, shape):

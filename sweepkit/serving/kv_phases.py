@@ -25,7 +25,7 @@ from sweepkit.serving.updates import set_at
 
 def kv_used(pol, iv, units):
     """(private units held, cache units, pinned cache units) of an instance; the cache's two are running
-    totals (:func:`sweepkit.serving.prefix.cached_delta`), not sums over its segments."""
+    totals (:func:`sweepkit.serving.prefix.insert_nodes`), not sums over its segments."""
     phase = iv["rows"].phase
     held = (phase == PREFILL) | (phase == DECODE) | (phase == HELD) | (phase == RESERVED)
     private = jnp.sum(jnp.where(held, iv["rows"].alloc, 0.0))

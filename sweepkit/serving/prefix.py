@@ -117,18 +117,24 @@ def _evict(c_in, c_refs, c_last_s, units, shortfall):
     return c_in & ~gone, jnp.sum(jnp.where(gone, units, 0.0))
 
 
-def pin_range(iv, ids, valid, lo, hi, t, units, shape, delta=1.0):
+def pin_range(iv, ids, valid, lo, hi, t, units, delta=1.0):
     """Add ``delta`` pins to valid chain positions lo < position <= hi (1-based among valid) of each row, and
     stamp their last use ``t`` (s; one time, or one per row: a run's rows finish at their own steps' ends).
     A stamp is never older than the one it replaces (time only moves on), so the latest of several wins.
-    The instance's pinned units follow (:func:`pinned_delta`; ``units``: every node's KV units)."""
+    The instance's pinned units ``c_pinned`` follow: a cached node's units move where its pins cross zero
+    (``units``: every node's KV units)."""
     pos = jnp.cumsum(valid.astype(jnp.float64), axis=-1)
     on = valid & (pos > lo[:, None]) & (pos <= hi[:, None])
-    at = jnp.where(on, ids, iv["c_in"].shape[0])
     stamp = jnp.broadcast_to(jnp.reshape(t, jnp.shape(t) + (1,) * (on.ndim - jnp.ndim(t))), on.shape)
-    moved = pinned_delta(iv, ids, on, delta, units, shape)
-    refs, last = rows_updated([(iv["c_refs"], at, jnp.where(on, delta, 0.0), "add"),
-                               (iv["c_last_s"], at, stamp, "max")])
+    c_in = iv["c_in"]
+
+    def crossed(i, refs, add):
+        return (jnp.where(c_in[i], units[i] * ((refs + add > 0).astype(units.dtype) - (refs > 0)), 0.0),)
+
+    at = jnp.where(on, ids, c_in.shape[0])
+    (refs, last), (moved,) = rows_updated([(iv["c_refs"], at, jnp.where(on, delta, 0.0), "add"),
+                                           (iv["c_last_s"], at, stamp, "max")],
+                                          tally=crossed, repeats=SHARED_COLUMNS)
     return dict(iv, c_refs=refs, c_last_s=last, c_pinned=iv["c_pinned"] + moved)
 
 
@@ -137,7 +143,7 @@ def pin_chains(iv, req, rid, upto, t, units, shape, delta=1.0):
     last used at ``t`` (s); nothing done where no row has any (:func:`pin_range`)."""
     def pinned(v):
         ids, _, valid = chain_nodes(req, rid, shape)
-        return pin_range(v, ids, valid, jnp.zeros_like(upto), upto, t, units, shape, delta)
+        return pin_range(v, ids, valid, jnp.zeros_like(upto), upto, t, units, delta)
 
     return jax.lax.cond(jnp.any(upto > 0), pinned, lambda v: v, iv)
 
@@ -148,38 +154,24 @@ def unpin(iv, req, rid, mask, t, units, shape):
     return pin_chains(iv, req, rid, jnp.where(mask, iv["rows"].pins, 0.0), t, units, shape, -1.0)
 
 
-def _system_counts(ids, on, shape):
-    """[systems] entries of each shared system prompt among chain entries ``ids`` where ``on``."""
-    hits = (ids[..., None] == jnp.arange(shape.systems).reshape((1,) * ids.ndim + (-1,))) & on[..., None]
-    return jnp.sum(hits, axis=tuple(range(ids.ndim)))
+def insert_nodes(iv, ids, on, units, last_s=None):
+    """Cache the nodes of chain entries ``ids`` where ``on`` (stamped last used at ``last_s``, shaped as
+    ``ids``, where given), the running totals ``c_units`` and ``c_pinned`` moved by the nodes not cached
+    before (their units; pinned: those something pins), so that no boundary sums over every segment
+    (:func:`sweepkit.serving.kv_phases.kv_used`). The units are whole numbers: the totals stay exact."""
+    refs = iv["c_refs"]
+
+    def added(i, was, _):
+        u = jnp.where(was, 0.0, units[i])
+        return u, jnp.where(refs[i] > 0, u, 0.0)
+
+    at = jnp.where(on, ids, iv["c_in"].shape[0])
+    stamped = [] if last_s is None else [(iv["c_last_s"], at, last_s, "set")]
+    (c_in, *last), (cached, pinned) = rows_updated([(iv["c_in"], at, True, "set")] + stamped, tally=added,
+                                                    repeats=SHARED_COLUMNS)
+    iv = dict(iv, c_in=c_in, c_units=iv["c_units"] + cached, c_pinned=iv["c_pinned"] + pinned)
+    return iv if last_s is None else dict(iv, c_last_s=last[0])
 
 
-def cached_delta(iv, ids, on, units, shape):
-    """(cached units, pinned cached units) that caching the nodes of chain entries ``ids`` where ``on`` adds:
-    those not cached yet, each once, read before the update (the cache's running totals ``c_units`` and
-    ``c_pinned`` move by them, so that no boundary sums over every segment:
-    :func:`sweepkit.serving.kv_phases.kv_used`).
-
-    A session segment appears at most once among the entries of one update (a session has at most one request
-    in an instance's rows, and a chain's nodes are distinct); the shared system prompts, which several rows'
-    chains hold, are counted over their own few nodes. The units are whole numbers: the totals stay exact."""
-    n_sys = shape.systems
-    new = on & (ids >= n_sys) & ~iv["c_in"][ids]
-    u = units[ids]
-    sys_new = (_system_counts(ids, on, shape) > 0) & ~iv["c_in"][:n_sys]
-    return (jnp.sum(jnp.where(new, u, 0.0)) + jnp.sum(jnp.where(sys_new, units[:n_sys], 0.0)),
-            jnp.sum(jnp.where(new & (iv["c_refs"][ids] > 0), u, 0.0))
-            + jnp.sum(jnp.where(sys_new & (iv["c_refs"][:n_sys] > 0), units[:n_sys], 0.0)))
-
-
-def pinned_delta(iv, ids, on, delta, units, shape):
-    """Pinned cached units that adding ``delta`` pins to the nodes of chain entries ``ids`` where ``on`` adds
-    (negative where it releases the last pin of cached nodes), read before the update (:func:`cached_delta`)."""
-    n_sys = shape.systems
-    seg = on & (ids >= n_sys) & iv["c_in"][ids]
-    refs = iv["c_refs"][ids]
-    crossed = (refs + delta > 0).astype(units.dtype) - (refs > 0)
-    sys_refs = iv["c_refs"][:n_sys]
-    sys_crossed = (sys_refs + delta * _system_counts(ids, on, shape) > 0).astype(units.dtype) - (sys_refs > 0)
-    return (jnp.sum(jnp.where(seg, units[ids] * crossed, 0.0))
-            + jnp.sum(jnp.where(iv["c_in"][:n_sys], units[:n_sys] * sys_crossed, 0.0)))
+SHARED_COLUMNS = 1
+"""Chain positions where several rows' chains may hold one node: the shared system prompt, position 0."""

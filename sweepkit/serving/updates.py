@@ -20,6 +20,7 @@ sums in index order), as XLA:CPU's scatter does.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -98,7 +99,7 @@ def first_true(mask, size: int, fill: int, sliced: bool | None = None):
     return jnp.where(k < count[-1], idx, fill)
 
 
-def rows_updated(updates, sliced: bool | None = None):
+def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int | None = None):
     """Several indexed updates that share one list of positions, done in one pass over the positions that
     hold a valid index: ``updates`` is a list of ``(a, idx, v, op)`` (``a`` 1-D; op one of "set", "add",
     "min", "max"; ``idx`` [K] or [K, P], every one the same shape; out of range: skipped; ``v`` broadcast to
@@ -109,6 +110,15 @@ def rows_updated(updates, sliced: bool | None = None):
     ``while_loop`` visits only the rows k that hold a valid index, each found by one vector search over the K
     rows, and updates its P entries: a boundary's events touch a few of its 256 rows, so this is a few trips
     instead of K x P per array. Elsewhere, one scatter per array.
+
+    ``tally``: sums over the valid entries of ``tally(i, old, v)`` (elementwise jnp code, a tuple of arrays
+    shaped as ``i``): the first array's index ``i``, its value ``old`` there just before the entry's update
+    (after the entries before it in row-major order) and the entry's value ``v``; the result is then
+    ``(arrays, sums)``. ``repeats``: an index may repeat only among the first ``repeats`` columns (default:
+    all), every other column's valid indices being distinct from all other entries': an entry's ``old``
+    looks for earlier writes among those columns only. The old values come from one gather before the loop,
+    which the loop takes as an input: a read of an array beside its in-place update, not ordered before it
+    by the data, costs XLA a copy of the whole array.
     """
     arrays, idx, vals, ops = (list(u) for u in zip(*updates))
 
@@ -116,10 +126,48 @@ def rows_updated(updates, sliced: bool | None = None):
         return [_scattered(a, (jnp.reshape(i, (-1,)),), jnp.broadcast_to(jnp.asarray(v), jnp.shape(i)).reshape(-1), op)
                 for a, i, v, op in zip(arrays, idx, vals, ops)]
 
+    def counted(arrays, idx, vals):
+        at, ok, v, old = _tally_inputs(arrays[0], idx[0], vals[0])
+        R = at.shape[1] if repeats is None else repeats
+        flat = jnp.arange(at.shape[0] * R).reshape(-1, R)
+        olds = jnp.concatenate([_before(old[:, :R], at[:, :R], flat, at[:, :R], v[:, :R], ok[:, :R], ops[0]),
+                                old[:, R:]], axis=1)
+        sums = tuple(jnp.sum(jnp.where(ok, g, jnp.zeros_like(g))) for g in tally(at, olds, v))
+        return scattered(arrays, idx, vals), sums
+
+    scatter_form = scattered if tally is None else counted
     if not (loop_options_on() if sliced is None else sliced):
-        return scattered(arrays, idx, vals)
-    return lax.platform_dependent(arrays, idx, vals, cpu=lambda a, i, v: _sparse_rows(a, i, v, ops),
-                                  default=scattered)
+        return scatter_form(arrays, idx, vals)
+    return lax.platform_dependent(arrays, idx, vals, default=scatter_form,
+                                  cpu=lambda a, i, v: _sparse_rows(a, i, v, ops, tally, repeats))
+
+
+def _tally_inputs(a, idx, v):
+    """(indices [K, P] clipped, valid, values, ``a`` at them) of the first update, for a tally."""
+    i = jnp.asarray(idx, jnp.int32).reshape(jnp.shape(idx)[0], -1)
+    i = jnp.where(i < 0, i + a.shape[0], i)
+    at = jnp.clip(i, 0, a.shape[0] - 1)
+    return at, (i >= 0) & (i < a.shape[0]), jnp.broadcast_to(jnp.asarray(v), i.shape).astype(a.dtype), a[at]
+
+
+def _before(pre, at, pos, block_at, block_v, block_ok, op):
+    """The value at index ``at`` just before the entry at row-major position ``pos`` of the block (the
+    columns where indices may repeat): ``pre`` (the value before any update) moved by the block's valid
+    entries before it at the same index (a sum for "add": exact for whole numbers). Elementwise in
+    ``pre``, ``at`` and ``pos``; the block's arrays [K, R]."""
+    lead = (1,) * jnp.ndim(pos)
+    blk = lambda x: jnp.reshape(x, lead + block_at.shape)  # noqa: E731  the block after the entries' axes
+    ix = (...,) + (None,) * 2
+    flat = blk(jnp.arange(block_at.size))
+    same = (flat < jnp.asarray(pos)[ix]) & blk(block_ok) & (blk(block_at) == jnp.asarray(at)[ix])
+    v = blk(block_v)
+    if op == "add":
+        return pre + jnp.sum(jnp.where(same, v, jnp.zeros_like(v)), axis=(-2, -1))
+    if op == "set":
+        last = jnp.max(jnp.where(same, flat, -1), axis=(-2, -1))
+        return jnp.where(last >= 0, block_v.reshape(-1)[jnp.maximum(last, 0)], pre)
+    fold = jnp.max if op == "max" else jnp.min
+    return _COMBINE[op](pre, fold(jnp.where(same, v, jnp.asarray(pre)[ix]), axis=(-2, -1)))
 
 
 def next_true(mask, k):
@@ -130,7 +178,8 @@ def next_true(mask, k):
     return jnp.where(jnp.any(m), jnp.argmax(m), K).astype(jnp.int32)
 
 
-def _sparse_rows(arrays, idx, vals, ops):
+def _sparse_rows(arrays, idx, vals, ops, tally=None, repeats=None):
+    """:func:`rows_updated`'s loop on the CPU: the updated arrays, and with a tally ``(arrays, sums)``."""
     shape = jnp.shape(idx[0])
     K, P = shape[0], (shape[1] if len(shape) > 1 else 1)
     idx = [jnp.reshape(jnp.asarray(i, jnp.int32), (K, P)) for i in idx]
@@ -138,17 +187,27 @@ def _sparse_rows(arrays, idx, vals, ops):
     ok = [(i >= 0) & (i < a.shape[0]) for i, a in zip(idx, arrays)]
     vals = [jnp.broadcast_to(jnp.asarray(v), shape).reshape(K, P).astype(a.dtype) for v, a in zip(vals, arrays)]
     any_ok = jnp.any(jnp.stack([jnp.any(o, axis=1) for o in ok]), axis=0)
+    at = [jnp.clip(i, 0, a.shape[0] - 1) for i, a in zip(idx, arrays)]
+    R = P if repeats is None else repeats
+    old = None if tally is None else arrays[0][at[0]]       # [K, P]: the tally's, read before the loop
+    shapes = () if tally is None else jax.eval_shape(tally, at[0], old, vals[0])
+    zero = tuple(jnp.zeros((), x.dtype) for x in shapes)
 
     def body(carry):
-        k, arrs = carry
+        k, arrs, sums = carry
         out = []
-        for a, i, v, good, op in zip(arrs, idx, vals, ok, ops):
+        for a, i, v, good, op in zip(arrs, at, vals, ok, ops):
             for j in range(P):
-                start = jnp.clip(i[k, j], 0, a.shape[0] - 1)
-                old = lax.dynamic_slice(a, (start,), (1,))
-                new = _COMBINE[op](old, v[k, j].reshape(old.shape)).astype(a.dtype)
-                a = lax.dynamic_update_slice(a, jnp.where(good[k, j], new, old), (start,))
+                was = lax.dynamic_slice(a, (i[k, j],), (1,))
+                new = _COMBINE[op](was, v[k, j].reshape(was.shape)).astype(a.dtype)
+                a = lax.dynamic_update_slice(a, jnp.where(good[k, j], new, was), (i[k, j],))
             out.append(a)
-        return next_true(any_ok, k + 1), out
+        for j in range(P if tally is not None else 0):
+            was = old[k, j] if j >= R else _before(old[k, j], at[0][k, j], k * R + j, at[0][:, :R], vals[0][:, :R],
+                                                   ok[0][:, :R], ops[0])
+            got = tally(at[0][k, j], was, vals[0][k, j])
+            sums = tuple(s + jnp.where(ok[0][k, j], g, jnp.zeros_like(g)) for s, g in zip(sums, got))
+        return next_true(any_ok, k + 1), out, sums
 
-    return lax.while_loop(lambda c: c[0] < K, body, (next_true(any_ok, 0), list(arrays)))[1]
+    _, arrays, sums = lax.while_loop(lambda c: c[0] < K, body, (next_true(any_ok, 0), list(arrays), zero))
+    return arrays if tally is None else (arrays, sums)
