@@ -42,10 +42,14 @@ _INST = ("busy_until_s", "awake", "q_head", "q_tail", "swap_owed_s", "plan", "c_
 _VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_in", "c_refs", "c_last_s", "c_units", "c_pinned")
 
 
-def next_arrival(s: State, load: Load) -> dict:
+def next_arrival(req: Requests, s: State, load: Load) -> dict:
     """The earliest pending arrival: a first turn, a released turn, or (disaggregated) a request whose KV has
     landed on the decode pool: its time ``t_s``, whether it is a first turn (``first``; session ``a0``), the
-    releasing session ``b``, whether it is a KV hand-off (``hand``) and the handing-off session ``h``."""
+    releasing session ``b``, whether it is a KV hand-off (``hand``) and the handing-off session ``h``; and
+    what :func:`route` reads of the state for it: its ``session``, request ``rid``, the session's ``home``
+    instance and the request's KV hand-off instances (``xfer_from``, ``xfer_to``). Read here, at the end of
+    the iteration before, they are carried as scalars: read in :func:`route` beside the in-place updates of
+    those arrays later in the iteration, XLA copies whole arrays every iteration."""
     B = s.buf_s.shape[0]
     a0 = jnp.minimum(s.a0, B - 1)
     t_first = jnp.where(s.a0 < B, load.arrival0_s[a0], jnp.inf)
@@ -54,7 +58,11 @@ def next_arrival(s: State, load: Load) -> dict:
     first = t_first <= s.buf_s[b]
     t_new = jnp.minimum(t_first, s.buf_s[b])
     hand = s.hand_s[h] < t_new
-    return dict(t_s=jnp.minimum(t_new, s.hand_s[h]), first=first & ~hand, a0=a0, b=b, hand=hand, h=h)
+    first = first & ~hand
+    session = jnp.where(hand, h, jnp.where(first, a0, b))
+    rid = jnp.where(first, 0, s.next_turn[session]) * req.stride + session
+    return dict(t_s=jnp.minimum(t_new, s.hand_s[h]), first=first, a0=a0, b=b, hand=hand, h=h, session=session,
+                rid=rid, home=s.home[session], xfer_from=s.xfer_from[rid], xfer_to=s.xfer_to[rid])
 
 
 def _fits_empty(pol: Policy, req: Requests, rid, inst):
@@ -73,9 +81,8 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     session b's next turn, or (``hand``) session h's request whose KV landed, to the least-loaded instance of
     its pool."""
     B, N, I, Q = shape.sessions, shape.requests, shape.instances, shape.queue
-    t_arr, first, a0, b, hand, h = (nxt[k] for k in ("t_s", "first", "a0", "b", "hand", "h"))
-    session = jnp.where(hand, h, jnp.where(first, a0, b))
-    rid = jnp.where(first, 0, s.next_turn[session]) * req.stride + session
+    t_arr, first, b, hand, h = (nxt[k] for k in ("t_s", "first", "b", "hand", "h"))
+    session, rid = nxt["session"], nxt["rid"]
     r = s.rows
     rows = jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
     moved = promoted_by(s.plan, t_arr) - finished_by(s.plan, t_arr, jnp.zeros((I,), bool))   # plans not yet landed
@@ -83,14 +90,14 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
     loads = jnp.where((jnp.arange(I) < pol.instances) & pool, loads, jnp.iinfo(jnp.int32).max)
     least = jnp.argmin(loads).astype(jnp.int32)
-    home = jnp.where(first | (s.home[session] < 0), least, s.home[session])
+    home = jnp.where(first | (nxt["home"] < 0), least, nxt["home"])
     pulled = hand & (pol.pull > 0)        # its room is reserved on xfer_to: wake it, enqueue nothing
-    inst = jnp.where(pulled, s.xfer_to[rid], jnp.where((pol.router == LEAST_LOADED) | hand, least, home))
+    inst = jnp.where(pulled, nxt["xfer_to"], jnp.where((pol.router == LEAST_LOADED) | hand, least, home))
     reject = do & ~hand & ~_fits_empty(pol, req, rid, inst)
     ok = do & ~reject
     enq = ok & ~pulled
     onehot = (jnp.arange(I) == inst) & ok
-    wake = onehot | ((jnp.arange(I) == s.xfer_from[rid]) & ok & pulled)
+    wake = onehot | ((jnp.arange(I) == nxt["xfer_from"]) & ok & pulled)
     queue = set_at(s.queue, (jnp.where(enq, inst, I), s.q_tail[inst] % Q), rid)
     # Decode priority admits nothing while a row runs, and a plan's every step runs a row: an arrival (not a
     # pulled hand-off, whose reserved row joins at the next boundary) need not cut it.
@@ -244,7 +251,7 @@ def step(pol: Policy, req: Requests, load: Load, s: State, units_m, shape: Shape
     t = s.t_s
     s = route(pol, req, load, s, shape, live & (s.nxt["t_s"] <= t), s.nxt)
     s = boundaries(pol, req, load, s, units_m, shape)
-    nxt = next_arrival(s, load)
+    nxt = next_arrival(req, s, load)
     t_inst = jnp.min(jnp.where(s.awake, s.busy_until_s, jnp.inf))
     t_new = jnp.where(live, jnp.maximum(jnp.minimum(nxt["t_s"], t_inst), t), t)
     finished = live & ~jnp.isfinite(t_new)
@@ -268,6 +275,6 @@ def simulate(pol: Policy, req: Requests, load: Load, shape: Shape) -> State:
       The final :class:`State` (``stats["energy_j"]`` is dynamic energy; add idle power x horizon).
     """
     s0 = init_state(load, shape)
-    s0 = dataclasses.replace(s0, nxt=next_arrival(s0, load))
+    s0 = dataclasses.replace(s0, nxt=next_arrival(req, s0, load))
     units_m = node_units(req, shape, pol.block_tokens) if shape.prefix else jnp.zeros((1,))
     return jax.lax.while_loop(lambda s: ~s.done, lambda s: step(pol, req, load, s, units_m, shape), s0)
