@@ -60,8 +60,9 @@ def test_engine_state_keeps_block_minima_exact(x64):
 
 
 def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
-    """The same lanes (multi-turn chat: the draws depend on the request layout; a speculative and a paged
-    lever) in a program sized to the run's bucket and in one padded to 8x it give the same metrics."""
+    """The same lanes (multi-turn chat: the draws depend on the request layout; a speculative, a paged and a
+    prefix-caching lever) in programs sized to the run's bucket and in ones padded to 2x it give the same
+    metrics (the prefix cache's segments, evictions and hit rates included)."""
     from sweepkit.serving import lanes as lanes_mod
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
@@ -70,19 +71,20 @@ def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
     from sweepkit.serving.workloads import load_workloads
 
     w, lv, cl = load_workloads()["chat"], load_levers(), load_cluster()
-    cfgs = [Config("H100", lv["mtp"]), Config("H100", lv["paged"])]
-    rates = np.full((2, 1), 0.4)
+    cfgs = [Config("H100", lv["mtp"]), Config("H100", lv["paged"]), Config("H100", lv["prefix-cache"])]
+    rates = np.full((3, 1), 0.4)                  # 200 sessions: bucket 256
 
     def run(factor):
         monkeypatch.setattr(lanes_mod, "CAPACITY_FACTOR", factor)
+        monkeypatch.setattr(lanes_mod, "PREFIX_CAPACITY_FACTOR", factor)
         out = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=False)
-        shapes = {g.buf_s.shape[-1] for g in out.groups}     # sessions the program holds
-        return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(2)], shapes
+        shapes = [g.buf_s.shape[-1] for g in out.groups]     # sessions each program holds
+        return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(3)], shapes
 
-    factor = lanes_mod.CAPACITY_FACTOR
     exact, n_exact = run(2)     # capacity = the bucket (buckets are powers of 2)
-    padded, n_padded = run(factor)
-    assert max(n_padded) > max(n_exact)            # the second program really is padded
+    padded, n_padded = run(8)
+    assert len(n_exact) == 2 and n_exact == [256, 256] and n_padded == [512, 512]    # with and without the cache
+    assert exact[2]["prefix_hit_rate"] > 0.3      # the cache is in use
     for a, b in zip(exact, padded):
         assert a == b
 

@@ -123,17 +123,22 @@ def _bucket(n: int) -> int:
 CAPACITY_FACTOR = 8
 """Session capacities of the compiled programs grow by this factor (64, 512, 4,096, 32,768, ...): layouts of
 several buckets share one program, their arrays padded (the same results; a padded lane costs a little more,
-~15% at 4x for a small lane: XLA:CPU copies a few per-session arrays each iteration, docs/performance.md)."""
+~9% at 4x for a chat lane: the per-session and per-request arrays are touched only where a request is,
+docs/performance.md)."""
+
+PREFIX_CAPACITY_FACTOR = 4
+"""The same for programs with the prefix cache (64, 256, 1,024, 4,096, ...: a bucket is padded at most 2x),
+whose evictions pass over every segment of the padded arrays: a chat prefix-cache lane padded 2x costs ~12%
+more an iteration (docs/performance.md), on half the buckets, to build half the programs."""
 
 
 def _capacity(bucket: int, prefix: bool) -> int:
-    """Sessions a program is compiled for: the bucket's capacity class, or the bucket itself with the prefix
-    cache (whose per-boundary passes over its segments do grow with the arrays)."""
-    if prefix:
-        return bucket
+    """Sessions a program is compiled for: the bucket's capacity class (:data:`CAPACITY_FACTOR`, or
+    :data:`PREFIX_CAPACITY_FACTOR` with the prefix cache)."""
+    factor = max(int(PREFIX_CAPACITY_FACTOR if prefix else CAPACITY_FACTOR), 2)
     cap = 64
     while cap < bucket:
-        cap *= max(int(CAPACITY_FACTOR), 2)
+        cap *= factor
     return cap
 
 
