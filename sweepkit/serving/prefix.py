@@ -24,6 +24,10 @@ import jax.numpy as jnp
 
 from sweepkit.serving.updates import rows_updated
 
+SHARED_COLUMNS = 1
+"""Chain positions where several rows' chains may hold one node: the shared system prompt, position 0."""
+
+
 def chain_nodes(req, rid: jax.Array, shape):
     """Node ids [T+1], tokens [T+1] and validity [T+1] of the chain of request ``rid`` (any shape of rid)."""
     B, T = req.stride, shape.turns
@@ -171,7 +175,3 @@ def insert_nodes(iv, ids, on, units, last_s=None):
                                                     repeats=SHARED_COLUMNS)
     iv = dict(iv, c_in=c_in, c_units=iv["c_units"] + cached, c_pinned=iv["c_pinned"] + pinned)
     return iv if last_s is None else dict(iv, c_last_s=last[0])
-
-
-SHARED_COLUMNS = 1
-"""Chain positions where several rows' chains may hold one node: the shared system prompt, position 0."""

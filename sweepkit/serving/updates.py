@@ -127,8 +127,9 @@ def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int |
                 for a, i, v, op in zip(arrays, idx, vals, ops)]
 
     def counted(arrays, idx, vals):
-        at, ok, v, old = _tally_inputs(arrays[0], idx[0], vals[0])
-        R = at.shape[1] if repeats is None else repeats
+        at, ok = _positions(arrays[0], idx[0])
+        v, old = jnp.broadcast_to(jnp.asarray(vals[0]), at.shape).astype(arrays[0].dtype), arrays[0][at]
+        R = min(at.shape[1], repeats or at.shape[1])
         flat = jnp.arange(at.shape[0] * R).reshape(-1, R)
         olds = jnp.concatenate([_before(old[:, :R], at[:, :R], flat, at[:, :R], v[:, :R], ok[:, :R], ops[0]),
                                 old[:, R:]], axis=1)
@@ -142,12 +143,12 @@ def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int |
                                   cpu=lambda a, i, v: _sparse_rows(a, i, v, ops, tally, repeats))
 
 
-def _tally_inputs(a, idx, v):
-    """(indices [K, P] clipped, valid, values, ``a`` at them) of the first update, for a tally."""
+def _positions(a, idx):
+    """``idx`` ([K] or [K, P]) as [K, P] positions into ``a``: (clipped to its range, valid), negative ones
+    counting from the end."""
     i = jnp.asarray(idx, jnp.int32).reshape(jnp.shape(idx)[0], -1)
     i = jnp.where(i < 0, i + a.shape[0], i)
-    at = jnp.clip(i, 0, a.shape[0] - 1)
-    return at, (i >= 0) & (i < a.shape[0]), jnp.broadcast_to(jnp.asarray(v), i.shape).astype(a.dtype), a[at]
+    return jnp.clip(i, 0, a.shape[0] - 1), (i >= 0) & (i < a.shape[0])
 
 
 def _before(pre, at, pos, block_at, block_v, block_ok, op):
@@ -182,13 +183,10 @@ def _sparse_rows(arrays, idx, vals, ops, tally=None, repeats=None):
     """:func:`rows_updated`'s loop on the CPU: the updated arrays, and with a tally ``(arrays, sums)``."""
     shape = jnp.shape(idx[0])
     K, P = shape[0], (shape[1] if len(shape) > 1 else 1)
-    idx = [jnp.reshape(jnp.asarray(i, jnp.int32), (K, P)) for i in idx]
-    idx = [jnp.where(i < 0, i + a.shape[0], i) for i, a in zip(idx, arrays)]
-    ok = [(i >= 0) & (i < a.shape[0]) for i, a in zip(idx, arrays)]
+    at, ok = zip(*(_positions(a, i) for a, i in zip(arrays, idx)))
     vals = [jnp.broadcast_to(jnp.asarray(v), shape).reshape(K, P).astype(a.dtype) for v, a in zip(vals, arrays)]
     any_ok = jnp.any(jnp.stack([jnp.any(o, axis=1) for o in ok]), axis=0)
-    at = [jnp.clip(i, 0, a.shape[0] - 1) for i, a in zip(idx, arrays)]
-    R = P if repeats is None else repeats
+    R = min(P, repeats or P)
     old = None if tally is None else arrays[0][at[0]]       # [K, P]: the tally's, read before the loop
     shapes = () if tally is None else jax.eval_shape(tally, at[0], old, vals[0])
     zero = tuple(jnp.zeros((), x.dtype) for x in shapes)
