@@ -135,3 +135,40 @@ def test_workloads_of_similar_size_share_a_program():
     assert len(small) == 1 and next(iter(small)).requests >= lanes_mod.MIN_REQUESTS
     assert shape("coding-agent", True) != shape("realtime-voice", True)
     assert shape("chat", True).turns == ws["chat"].turns
+
+
+def test_programs_without_unreachable_phases_give_the_same_lanes(monkeypatch):
+    """Reserved, colocated levers (the seed's baseline, MTP and draft) compile without the preemption, swap and
+    hand-off phases (:func:`sweepkit.serving.lanes.families`), and their lanes end in the same state, leaf for
+    leaf, as in a program holding every phase; a lever that needs a phase keeps it."""
+    import jax
+
+    from sweepkit.serving import lanes as lanes_mod
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config, resolve
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    w, lv, cl = load_workloads()["chat"], load_levers(), load_cluster()
+    cfgs = [Config("H100", lv[k]) for k in ("baseline", "mtp", "draft-llama-3.2-1b")]
+    rates = np.full((3, 2), [[1.5, 6.0]])        # below capacity, and past it (queues, the early stop)
+
+    shapes, families = [], lanes_mod.families
+    shape_for = lanes_mod.shape_for
+    monkeypatch.setattr(lanes_mod, "shape_for", lambda *a: shapes.append(shape_for(*a)) or shapes[-1])
+    lean = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=True)
+    monkeypatch.setattr(lanes_mod, "families", lambda res, prefix: dict(paged=True, swap=True, pools=True))
+    full = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=True)
+    assert [(s.paged, s.swap, s.pools) for s in shapes] == [(False, False, False), (True, True, True)]
+    for c in range(3):
+        for k in range(2):
+            a, b = lean.state(c, k, trim=False), full.state(c, k, trim=False)
+            for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+                np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert lean.state(0, 1).stopped and not lean.state(0, 0).stopped
+    fam = lambda *names: families([resolve(cl, lv[n]) for n in names], False)  # noqa: E731
+    assert fam("baseline", "mtp", "tp8", "chunked-512", "w8a8-fp8") == dict(paged=False, swap=False, pools=False)
+    assert fam("baseline", "paged") == dict(paged=True, swap=False, pools=False)
+    assert fam("paged-swap") == dict(paged=True, swap=True, pools=False)
+    assert fam("disagg-1p1d") == dict(paged=True, swap=False, pools=True)
+    assert families([resolve(cl, lv["baseline"])], True)["paged"]

@@ -72,9 +72,8 @@ def cubic_root_newton(p: jax.Array, q: jax.Array) -> jax.Array:
 
     Where f(CLOCK_FLOOR) >= 0 the root lies at or below the floor, and the floor is returned.
     """
-    s = jnp.ones_like(p)
-    for _ in range(NEWTON_STEPS):
-        s = s - (s * s * s + p * s + q) / (3.0 * s * s + p)
+    s = jax.lax.fori_loop(0, NEWTON_STEPS, lambda _, s: s - (s * s * s + p * s + q) / (3.0 * s * s + p),
+                          jnp.ones_like(p))
     floor = CLOCK_FLOOR
     return jnp.where(floor ** 3 + p * floor + q >= 0, floor, s)
 

@@ -224,11 +224,11 @@ def step_cost(inst: Instance, ctx: jax.Array, rows: jax.Array, chunks: Work, gam
         t_d, e_d = draft_pass(inst, chunks)
         prefill = chunks.tokens > 0                   # a step without prompt chunks runs no draft prefill
         t, e = t + jnp.where(prefill, t_d, 0.0), e + jnp.where(prefill, e_d, 0.0)
-        for j in range(gamma_max):
+        def draft_decode(j, te):        # one copy of the pass in the program, not gamma_max
             t_j, e_j = draft_pass(inst, decode_work(ctx + j * rows, rows))
             on = (j < inst.gamma) & (rows > 0)
-            t, e = t + jnp.where(on, t_j, 0.0), e + jnp.where(on, e_j, 0.0)
-        return t, e
+            return te[0] + jnp.where(on, t_j, 0.0), te[1] + jnp.where(on, e_j, 0.0)
+        return jax.lax.fori_loop(0, gamma_max, draft_decode, (t, e))
 
     # Without a draft every draft pass costs exactly 0: skipped (a real branch outside vmap over instances).
     t, e = jax.lax.cond(inst.draft.present > 0, drafted, lambda te: te, (t, e))

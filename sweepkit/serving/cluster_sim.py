@@ -173,6 +173,8 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape:
     s, ev = jax.lax.cond(any_due, lambda s: _run_boundary(pol_i, req, load, s, i, t, units_m, shape),
                          lambda s: (s, no_events(shape.slots, N, shape.bins, shape.admits)), s)
     s = jax.lax.cond(any_due, lambda s: _record(req, s, ev, t, shape), lambda s: s, s)
+    if not shape.pools:
+        return s
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
     hand, xfer = drop(ev["hand_rid"]), drop(ev["xfer_rid"])     # after the instance arrays are written back
     s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, i, t, shape), lambda s: s, s)
@@ -207,8 +209,11 @@ def _record(req: Requests, s: State, ev: dict, t, shape: Shape) -> State:
 
 def instance_policy(pol: Policy, i, shape: Shape) -> Policy:
     """Instance ``i``'s policy: a prefill-pool instance prices its own replica and holds its own KV; the
-    decode pool caches no prefixes (its prompts arrive computed)."""
+    decode pool caches no prefixes (its prompts arrive computed). Without pools (:class:`Shape` ``pools``) every
+    instance is colocated: the configuration's own."""
     role = pol.role[i]
+    if not shape.pools:
+        return dataclasses.replace(pol, role=role)
     pre = role == PREFILL_POOL
     pick = lambda a, b: jnp.where(pre, a, b)  # noqa: E731
     return dataclasses.replace(pol, inst=jax.tree_util.tree_map(pick, pol.prefill_inst, pol.inst),

@@ -48,7 +48,11 @@ class Shape(NamedTuple):
     the capacity of the per-session arrays (a run's layout may use fewer: ``Requests.stride``).  turns: T,
     the capacity in turns (a workload may use fewer: ``Requests.turns``; the prefix cache's programs hold
     exactly the workload's).  systems: shared system prompts (prefix-cache segments 0..systems-1).  gamma_max: draft passes priced.
-    prefix: static switch for the prefix cache arrays.  bins: ITL histogram bins.  max_iters: safety bound.
+    prefix: static switch for the prefix cache arrays.  paged: whether any row may grow past its admission
+    (paged KV, the prefix cache, pools) and so be preempted.  swap: whether a preemption may swap rows out.
+    pools: whether instances may hand KV off (disaggregated pools).  A program compiled without one of these
+    leaves its phases out; with all three (the default) it runs every configuration.  bins: ITL histogram
+    bins.  max_iters: safety bound.
     """
 
     instances: int = 2
@@ -60,6 +64,9 @@ class Shape(NamedTuple):
     systems: int = 1
     gamma_max: int = 0
     prefix: bool = False
+    paged: bool = True
+    swap: bool = True
+    pools: bool = True
     bins: int = 2000
     max_iters: int = 2_000_000
 

@@ -94,6 +94,13 @@ def grow(pol, req, iv, units_m, order, shape):
     return alloc, survive, run & ~survive
 
 
+def no_growth(rows):
+    """:func:`grow`'s answer where no row can grow (a program without paged KV, :class:`Shape` ``paged``): every
+    running row keeps what it holds and survives."""
+    run = (rows.phase == DECODE) | (rows.phase == PREFILL)
+    return rows.alloc, run, jnp.zeros_like(run)
+
+
 def not_preempted(rows, N: int) -> dict:
     """The event fields of :func:`preempt` where no row is preempted (request id N: none)."""
     return dict(pre_rid=jnp.full_like(rows.rid, N), pre_out=rows.out, pre_last_s=rows.last_s)

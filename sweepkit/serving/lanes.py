@@ -91,13 +91,31 @@ def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int
     """Static sizes of one program: enough instances and draft passes for every configuration of the call,
     and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs). Without
     the prefix cache, turns and shared prompts are rounded up to classes (:func:`_turns_class`), so
-    workloads of similar sizes share a program too; the prefix cache's arrays keep the workload's own."""
+    workloads of similar sizes share a program too; the prefix cache's arrays keep the workload's own. The
+    phases no configuration of ``res`` can reach (preemption, swap, KV hand-offs) are left out: a program of
+    reserved, colocated levers compiles in less time (:func:`families`)."""
     turns = w.turns if prefix else _turns_class(w.turns, n_ses)
     systems = max(w.system_prompts, 1)
     return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
                  requests=n_ses * turns, sessions=n_ses, turns=turns,
                  systems=systems if prefix else SYSTEMS_CLASS * math.ceil(systems / SYSTEMS_CLASS),
-                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix)
+                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix, **families(res, prefix))
+
+
+def families(res: list[dict], prefix: bool) -> dict[str, bool]:
+    """Which of the engine's optional phases a program holds, for the resolved levers ``res``: ``pools`` where
+    any is disaggregated, ``swap`` where any swaps preempted rows out, ``paged`` where any row may outgrow
+    what it held at admission (paged KV, the prefix cache, or pools). A reserved row holds its whole sequence
+    from admission, and admission keeps the held units within capacity, so without these no row is ever
+    preempted: the phases left out would never run.
+
+    Example:
+        >>> families([dict(mode="colocated", kv="reserved", preemption="recompute")], prefix=False)
+        {'paged': False, 'swap': False, 'pools': False}
+    """
+    pools = any(r["mode"] == "disagg" for r in res)
+    paged = [r for r in res if r["kv"] == "paged"]
+    return dict(paged=bool(paged) or prefix or pools, swap=any(r["preemption"] == "swap" for r in paged), pools=pools)
 
 
 def _turns_class(turns: int, sessions: int) -> int:

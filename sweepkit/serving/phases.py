@@ -60,11 +60,13 @@ def boundary(pol, req, load, iv, shared, t, shape):
     """
     units_m = shared["units_m"]
     iv, ev = complete(pol, req, load, iv, shared["first_s"], units_m, t, shape, shared["window_from_s"])
-    iv = jax.lax.cond(jnp.any(parked(iv["rows"])), lambda v: land(pol, req, v, shared["xfer_land_s"], t, units_m, shape),
-                      lambda v: v, iv)
+    if shape.pools:
+        iv = jax.lax.cond(jnp.any(parked(iv["rows"])),
+                          lambda v: land(pol, req, v, shared["xfer_land_s"], t, units_m, shape), lambda v: v, iv)
     order = lambda: arrival_order(iv["rows"].arr_s)  # noqa: E731  (sorted only where a branch needs it)
-    iv = jax.lax.cond(jnp.any(iv["rows"].phase == SWAPPED), lambda v: swap_in(pol, req, v, t, units_m, order),
-                      lambda v: v, iv)
+    if shape.swap:
+        iv = jax.lax.cond(jnp.any(iv["rows"].phase == SWAPPED), lambda v: swap_in(pol, req, v, t, units_m, order),
+                          lambda v: v, iv)
     iv, ev_pre = schedule(pol, req, load, iv, shared, t, units_m, order, shape)
     private, cache, pinned = kv_used(pol, iv, units_m)
     if shape.prefix:
