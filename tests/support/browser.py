@@ -52,6 +52,17 @@ class PageReport:
     screenshot: str | None
 
 
+class CdpError(RuntimeError):
+    """A DevTools command's error reply; ``navigating``: the page navigated while it ran (its JavaScript
+    context went away), which a caller polling for the next page may retry."""
+
+    NAVIGATING = ("navigated or closed", "context was destroyed", "Cannot find context")
+
+    def __init__(self, method: str, error: dict):
+        super().__init__(f"{method}: {error}")
+        self.navigating = any(m in str(error.get("message", "")) for m in self.NAVIGATING)
+
+
 class _Cdp:
     """A minimal DevTools client: send a command, wait for its reply, keep every event."""
 
@@ -69,7 +80,7 @@ class _Cdp:
             msg = json.loads(self.ws.recv())
             if msg.get("id") == msg_id:
                 if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
+                    raise CdpError(method, msg["error"])
                 return msg.get("result", {})
             self.events.append(msg)
 
@@ -183,10 +194,16 @@ class LivePage:
         return self.cdp.evaluate(expression)
 
     def wait(self, expression: str, timeout_s: float = 60.0, what: str = "the page"):
-        """Poll ``expression`` until it is truthy; returns its value. Raises RuntimeError after ``timeout_s``."""
+        """Poll ``expression`` until it is truthy; returns its value. Raises RuntimeError after ``timeout_s``.
+        A poll that the page's own navigation interrupts counts as not yet."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            value = self.cdp.evaluate(f"(() => {{ try {{ return {expression}; }} catch (e) {{ return null; }} }})()")
+            try:
+                value = self.cdp.evaluate(f"(() => {{ try {{ return {expression}; }} catch (e) {{ return null; }} }})()")
+            except CdpError as exc:
+                if not exc.navigating:
+                    raise
+                value = None
             if value:
                 return value
             time.sleep(0.1)
