@@ -73,16 +73,20 @@ def swap_in(pol, req, iv, t, units_m, order):
 
 def grow(pol, req, iv, units_m, order, shape):
     """Paged rows' growth for a decode or mixed step, and the rows the LIFO rule preempts when room runs out.
+    In a program without paged KV (:class:`Shape` ``paged``) no row can grow: every running row keeps what it
+    holds and survives.
 
     Returns:
       (grown allocation [S], survivors [S], preempted [S]).
     """
     r = iv["rows"]
+    dec = r.phase == DECODE
+    run = dec | (r.phase == PREFILL)
+    if not shape.paged:
+        return r.alloc, run, jnp.zeros_like(run)
     rid = jnp.maximum(r.rid, 0)
     p = req.prompt_tokens[rid].astype(jnp.float64)
     o = req.output_tokens[rid].astype(jnp.float64)
-    dec = r.phase == DECODE
-    run = dec | (r.phase == PREFILL)
     pos = jnp.minimum(p + r.out + pol.inst.gamma, p + o) - r.hit
     need = jnp.where(dec & (pol.paged > 0), jnp.ceil(pos / pol.block_tokens), r.alloc)
     alloc = jnp.maximum(need, r.alloc)
@@ -92,13 +96,6 @@ def grow(pol, req, iv, units_m, order, shape):
     survive = jax.lax.cond(short, lambda: run & (masked_cumsum(alloc, r.arr_s, run, order) + other <= pol.kv_units),
                            lambda: run)
     return alloc, survive, run & ~survive
-
-
-def no_growth(rows):
-    """:func:`grow`'s answer where no row can grow (a program without paged KV, :class:`Shape` ``paged``): every
-    running row keeps what it holds and survives."""
-    run = (rows.phase == DECODE) | (rows.phase == PREFILL)
-    return rows.alloc, run, jnp.zeros_like(run)
 
 
 def not_preempted(rows, N: int) -> dict:

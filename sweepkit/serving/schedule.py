@@ -26,7 +26,7 @@ from sweepkit.costmodel.steps import step_cost
 from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, \
     RESERVED, SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
-from sweepkit.serving.kv_phases import grow, kv_used, no_growth, not_preempted, parked_units, preempt
+from sweepkit.serving.kv_phases import grow, kv_used, not_preempted, parked_units, preempt
 from sweepkit.serving.prefix import lookup, pin_chains, prompt_chains, unpinned_hit_units
 from sweepkit.serving.row_order import masked_cumsum, uniform
 from sweepkit.serving.updates import add_at, first_true, set_at
@@ -135,7 +135,7 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     """
     r = iv["rows"]
     chunked = pol.batching == CHUNKED
-    alloc_g, survive, pre = grow(pol, req, iv, units_m, order, shape) if shape.paged else no_growth(r)
+    alloc_g, survive, pre = grow(pol, req, iv, units_m, order, shape)
     running = (r.phase == PREFILL) | (r.phase == DECODE)
     n_run0 = jnp.sum(running)
     cand = candidates(pol, req, iv, shared["r_out"], shared["prefilled"], shared["handed"], t, units_m, shape)
@@ -157,9 +157,11 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     alloc = jnp.where(grow_now & running, alloc_g, r.alloc)
     iv = dict(iv, rows=dataclasses.replace(r, alloc=alloc))
     out = pre & grow_now
-    iv, ev = (jax.lax.cond(jnp.any(out), lambda v: preempt(pol, req, v, out, t, order, units_m, shape),
-                           lambda v: (v, not_preempted(v["rows"], shape.requests)), iv) if shape.paged
-              else (iv, not_preempted(iv["rows"], shape.requests)))
+    if shape.paged:
+        iv, ev = jax.lax.cond(jnp.any(out), lambda v: preempt(pol, req, v, out, t, order, units_m, shape),
+                              lambda v: (v, not_preempted(v["rows"], shape.requests)), iv)
+    else:                                            # without paged KV, grow preempts nothing
+        ev = not_preempted(iv["rows"], shape.requests)
     r = iv["rows"]
     dec = (r.phase == DECODE) & grow_now
     ridd = jnp.maximum(r.rid, 0)
