@@ -121,7 +121,9 @@ def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
 
 def test_workloads_of_similar_size_share_a_program():
     """Without the prefix cache, the seed's small workloads (1, 6 and 8 turns; 1 to 4 shared prompts) compile
-    to one shape of at least 4,096 requests; the prefix cache keeps each workload's own sizes."""
+    to one shape of at least 4,096 requests, and a single-turn workload's large runs to the 4-turn one's; the
+    prefix cache keeps each workload's own turns, its shared prompts padded as without it (RAG's 4 and offline
+    batch's 1 share a program)."""
     from sweepkit.serving import lanes as lanes_mod
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import resolve
@@ -135,6 +137,9 @@ def test_workloads_of_similar_size_share_a_program():
     assert len(small) == 1 and next(iter(small)).requests >= lanes_mod.MIN_REQUESTS
     assert shape("coding-agent", True) != shape("realtime-voice", True)
     assert shape("chat", True).turns == ws["chat"].turns
+    assert shape("long-context-rag", True) == shape("offline-batch", True)
+    large = lambda name: lanes_mod.shape_for(ws[name], cl, res, [lv["baseline"]], 4096, False)  # noqa: E731
+    assert large("long-context-rag") == large("chat")
 
 
 def test_programs_without_unreachable_phases_give_the_same_lanes(monkeypatch):

@@ -89,16 +89,17 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
 
 def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool) -> Shape:
     """Static sizes of one program: enough instances and draft passes for every configuration of the call,
-    and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs). Without
-    the prefix cache, turns and shared prompts are rounded up to classes (:func:`_turns_class`), so
-    workloads of similar sizes share a program too; the prefix cache's arrays keep the workload's own. The
+    and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs). Shared
+    prompts are rounded up to a class (:data:`SYSTEMS_CLASS`), and without the prefix cache turns too
+    (:func:`_turns_class`), so workloads of similar sizes share a program; the prefix cache keeps the
+    workload's own turns (its chains are as long as them). The
     phases no configuration of ``res`` can reach (preemption, swap, KV hand-offs) are left out: a program of
     reserved, colocated levers compiles in less time (:func:`families`)."""
     turns = w.turns if prefix else _turns_class(w.turns, n_ses)
     systems = max(w.system_prompts, 1)
     return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
                  requests=n_ses * turns, sessions=n_ses, turns=turns,
-                 systems=systems if prefix else SYSTEMS_CLASS * math.ceil(systems / SYSTEMS_CLASS),
+                 systems=SYSTEMS_CLASS * math.ceil(systems / SYSTEMS_CLASS),
                  gamma_max=max(lv.gamma for lv in levers), prefix=prefix, **families(res, prefix))
 
 
@@ -119,9 +120,21 @@ def families(res: list[dict], prefix: bool) -> dict[str, bool]:
 
 
 def _turns_class(turns: int, sessions: int) -> int:
-    """Turns a program is compiled for: the next power of 2, and at least :data:`MIN_REQUESTS` / sessions
-    (so the small workloads, single- or multi-turn, share one program of 4,096 requests)."""
-    return max(1 << max(int(turns) - 1, 0).bit_length(), MIN_REQUESTS // max(int(sessions), 1))
+    """Turns a program is compiled for: the next power of 2, at least :data:`MIN_TURNS`, and at least
+    :data:`MIN_REQUESTS` / sessions (so the small workloads, single- or multi-turn, share one program of 4,096
+    requests, and a single-turn workload's large runs share the 4-turn one's).
+
+    Example:
+        >>> _turns_class(3, 4096), _turns_class(1, 4096), _turns_class(6, 4096), _turns_class(1, 512)
+        (4, 4, 8, 8)
+    """
+    return max(1 << max(int(turns) - 1, 0).bit_length(), MIN_TURNS, MIN_REQUESTS // max(int(sessions), 1))
+
+
+MIN_TURNS = 4
+"""Turns a program without the prefix cache holds at least: a single-turn workload's runs of 4,096 sessions and
+more share the multi-turn workloads' programs (the H100 lever grid: one program fewer; its runs' per-request
+arrays are 4x as long, which only the late count every 64 iterations passes over whole)."""
 
 
 MIN_REQUESTS = 4096
@@ -130,7 +143,8 @@ only the per-session arrays are touched every iteration)."""
 
 
 SYSTEMS_CLASS = 8
-"""Shared system prompts of a program without the prefix cache are padded to a multiple of this."""
+"""Shared system prompts of a program are padded to a multiple of this (with the prefix cache too: a padded
+prompt is a segment no chain holds, so RAG's 4 prompts and offline batch's 1 share a program)."""
 
 
 def _bucket(n: int) -> int:
