@@ -89,6 +89,31 @@ def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
         assert a == b
 
 
+def test_padding_shared_prompts_with_the_prefix_cache_changes_no_result(monkeypatch):
+    """RAG (4 shared prompts) with the prefix cache in a program padded to 8 shared-prompt segments, and in one of
+    exactly 4, gives the same metrics: a padded segment is in no chain."""
+    from sweepkit.serving import lanes as lanes_mod
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.metrics import lane_metrics
+    from sweepkit.serving.workloads import load_workloads
+
+    w, lv, cl = load_workloads()["long-context-rag"], load_levers(), load_cluster()
+    cfgs = [Config("H100", lv["prefix-cache"])]
+
+    def run():
+        out = lanes_mod.run_configs(w, cl, cfgs, np.full((1, 1), 0.5), early_stop=False)
+        systems = out.groups[0].c_in.shape[-1] - out.groups[0].arrival_s.shape[-1]   # segments before requests'
+        return lane_metrics(out, 0, 0, w, cl.gpus, 0.0, 1.0), systems
+
+    padded, n_padded = run()
+    monkeypatch.setattr(lanes_mod, "SYSTEMS_CLASS", 1)
+    exact, n_exact = run()
+    assert (n_padded, n_exact) == (8, w.system_prompts) and exact["prefix_hit_rate"] > 0.05   # the cache is in use
+    assert padded == exact
+
+
 def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
     """Chat (3 turns) in a program padded in turns (a power of 2, at least 4,096 requests) and shared-prompt
     slots (8), and in one of exactly its own sizes, gives the same metrics; turns are data
