@@ -194,7 +194,7 @@ class Rows:
 @dataclasses.dataclass(frozen=True)
 class State:
     """Loop state of one lane. Per instance [I]: step end time, awake flag, FIFO ring [I, N] with head and
-    tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins, last use) and the cache's
+    tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins as int32, last use) and the cache's
     running totals [I] (cached and pinned KV units), counters.
     Per request [N]: arrival, first token, finish, tokens emitted so far, last-token time, rejected.
     Disaggregated: per session [B] the time its request's KV lands (inf: none in flight); per request [N]
@@ -301,7 +301,7 @@ def init_state(load: Load, shape: Shape) -> State:
                   ends=jnp.zeros((I, K), f), fin=jnp.zeros((I, K), f),
                   fin_at=jnp.zeros((I, S), jnp.int32), kv_delta=jnp.zeros((I, K), f),
                   frac=jnp.zeros((I,), f), rows=jnp.zeros((I,), f), dec=jnp.zeros((I, K), f), promoted=jnp.zeros((I,), f)), c_in=jnp.zeros((I, M), bool),
-        c_refs=jnp.zeros((I, M), f), c_last_s=jnp.zeros((I, M), f), c_units=jnp.zeros((I,), f),
+        c_refs=jnp.zeros((I, M), jnp.int32), c_last_s=jnp.zeros((I, M), f), c_units=jnp.zeros((I,), f),
         c_pinned=jnp.zeros((I,), f), arrival_s=inf_n, first_s=inf_n,
         finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
         stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),

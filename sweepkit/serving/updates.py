@@ -123,7 +123,8 @@ def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int |
     arrays, idx, vals, ops = (list(u) for u in zip(*updates))
 
     def scattered(arrays, idx, vals):
-        return [_scattered(a, (jnp.reshape(i, (-1,)),), jnp.broadcast_to(jnp.asarray(v), jnp.shape(i)).reshape(-1), op)
+        return [_scattered(a, (jnp.reshape(i, (-1,)),),
+                           jnp.broadcast_to(jnp.asarray(v), jnp.shape(i)).reshape(-1).astype(a.dtype), op)
                 for a, i, v, op in zip(arrays, idx, vals, ops)]
 
     def counted(arrays, idx, vals):
