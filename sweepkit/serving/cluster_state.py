@@ -194,8 +194,8 @@ class Rows:
 @dataclasses.dataclass(frozen=True)
 class State:
     """Loop state of one lane. Per instance [I]: step end time, awake flag, FIFO ring [I, N] with head and
-    tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins as int32, last use) and the cache's
-    running totals [I] (cached and pinned KV units), counters.
+    tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins as int32, last use) and the
+    cache's running totals [I] (cached and pinned KV units), counters.
     Per request [N]: arrival, first token, finish, tokens emitted so far, last-token time, rejected.
     Disaggregated: per session [B] the time its request's KV lands (inf: none in flight); per request [N]
     the KV transfer's start and landing, whether its prompt was computed by the prefill pool, whether it waits

@@ -132,9 +132,10 @@ def _turns_class(turns: int, sessions: int) -> int:
 
 
 MIN_TURNS = 4
-"""Turns a program without the prefix cache holds at least: a single-turn workload's runs of 4,096 sessions and
-more share the multi-turn workloads' programs (the H100 lever grid: one program fewer; its runs' per-request
-arrays are 4x as long, which only the late count every 64 iterations passes over whole)."""
+"""Turns a program without the prefix cache holds at least: a single-turn workload's runs of more than 512
+sessions (programs of 4,096 sessions and up) share the multi-turn workloads' programs (the H100 lever grid: one
+program fewer); their per-request arrays are 4x as long, which only the late count every 64 iterations passes
+over whole."""
 
 
 MIN_REQUESTS = 4096
