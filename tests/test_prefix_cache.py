@@ -14,6 +14,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,21 +70,26 @@ def test_eviction_is_lru_over_unpinned_segments_and_never_takes_a_pinned_one(m, 
     assert freed >= min(shortfall, free_units)                  # covered, or everything evictable taken
 
 
-def test_running_totals_equal_a_pass_over_every_segment_mid_run():
+@pytest.mark.parametrize("instances, pools", [(1, False), (2, True)])
+def test_running_totals_equal_a_pass_over_every_segment_mid_run(instances, pools):
     """Multi-turn chat on a small KV at a load it cannot serve, early-stopped with rows still holding pins:
-    the cache has evicted, admitted hits, inserted and released, and its totals equal the segment sums."""
-    cl = dataclasses.replace(load_cluster(), model="llama-3-8b", gpus=1, instances=1, tp=1, batch_cap=64,
-                             devices=("A100-40GB",))
+    the cache has evicted, admitted hits, inserted and released, and its totals equal the segment sums,
+    instance by instance. With the pools' phases in the program a boundary updates every instance's arrays
+    in place from its own offset (``cluster_sim._CACHE``): a segment written at another instance's would
+    break its totals."""
+    cl = dataclasses.replace(load_cluster(), model="llama-3-8b", gpus=instances, instances=instances, tp=1,
+                             batch_cap=64, devices=("A100-40GB",))
     w = dataclasses.replace(load_workloads()["chat"], min_sessions=200, prompt_mean_tokens=2048,
                             output_mean_tokens=256, ttft_slo_s=0.5)
     lever = Lever("prefix", kv="paged", prefix_caching=True)
     with jax.enable_x64(True):
         pol, req, loads, shape = lane_inputs(w, cl, Config("A100-40GB", lever), [40.0], early_stop=True)
-        st_end = _run(pol, req, loads[0], shape=shape)
+        st_end = _run(pol, req, loads[0], shape=shape._replace(pools=pools))
         units = node_units(req, shape, pol.block_tokens)
         cached, pinned = jax.vmap(_cache_totals, in_axes=(0, 0, None))(st_end.c_in, st_end.c_refs, units)
         st_end, cached, pinned, kv_units = jax.tree_util.tree_map(np.asarray, (st_end, cached, pinned, pol.kv_units))
     assert st_end.stopped                                         # ended mid-run
     np.testing.assert_array_equal(st_end.c_units, cached)
     np.testing.assert_array_equal(st_end.c_pinned, pinned)
-    assert pinned.sum() > 0 and cached.sum() > pinned.sum() and cached.sum() <= kv_units
+    assert pinned.sum() > 0 and cached.sum() > pinned.sum() and np.all(cached <= kv_units)
+    assert np.all(cached > 0)                                     # every instance caches

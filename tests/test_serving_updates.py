@@ -279,13 +279,44 @@ def test_region_analysis_drops_copies_and_changes_no_result():
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*states))
 
 
+def test_a_boundary_updates_the_prefix_cache_arrays_in_place():
+    """A boundary takes the prefix cache's arrays [I, M] whole, flat, from its instance's offset, and updates
+    them in place: the optimised program of every phase (paged KV and swap, the prefix cache, disaggregated
+    pools) holds no copy of one. A copy would pass over every instance's segments at every boundary (an
+    eviction not ordered after the plan's reads of the cached flags was found to cost one)."""
+    if not xla_options.loop_options_on():
+        pytest.skip("this process runs without the backend options (jaxlib outside CHECKED_JAXLIB or XLA_FLAGS)")
+    import re
+
+    from sweepkit.serving import lanes, programs
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config, policy, resolve
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    w, cl, lv = load_workloads()["chat"], load_cluster(), load_levers()
+    levers = [lv[n] for n in ("prefix-cache", "paged-swap", "disagg-levers")]
+    with jax.enable_x64(True):
+        sized = [resolve(cl, lever) for lever in levers]
+        cap, shape, req = lanes._program(w, cl, 64, True, sized, levers)
+        pol = policy(cl, Config("H100", levers[0]), sized[0], w.name, shape.gamma_max, shape.instances)
+        load = programs.as_load(lanes._padded(lanes.load_for(w, lanes._sessions(w, 64), 0.5, 32, True), cap))
+        text = programs._run.lower(pol, req, load, shape=shape).compile(
+            programs.engine_compile_options("cpu")).as_text()
+    I, M = shape.instances, shape.systems + shape.requests
+    assert shape.prefix and shape.paged and shape.swap and shape.pools and I > 1
+    assert text.count(f"[{I},{M}]") > 0                                  # the arrays are in the program
+    assert re.findall(rf"= \w+\[(?:{I * M}|{I},{M})\]\{{[0-9,]*\}} copy\(", text) == []
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(_index, st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=6),
        st.sampled_from(["set", "add", "min", "max"]), st.sampled_from([1, 3]), st.booleans())
 def test_a_tally_sees_each_entry_s_value_just_before_its_update(rows, op, repeats, sliced):
     """A tally summed over the entries equals one computed entry by entry in row-major order from the value
-    just before each entry's update, where indices repeat in the first ``repeats`` columns (a shared system
-    prompt in every row's chain) and the other columns hold distinct indices (session segments)."""
+    just before each entry's update (and the entry's ``gathered`` value), where indices repeat in the first
+    ``repeats`` columns (a shared system prompt in every row's chain) and the other columns hold distinct
+    indices (session segments)."""
     K = len(rows)
     if repeats == 3:                    # any column may repeat an index (negative ones count from the end)
         idx = [[r[0], r[1] % (N + 4) - 2, r[2] % N] for r in rows]
@@ -296,16 +327,19 @@ def test_a_tally_sees_each_entry_s_value_just_before_its_update(rows, op, repeat
         a = jnp.arange(N + 3 + 2 * K, dtype=jnp.float64) * 2.0 - 5.0
         vals = (jnp.arange(idx.size, dtype=jnp.float64).reshape(idx.shape) % 7) - 3.0
 
-        def tally(i, old, v):
-            return old * (i % 3 + 1) + v, jnp.where(old > 0, 1.0, 0.0)
+        extra = (jnp.arange(idx.size, dtype=jnp.float64).reshape(idx.shape) % 5) * 10.0   # read before, per entry
 
-        (ours,), sums = rows_updated([(a, idx, vals, op)], sliced=sliced, tally=tally, repeats=repeats)
+        def tally(i, old, v, g):
+            return old * (i % 3 + 1) + v + g, jnp.where(old > 0, 1.0, 0.0)
+
+        (ours,), sums = rows_updated([(a, idx, vals, op)], sliced=sliced, tally=tally, repeats=repeats,
+                                     gathered=(extra,))
         ref, want = a, [0.0, 0.0]
-        for k, x in zip(np.asarray(idx).ravel().tolist(), np.asarray(vals).ravel().tolist()):
+        for k, x, g in zip(*(np.asarray(z).ravel().tolist() for z in (idx, vals, extra))):
             j = k + a.shape[0] if k < 0 else k
             if 0 <= j < a.shape[0]:
                 old = float(ref[j])
-                want = [want[0] + old * (j % 3 + 1) + x, want[1] + (old > 0)]
+                want = [want[0] + old * (j % 3 + 1) + x + g, want[1] + (old > 0)]
             ref = getattr(ref.at[k], op)(x, mode="drop")
     assert ours.tolist() == ref.tolist()
     assert [float(s) for s in sums] == want

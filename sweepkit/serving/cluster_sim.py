@@ -37,9 +37,15 @@ from sweepkit.serving.updates import add_at, rows_updated, set_at
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
 
-_INST = ("busy_until_s", "awake", "q_head", "q_tail", "swap_owed_s", "plan", "c_in", "c_refs", "c_last_s", "c_units",
-         "c_pinned")
-_VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_in", "c_refs", "c_last_s", "c_units", "c_pinned")
+_INST = ("busy_until_s", "awake", "q_head", "q_tail", "swap_owed_s", "plan", "c_units", "c_pinned")
+_VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_units", "c_pinned")
+_CACHE = ("c_in", "c_refs", "c_last_s")
+"""The prefix cache's arrays [I, M]. In a program with disaggregated pools a boundary takes them whole, flat,
+from its instance's offset: XLA updates them in place, where a slice of the instance's M segments and its
+write-back are three passes over them each way at every boundary (the H100 lever grid's chat prefix-cache
+lane: 59.4 -> 42.5 us an iteration at M = 49,160). In a program without pools XLA was found to copy them
+whole nine times (chat's prefix-cache program), which costs more than the slice: there a boundary takes its
+instance's slice (docs/performance.md)."""
 
 
 def next_arrival(req: Requests, s: State, load: Load) -> dict:
@@ -150,12 +156,16 @@ def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
     shared = dict(first_s=s.first_s, window_from_s=s.window_from_s, r_out=s.r_out, r_last_s=s.r_last_s,
                   arrival_s=s.arrival_s, prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s,
                   units_m=units_m)
-    old = dict(jax.tree_util.tree_map(lambda a: a[i], _view(s)), queue=s.queue[i, qpos], qbase=qbase)
+    whole = shape.pools
+    cache = {k: getattr(s, k).reshape(-1) if whole else getattr(s, k)[i] for k in _CACHE}
+    old = dict(jax.tree_util.tree_map(lambda a: a[i], _view(s)), queue=s.queue[i, qpos], qbase=qbase, **cache,
+               c_off=i * s.c_in.shape[1] if whole else jnp.zeros((), jnp.int32))
     new, ev = boundary(pol_i, req, load, old, shared, t, shape)
     queue = set_at(s.queue, (i, qpos), new.pop("queue"))
-    new.pop("qbase")
+    new.pop("qbase"), new.pop("c_off")
+    cache = {k: new.pop(k).reshape(s.c_in.shape) if whole else set_at(getattr(s, k), i, new.pop(k)) for k in _CACHE}
     iv = jax.tree_util.tree_map(lambda a, n: set_at(a, i, n), _view(s), new)
-    return dataclasses.replace(s, rows=iv["rows"], stats=iv["stats"], queue=queue,
+    return dataclasses.replace(s, rows=iv["rows"], stats=iv["stats"], queue=queue, **cache,
                                **{k: iv[v] for k, v in zip(_INST, _VIEW)}), ev
 
 

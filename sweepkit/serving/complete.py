@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
 from sweepkit.serving.kv_phases import kv_used
-from sweepkit.serving.prefix import chain_nodes, insert_nodes, pin_range, prompt_chains, unpin
+from sweepkit.serving.prefix import chain_nodes, insert_nodes, offset, pin_range, prompt_chains, unpin
 
 
 def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
@@ -115,7 +115,8 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     allows. ``planned``: the prompts' step was planned with the decode run after it, which checked the room
     and grew the rows from the shrunk allocation (:func:`sweepkit.serving.schedule.cached_prompts`)."""
     r = iv["rows"]
-    ids, valid, _, covered, alloc, need = prompt_chains(iv["c_in"], req, r, on, units, pol.block_tokens, shape)
+    ids, valid, _, covered, alloc, need = prompt_chains(iv["c_in"], req, r, on, units, pol.block_tokens, shape,
+                                                        offset(iv))
     private, cache, pinned = kv_used(pol, iv, units)
     ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok
@@ -137,7 +138,7 @@ def emit_and_release(pol, req, iv, fin, units, fin_s, shape):
     ids, toks, valid = chain_nodes(req, rid, shape)
     node = shape.systems + rid
     whole = r.pins >= jnp.sum(valid, axis=-1)
-    emit = fin & whole & ~iv["c_in"][node] & (req.turns > 1)
+    emit = fin & whole & ~iv["c_in"][offset(iv) + node] & (req.turns > 1)
     need = jnp.sum(jnp.where(emit, units[node] - r.alloc, 0.0))
     private, cache, pinned = kv_used(pol, iv, units)
     emit = emit & (private + pinned + need <= pol.kv_units)

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from sweepkit.serving.cluster_state import RUN_STEPS, SWAPPED
 from sweepkit.serving.complete import complete, land
 from sweepkit.serving.kv_phases import kv_used, parked, swap_in
-from sweepkit.serving.prefix import evict
+from sweepkit.serving.prefix import evict, offset
 from sweepkit.serving.row_order import arrival_order
 from sweepkit.serving.schedule import schedule
 from sweepkit.serving.updates import add_at
@@ -70,7 +70,10 @@ def boundary(pol, req, load, iv, shared, t, shape):
     iv, ev_pre = schedule(pol, req, load, iv, shared, t, units_m, order, shape)
     private, cache, pinned = kv_used(pol, iv, units_m)
     if shape.prefix:
-        iv, gone = evict(iv, units_m, private + cache - pol.kv_units)
+        # The plan read the cached flags (the segments its finishes leave), and eviction clears some in place:
+        # its offset, moved by the plan's length (never negative), orders it after the plan.
+        after_plan = offset(iv) + jnp.minimum(iv["plan"]["n"], 0)
+        iv, gone = evict(dict(iv, c_off=after_plan), units_m, private + cache - pol.kv_units)
         iv = dict(iv, c_units=iv["c_units"] - gone)
         cache = cache - gone
     plan = iv["plan"]

@@ -40,30 +40,31 @@ def chain_nodes(req, rid: jax.Array, shape):
     return jnp.stack(ids, -1), jnp.stack(toks, -1).astype(jnp.float64), jnp.stack(valid, -1)
 
 
-def lookup(c_in: jax.Array, req, rid: jax.Array, target: jax.Array, shape):
+def lookup(c_in: jax.Array, req, rid: jax.Array, target: jax.Array, shape, off=0):
     """Cached prefix of each request: (hit tokens, chain nodes hit) with hit <= target - 1.
 
     Args:
-      c_in: [M] cached flags of the instance.  rid: [A] request ids.  target: [A] prompt tokens to compute.
+      c_in: cached flags, the instance's M from ``off``.  rid: [A] request ids.  target: [A] prompt tokens to
+        compute.
     """
     ids, toks, valid = chain_nodes(req, rid, shape)
-    present = valid & c_in[ids]
+    present = valid & c_in[off + ids]
     run = jnp.cumprod(present | ~valid, axis=-1).astype(bool) & valid
     cum = jnp.cumsum(jnp.where(run, toks, 0.0), axis=-1)
     use = run & (cum <= target[..., None] - 1.0)
     return jnp.sum(jnp.where(use, toks, 0.0), axis=-1), jnp.sum(use, axis=-1).astype(jnp.float64)
 
 
-def unpinned_hit_units(c_refs, units, req, rid, nodes, shape):
+def unpinned_hit_units(c_refs, units, req, rid, nodes, shape, off=0):
     """[A] KV units of the first ``nodes`` chain segments of each request that nothing pins now: cached room
     that counts as free (evictable) until an admission pins it, so an admission needs it as well as its own
     blocks (a segment two requests share counts for each: conservative)."""
     ids, _, valid = chain_nodes(req, rid, shape)
     use = valid & (jnp.cumsum(valid, axis=-1) <= nodes[..., None])
-    return jnp.sum(jnp.where(use & (c_refs[ids] <= 0), units[ids], 0.0), axis=-1)
+    return jnp.sum(jnp.where(use & (c_refs[off + ids] <= 0), units[ids], 0.0), axis=-1)
 
 
-def prompt_chains(c_in, req, rows, on, units, block_tokens, shape):
+def prompt_chains(c_in, req, rows, on, units, block_tokens, shape, off=0):
     """What inserting the chains of the ``on`` rows' completed prompts into the cache means: (node ids
     [S, T+1], their validity, the entries not cached yet, the tokens the chain covers [S], each row's
     allocation after the insert [S] (the uncached rest of its prompt), and the KV units the insert needs
@@ -71,7 +72,7 @@ def prompt_chains(c_in, req, rows, on, units, block_tokens, shape):
     so the room check is conservative)."""
     rid = jnp.maximum(rows.rid, 0)
     ids, toks, valid = chain_nodes(req, rid, shape)
-    new = on[:, None] & valid & ~c_in[ids]
+    new = on[:, None] & valid & ~c_in[off + ids]
     covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
     alloc = jnp.where(on, jnp.ceil(jnp.maximum(rows.target - covered, 0.0) / block_tokens), rows.alloc)
     need = jnp.sum(jnp.where(new, units[ids], 0.0)) - jnp.sum(rows.alloc - alloc)
@@ -84,15 +85,24 @@ def node_units(req, shape, block_tokens: jax.Array) -> jax.Array:
     return jnp.ceil(toks / block_tokens)
 
 
+def offset(iv):
+    """The instance's first segment in its cache arrays (``c_off``: in a boundary the arrays hold every
+    instance's, flat; 0 where they hold one instance's)."""
+    return iv.get("c_off", 0)
+
+
 def evict(iv, units, shortfall):
     """Evict the instance's least-recently-used unpinned segments covering ``shortfall`` units (none if <= 0).
 
     Returns:
       (the instance arrays with the evicted segments' flags cleared, units evicted).
     """
+    off, M = offset(iv), units.shape[0]
+    seg = lambda a: jax.lax.dynamic_slice(a, (off,), (M,))  # noqa: E731
+
     def evicted(v):
-        c_in, gone = _evict(v["c_in"], v["c_refs"], v["c_last_s"], units, shortfall)
-        return dict(v, c_in=c_in), gone
+        c_in, gone = _evict(seg(v["c_in"]), seg(v["c_refs"]), seg(v["c_last_s"]), units, shortfall)
+        return dict(v, c_in=jax.lax.dynamic_update_slice(v["c_in"], c_in, (off,))), gone
 
     return jax.lax.cond(shortfall > 0, evicted, lambda v: (v, jnp.zeros((), units.dtype)), iv)
 
@@ -130,15 +140,16 @@ def pin_range(iv, ids, valid, lo, hi, t, units, delta=1.0):
     pos = jnp.cumsum(valid.astype(jnp.float64), axis=-1)
     on = valid & (pos > lo[:, None]) & (pos <= hi[:, None])
     stamp = jnp.broadcast_to(jnp.reshape(t, jnp.shape(t) + (1,) * (on.ndim - jnp.ndim(t))), on.shape)
-    c_in = iv["c_in"]
+    off = offset(iv)
 
-    def crossed(i, refs, add):
-        return (jnp.where(c_in[i], units[i] * ((refs + add > 0).astype(units.dtype) - (refs > 0)), 0.0),)
+    def crossed(i, refs, add, cached, u):
+        return (jnp.where(cached, u * ((refs + add > 0).astype(u.dtype) - (refs > 0)), 0.0),)
 
-    at = jnp.where(on, ids, c_in.shape[0])
+    at = jnp.where(on, off + ids, iv["c_in"].shape[0])
     (refs, last), (moved,) = rows_updated([(iv["c_refs"], at, jnp.where(on, delta, 0.0), "add"),
                                            (iv["c_last_s"], at, stamp, "max")],
-                                          tally=crossed, repeats=SHARED_COLUMNS)
+                                          tally=crossed, repeats=SHARED_COLUMNS,
+                                          gathered=(iv["c_in"][off + ids], units[ids]))
     return dict(iv, c_refs=refs, c_last_s=last, c_pinned=iv["c_pinned"] + moved)
 
 
@@ -163,15 +174,16 @@ def insert_nodes(iv, ids, on, units, last_s=None):
     ``ids``, where given), the running totals ``c_units`` and ``c_pinned`` moved by the nodes not cached
     before (their units; pinned: those something pins), so that no boundary sums over every segment
     (:func:`sweepkit.serving.kv_phases.kv_used`). The units are whole numbers: the totals stay exact."""
-    refs = iv["c_refs"]
+    off = offset(iv)
 
-    def added(i, was, _):
-        u = jnp.where(was, 0.0, units[i])
-        return u, jnp.where(refs[i] > 0, u, 0.0)
+    def added(i, was, _, u, pinned):
+        u = jnp.where(was, 0.0, u)
+        return u, jnp.where(pinned, u, 0.0)
 
-    at = jnp.where(on, ids, iv["c_in"].shape[0])
+    at = jnp.where(on, off + ids, iv["c_in"].shape[0])
     stamped = [] if last_s is None else [(iv["c_last_s"], at, last_s, "set")]
     (c_in, *last), (cached, pinned) = rows_updated([(iv["c_in"], at, True, "set")] + stamped, tally=added,
-                                                    repeats=SHARED_COLUMNS)
+                                                    repeats=SHARED_COLUMNS,
+                                                    gathered=(units[ids], iv["c_refs"][off + ids] > 0))
     iv = dict(iv, c_in=c_in, c_units=iv["c_units"] + cached, c_pinned=iv["c_pinned"] + pinned)
     return iv if last_s is None else dict(iv, c_last_s=last[0])

@@ -27,7 +27,7 @@ from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PR
     RESERVED, SWAPPED
 from sweepkit.serving.decode_run import decode_run, no_run
 from sweepkit.serving.kv_phases import grow, kv_used, not_preempted, parked_units, preempt
-from sweepkit.serving.prefix import lookup, pin_chains, prompt_chains, unpinned_hit_units
+from sweepkit.serving.prefix import lookup, offset, pin_chains, prompt_chains, unpinned_hit_units
 from sweepkit.serving.row_order import masked_cumsum, uniform
 from sweepkit.serving.updates import add_at, first_true, set_at
 
@@ -49,9 +49,9 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, units_m, shape):
     computed = prefilled[rid] | awaiting   # the prefill pool computed the prompt
     if shape.prefix:
         def looked_up():
-            hit, nodes = lookup(iv["c_in"], req, rid, target, shape)
+            hit, nodes = lookup(iv["c_in"], req, rid, target, shape, offset(iv))
             hit, nodes = jnp.where(computed, 0.0, hit), jnp.where(computed, 0.0, nodes)
-            return hit, nodes, unpinned_hit_units(iv["c_refs"], units_m, req, rid, nodes, shape)
+            return hit, nodes, unpinned_hit_units(iv["c_refs"], units_m, req, rid, nodes, shape, offset(iv))
         zero = jnp.zeros_like(target)
         hit, nodes, pinning = jax.lax.cond(jnp.any(valid) & (pol.prefix > 0), looked_up, lambda: (zero, zero, zero))
     else:
@@ -238,7 +238,7 @@ def left_behind(pol, req, iv, units_m, shape):
     rid = jnp.maximum(r.rid, 0)
     node = shape.systems + rid
     chain = (req.system_tokens[req.system_id[rid]] > 0).astype(jnp.float64) + (rid // req.stride).astype(jnp.float64)
-    emits = (pol.prefix > 0) & (r.pins >= chain) & ~iv["c_in"][node] & (req.turns > 1)
+    emits = (pol.prefix > 0) & (r.pins >= chain) & ~iv["c_in"][offset(iv) + node] & (req.turns > 1)
     return jnp.where(emits, units_m[node], 0.0)
 
 
@@ -264,7 +264,8 @@ def cached_prompts(pol, req, iv, rows, on, used, units_m, shape):
     cache (:func:`sweepkit.serving.complete.insert_prefix`, which applies it when the plan lands): (rows with
     the prompts' allocation, hit and pins, KV units the cache gains, whether the insert fits beside ``used``,
     the private and pinned units held now). Programs with the prefix cache only."""
-    ids, valid, new, covered, alloc, need = prompt_chains(iv["c_in"], req, rows, on, units_m, pol.block_tokens, shape)
+    ids, valid, new, covered, alloc, need = prompt_chains(iv["c_in"], req, rows, on, units_m, pol.block_tokens, shape,
+                                                          offset(iv))
     # a node enters once: rows share only system prompts (the chain's first node; one row per session)
     systems = add_at(jnp.zeros((shape.systems,)), jnp.where(new[:, 0], ids[:, 0], shape.systems), 1.0) > 0
     gained = (jnp.sum(jnp.where(new[:, 1:], units_m[ids[:, 1:]], 0.0))

@@ -99,7 +99,7 @@ def first_true(mask, size: int, fill: int, sliced: bool | None = None):
     return jnp.where(k < count[-1], idx, fill)
 
 
-def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int | None = None):
+def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int | None = None, gathered=()):
     """Several indexed updates that share one list of positions, done in one pass over the positions that
     hold a valid index: ``updates`` is a list of ``(a, idx, v, op)`` (``a`` 1-D; op one of "set", "add",
     "min", "max"; ``idx`` [K] or [K, P], every one the same shape; out of range: skipped; ``v`` broadcast to
@@ -114,7 +114,9 @@ def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int |
     ``tally``: sums over the valid entries of ``tally(i, old, v)`` (elementwise jnp code, a tuple of arrays
     shaped as ``i``): the first array's index ``i``, its value ``old`` there just before the entry's update
     (after the entries before it in row-major order) and the entry's value ``v``; the result is then
-    ``(arrays, sums)``. ``repeats``: an index may repeat only among the first ``repeats`` columns (default:
+    ``(arrays, sums)``; ``gathered``: arrays shaped as ``idx``, read before any update, whose entries the tally
+    takes as further arguments (``tally(i, old, v, *gathered)``). ``repeats``: an index may repeat only among
+    the first ``repeats`` columns (default:
     all), every other column's valid indices being distinct from all other entries': an entry's ``old``
     looks for earlier writes among those columns only. The old values come from one gather before the loop,
     which the loop takes as an input: a read of an array beside its in-place update, not ordered before it
@@ -134,14 +136,15 @@ def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int |
         flat = jnp.arange(at.shape[0] * R).reshape(-1, R)
         olds = jnp.concatenate([_before(old[:, :R], at[:, :R], flat, at[:, :R], v[:, :R], ok[:, :R], ops[0]),
                                 old[:, R:]], axis=1)
-        sums = tuple(jnp.sum(jnp.where(ok, g, jnp.zeros_like(g))) for g in tally(at, olds, v))
+        extra = [jnp.reshape(g, at.shape) for g in gathered]
+        sums = tuple(jnp.sum(jnp.where(ok, g, jnp.zeros_like(g))) for g in tally(at, olds, v, *extra))
         return scattered(arrays, idx, vals), sums
 
     scatter_form = scattered if tally is None else counted
     if not (loop_options_on() if sliced is None else sliced):
         return scatter_form(arrays, idx, vals)
     return lax.platform_dependent(arrays, idx, vals, default=scatter_form,
-                                  cpu=lambda a, i, v: _sparse_rows(a, i, v, ops, tally, repeats))
+                                  cpu=lambda a, i, v: _sparse_rows(a, i, v, ops, tally, repeats, gathered))
 
 
 def _positions(a, idx):
@@ -180,7 +183,7 @@ def next_true(mask, k):
     return jnp.where(jnp.any(m), jnp.argmax(m), K).astype(jnp.int32)
 
 
-def _sparse_rows(arrays, idx, vals, ops, tally=None, repeats=None):
+def _sparse_rows(arrays, idx, vals, ops, tally=None, repeats=None, gathered=()):
     """:func:`rows_updated`'s loop on the CPU: the updated arrays, and with a tally ``(arrays, sums)``."""
     shape = jnp.shape(idx[0])
     K, P = shape[0], (shape[1] if len(shape) > 1 else 1)
@@ -189,7 +192,8 @@ def _sparse_rows(arrays, idx, vals, ops, tally=None, repeats=None):
     any_ok = jnp.any(jnp.stack([jnp.any(o, axis=1) for o in ok]), axis=0)
     R = min(P, repeats or P)
     old = None if tally is None else arrays[0][at[0]]       # [K, P]: the tally's, read before the loop
-    shapes = () if tally is None else jax.eval_shape(tally, at[0], old, vals[0])
+    gathered = [jnp.reshape(g, (K, P)) for g in gathered]
+    shapes = () if tally is None else jax.eval_shape(tally, at[0], old, vals[0], *gathered)
     zero = tuple(jnp.zeros((), x.dtype) for x in shapes)
 
     def body(carry):
@@ -204,7 +208,7 @@ def _sparse_rows(arrays, idx, vals, ops, tally=None, repeats=None):
         for j in range(P if tally is not None else 0):
             was = old[k, j] if j >= R else _before(old[k, j], at[0][k, j], k * R + j, at[0][:, :R], vals[0][:, :R],
                                                    ok[0][:, :R], ops[0])
-            got = tally(at[0][k, j], was, vals[0][k, j])
+            got = tally(at[0][k, j], was, vals[0][k, j], *(g[k, j] for g in gathered))
             sums = tuple(s + jnp.where(ok[0][k, j], g, jnp.zeros_like(g)) for s, g in zip(sums, got))
         return next_true(any_ok, k + 1), out, sums
 
