@@ -159,19 +159,34 @@ several buckets share one program, their arrays padded (the same results; a padd
 ~9% at 4x for a chat lane: the per-session and per-request arrays are touched only where a request is,
 docs/performance.md)."""
 
-PREFIX_CAPACITY_FACTOR = 4
-"""The same for programs with the prefix cache (64, 256, 1,024, 4,096, ...: a bucket is padded at most 2x),
-whose evictions pass over every segment of the padded arrays: a chat prefix-cache lane padded 2x costs ~12%
-more an iteration (docs/performance.md), on half the buckets, to build half the programs."""
+PREFIX_CAPACITY_FACTOR = 8
+"""The same for programs with the prefix cache (64, 512, 4,096 sessions), up to :data:`PREFIX_LARGE_FROM`
+sessions: a boundary updates the cache's arrays in place, so padding costs a lane little there (the H100 lever
+grid: 11 prefix programs -> 9, its cold run 254.4 -> 222.8 s, every row equal; docs/performance.md)."""
+
+PREFIX_LARGE_FROM = 4096
+"""Past this many sessions prefix-cache programs grow by :data:`PREFIX_LARGE_FACTOR` (16,384, 65,536, ...):
+their evictions pass over every segment, and a chat lane padded from 16,384 sessions to 32,768 took 52.4
+instead of 40.9 us an iteration."""
+
+PREFIX_LARGE_FACTOR = 4
 
 
 def _capacity(bucket: int, prefix: bool) -> int:
     """Sessions a program is compiled for: the bucket's capacity class (:data:`CAPACITY_FACTOR`, or
-    :data:`PREFIX_CAPACITY_FACTOR` with the prefix cache)."""
+    :data:`PREFIX_CAPACITY_FACTOR` and past :data:`PREFIX_LARGE_FROM` :data:`PREFIX_LARGE_FACTOR` with the
+    prefix cache).
+
+    Example:
+        >>> [_capacity(b, True) for b in (64, 256, 1024, 4096, 8192, 16384, 32768)]
+        [64, 512, 4096, 4096, 16384, 16384, 65536]
+        >>> [_capacity(b, False) for b in (64, 256, 1024, 4096, 8192)]
+        [64, 512, 4096, 4096, 32768]
+    """
     factor = max(int(PREFIX_CAPACITY_FACTOR if prefix else CAPACITY_FACTOR), 2)
     cap = 64
     while cap < bucket:
-        cap *= factor
+        cap *= min(factor, PREFIX_LARGE_FACTOR) if prefix and cap >= PREFIX_LARGE_FROM else factor
     return cap
 
 
