@@ -116,11 +116,10 @@ def rows_updated(updates, sliced: bool | None = None, tally=None, repeats: int |
     (after the entries before it in row-major order) and the entry's value ``v``; the result is then
     ``(arrays, sums)``; ``gathered``: arrays shaped as ``idx``, read before any update, whose entries the tally
     takes as further arguments (``tally(i, old, v, *gathered)``). ``repeats``: an index may repeat only among
-    the first ``repeats`` columns (default:
-    all), every other column's valid indices being distinct from all other entries': an entry's ``old``
-    looks for earlier writes among those columns only. The old values come from one gather before the loop,
-    which the loop takes as an input: a read of an array beside its in-place update, not ordered before it
-    by the data, costs XLA a copy of the whole array.
+    the first ``repeats`` columns (default: all), every other column's valid indices being distinct from all
+    other entries': an entry's ``old`` looks for earlier writes among those columns only. The old values
+    come from one gather before the loop, which the loop takes as an input (so do ``gathered``): a read of an
+    array beside its in-place update, not ordered before it by the data, costs XLA a copy of the whole array.
     """
     arrays, idx, vals, ops = (list(u) for u in zip(*updates))
 
