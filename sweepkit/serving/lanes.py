@@ -162,12 +162,12 @@ docs/performance.md)."""
 PREFIX_CAPACITY_FACTOR = 8
 """The same for programs with the prefix cache (64, 512, 4,096 sessions), up to :data:`PREFIX_LARGE_FROM`
 sessions: a boundary updates the cache's arrays in place, so padding costs a lane little there (the H100 lever
-grid: 11 prefix programs -> 9, its cold run 254.4 -> 222.8 s, every row equal; docs/performance.md)."""
+grid: 11 prefix programs -> 9, its cold run 254.4 -> 230.9 s, every row equal; docs/performance.md)."""
 
 PREFIX_LARGE_FROM = 4096
 """Past this many sessions prefix-cache programs grow by :data:`PREFIX_LARGE_FACTOR` (16,384, 65,536, ...):
-their evictions pass over every segment, and a chat lane padded from 16,384 sessions to 32,768 took 52.4
-instead of 40.9 us an iteration."""
+their evictions pass over every segment, and chat's lanes of 4,097-16,384 sessions padded to 32,768 took
+52.4 instead of 40.9 us an iteration."""
 
 PREFIX_LARGE_FACTOR = 4
 
