@@ -147,9 +147,10 @@ def _view(s: State) -> dict:
 
 
 def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
-    """Instance ``i``'s boundary on its slice of the state; its queue is the window of ``slots`` entries
-    before the head and ``admits`` from it (``qbase``: the window's first ring position), so a boundary's
-    cost does not grow with the run's requests."""
+    """Instance ``i``'s boundary on its slice of the state (the prefix cache's arrays whole, flat, in a program
+    with pools: :data:`_CACHE`); its queue is the window of ``slots`` entries before the head and ``admits``
+    from it (``qbase``: the window's first ring position), so a boundary's cost does not grow with the run's
+    requests."""
     W, Q = shape.slots + shape.admits, shape.queue
     qbase = s.q_head[i] - shape.slots
     qpos = (qbase + jnp.arange(W)) % Q

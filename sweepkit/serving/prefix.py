@@ -86,8 +86,8 @@ def node_units(req, shape, block_tokens: jax.Array) -> jax.Array:
 
 
 def offset(iv):
-    """The instance's first segment in its cache arrays (``c_off``: in a boundary the arrays hold every
-    instance's, flat; 0 where they hold one instance's)."""
+    """The instance's first segment in its cache arrays (``c_off``: where a boundary holds every instance's
+    arrays, flat, in a program with pools; 0 where they hold one instance's: :data:`cluster_sim._CACHE`)."""
     return iv.get("c_off", 0)
 
 
