@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweepkit.serving import minblocks
+from sweepkit.serving import minblocks, sizes
 
 times = st.one_of(st.just(np.inf), st.floats(0.0, 100.0, allow_nan=False).map(lambda x: round(x, 1)))
 
@@ -75,8 +75,8 @@ def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
     rates = np.full((3, 1), 0.4)                  # 200 sessions: bucket 256
 
     def run(factor):
-        monkeypatch.setattr(lanes_mod, "CAPACITY_FACTOR", factor)
-        monkeypatch.setattr(lanes_mod, "PREFIX_CAPACITY_FACTOR", factor)
+        monkeypatch.setattr(sizes, "CAPACITY_FACTOR", factor)
+        monkeypatch.setattr(sizes, "PREFIX_CAPACITY_FACTOR", factor)
         out = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=False)
         shapes = [g.buf_s.shape[-1] for g in out.groups]     # sessions each program holds
         return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(3)], shapes
@@ -108,10 +108,43 @@ def test_padding_shared_prompts_with_the_prefix_cache_changes_no_result(monkeypa
         return lane_metrics(out, 0, 0, w, cl.gpus, 0.0, 1.0), systems
 
     padded, n_padded = run()
-    monkeypatch.setattr(lanes_mod, "SYSTEMS_CLASS", 1)
+    monkeypatch.setattr(sizes, "SYSTEMS_CLASS", 1)
     exact, n_exact = run()
     assert (n_padded, n_exact) == (8, w.system_prompts) and exact["prefix_hit_rate"] > 0.05   # the cache is in use
     assert padded == exact
+
+
+def test_padding_turns_with_the_prefix_cache_changes_no_result(monkeypatch):
+    """Realtime voice (6 turns) with the prefix cache in a program of the 8-turn class, and in one of exactly
+    6 turns, ends in the same state leaf for leaf: a chain's positions past its request's turn are invalid
+    and its node ids follow the run's layout (``Requests.stride``), so padded turns are segments no chain
+    holds; RAG (1 turn) in the 3-turn class likewise."""
+    import jax
+
+    from sweepkit.serving import lanes as lanes_mod
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    ws, lv, cl = load_workloads(), load_levers(), load_cluster()
+    cfgs = [Config("H100", lv["prefix-cache"])]
+
+    def run(name, rate):
+        out = lanes_mod.run_configs(ws[name], cl, cfgs, np.full((1, 1), rate), early_stop=False)
+        return out.state(0, 0), out.groups[0].c_in.shape[-1]
+
+    cases = {"realtime-voice": 0.5, "long-context-rag": 0.5}
+    padded = {n: run(n, r) for n, r in cases.items()}
+    monkeypatch.setattr(sizes, "prefix_turns_class", lambda t, n: t)
+    for name, rate in cases.items():
+        exact, m_exact = run(name, rate)
+        st, m_padded = padded[name]
+        assert m_padded > m_exact                        # the first program really holds more segments
+        assert float(np.asarray(st.stats["hit_tokens"]).sum()) > 0          # the cache is in use
+        for x, y in zip(jax.tree_util.tree_leaves(exact), jax.tree_util.tree_leaves(st)):
+            x, y = np.asarray(x), np.asarray(y)              # the cache's arrays [I, M]: M cut to the exact's
+            np.testing.assert_array_equal(x, y[..., :x.shape[-1]] if x.ndim else y)
 
 
 def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
@@ -135,8 +168,8 @@ def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
         return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(2)], turns, out
 
     classed, t_classed, out = run()
-    monkeypatch.setattr(lanes_mod, "_turns_class", lambda t, n: t)
-    monkeypatch.setattr(lanes_mod, "SYSTEMS_CLASS", 1)
+    monkeypatch.setattr(sizes, "turns_class", lambda t, n, b: t)
+    monkeypatch.setattr(sizes, "SYSTEMS_CLASS", 1)
     exact, t_exact, _ = run()
     assert t_exact == {w.turns} and min(t_classed) > w.turns    # the first program really holds more turns
     assert classed == exact
@@ -145,11 +178,11 @@ def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
 
 
 def test_workloads_of_similar_size_share_a_program():
-    """Without the prefix cache, the seed's small workloads (1, 6 and 8 turns; 1 to 4 shared prompts) compile
-    to one shape of at least 4,096 requests, and a single-turn workload's large runs to the 4-turn one's; the
-    prefix cache keeps each workload's own turns, its shared prompts padded as without it (RAG's 4 and offline
-    batch's 1 share a program)."""
-    from sweepkit.serving import lanes as lanes_mod
+    """Without the prefix cache, the five workloads (1 to 8 turns; 1 to 4 shared prompts) compile to one shape
+    of at least 4,096 requests per session class up to 4,096 sessions, and past that a 6-turn workload's runs
+    of 8,192 sessions fit the 4-turn program of 32,768; with the prefix cache every workload shares one
+    program up to 512 sessions, and past that 1- to 3-turn workloads share programs (chat keeps its own 3
+    turns), as do 6 and 8 turns, their shared prompts padded as without it."""
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import resolve
     from sweepkit.serving.levers import load_levers
@@ -157,19 +190,24 @@ def test_workloads_of_similar_size_share_a_program():
 
     ws, lv, cl = load_workloads(), load_levers(), load_cluster()
     res = [resolve(cl, lv["baseline"])]
-    shape = lambda name, prefix: lanes_mod.shape_for(ws[name], cl, res, [lv["baseline"]], 512, prefix)  # noqa: E731
-    small = {shape(n, False) for n in ("offline-batch", "long-context-rag", "coding-agent", "realtime-voice")}
-    assert len(small) == 1 and next(iter(small)).requests >= lanes_mod.MIN_REQUESTS
-    assert shape("coding-agent", True) != shape("realtime-voice", True)
-    assert shape("chat", True).turns == ws["chat"].turns
-    assert shape("long-context-rag", True) == shape("offline-batch", True)
-    large = lambda name: lanes_mod.shape_for(ws[name], cl, res, [lv["baseline"]], 4096, False)  # noqa: E731
-    assert large("long-context-rag") == large("chat")
+    shape = lambda name, prefix, n=512, b=None: sizes.shape_for(  # noqa: E731
+        ws[name], cl, res, [lv["baseline"]], n, prefix, b)
+    for n in (512, 4096):
+        same = {shape(name, False, n) for name in ws}
+        assert len(same) == 1 and next(iter(same)).requests >= max(sizes.MIN_REQUESTS, 8 * n)
+    assert shape("realtime-voice", False, 32768, 8192) == shape("chat", False, 32768, 16384)
+    assert shape("realtime-voice", False, 32768, 8192).turns == 4
+    assert shape("coding-agent", False, 32768, 32768).turns == 8         # a layout that needs more turns
+    assert len({shape(name, True) for name in ws}) == 1                 # up to 512 sessions: one class
+    mid = lambda name: shape(name, True, 4096)  # noqa: E731
+    assert mid("coding-agent") == mid("realtime-voice") != mid("chat")
+    assert mid("chat").turns == ws["chat"].turns
+    assert mid("long-context-rag") == mid("offline-batch") == mid("chat")
 
 
 def test_programs_without_unreachable_phases_give_the_same_lanes(monkeypatch):
     """Reserved, colocated levers (the seed's baseline, MTP and draft) compile without the preemption, swap and
-    hand-off phases (:func:`sweepkit.serving.lanes.families`), and their lanes end in the same state, leaf for
+    hand-off phases (:func:`sweepkit.serving.sizes.families`), and their lanes end in the same state, leaf for
     leaf, as in a program holding every phase; a lever that needs a phase keeps it."""
     import jax
 
@@ -183,11 +221,11 @@ def test_programs_without_unreachable_phases_give_the_same_lanes(monkeypatch):
     cfgs = [Config("H100", lv[k]) for k in ("baseline", "mtp", "draft-llama-3.2-1b")]
     rates = np.full((3, 2), [[1.5, 6.0]])        # below capacity, and past it (queues, the early stop)
 
-    shapes, families = [], lanes_mod.families
-    shape_for = lanes_mod.shape_for
-    monkeypatch.setattr(lanes_mod, "shape_for", lambda *a: shapes.append(shape_for(*a)) or shapes[-1])
+    shapes, families = [], sizes.families
+    shape_for = sizes.shape_for
+    monkeypatch.setattr(sizes, "shape_for", lambda *a: shapes.append(shape_for(*a)) or shapes[-1])
     lean = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=True)
-    monkeypatch.setattr(lanes_mod, "families", lambda res, prefix: dict(paged=True, swap=True, pools=True))
+    monkeypatch.setattr(sizes, "families", lambda res, prefix: dict(paged=True, swap=True, pools=True))
     full = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=True)
     assert [(s.paged, s.swap, s.pools) for s in shapes] == [(False, False, False), (True, True, True)]
     for c in range(3):

@@ -1,7 +1,8 @@
 """Build the cluster engine's inputs for configurations x loads and run them as compiled programs.
 
 Configurations that share a static shape (instances per cluster, prefix cache on or off, draft passes;
-colocated and disaggregated levers alike) share one compiled program; every (configuration, load) lane is
+colocated and disaggregated levers alike) share one compiled program, its sizes classed so that loads and
+workloads of similar sizes share it too (:mod:`sweepkit.serving.sizes`); every (configuration, load) lane is
 one call of it (:mod:`sweepkit.serving.programs`: the compiled programs, the lane threads and devices). A
 lane's result does not depend on its device. The sessions (lengths, think times, unit-rate start times) are
 drawn once per workload and a load rescales the start times (common random numbers across loads and levers).
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from functools import lru_cache
 
@@ -22,8 +22,9 @@ import numpy as np
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
 from sweepkit.serving.cluster_sim import MISS_SHARE
-from sweepkit.serving.cluster_state import Requests, Shape
+from sweepkit.serving.cluster_state import Requests
 from sweepkit.serving.config import Config, policy, resolve
+from sweepkit.serving import sizes
 from sweepkit.serving.programs import as_load, collect, submit_lanes
 from sweepkit.serving.requests import Sessions, sample_sessions
 from sweepkit.serving.workloads import Workload
@@ -87,109 +88,6 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
                 warmup_requests=float(n_drop))
 
 
-def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool) -> Shape:
-    """Static sizes of one program: enough instances and draft passes for every configuration of the call,
-    and the prefix cache's arrays only where ``prefix`` (so most levers share one or two programs). Shared
-    prompts are rounded up to a class (:data:`SYSTEMS_CLASS`), and without the prefix cache turns too
-    (:func:`_turns_class`), so workloads of similar sizes share a program; the prefix cache keeps the
-    workload's own turns (its chains are as long as them). The
-    phases no configuration of ``res`` can reach (preemption, swap, KV hand-offs) are left out: a program of
-    reserved, colocated levers compiles in less time (:func:`families`)."""
-    turns = w.turns if prefix else _turns_class(w.turns, n_ses)
-    systems = max(w.system_prompts, 1)
-    return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
-                 requests=n_ses * turns, sessions=n_ses, turns=turns,
-                 systems=SYSTEMS_CLASS * math.ceil(systems / SYSTEMS_CLASS),
-                 gamma_max=max(lv.gamma for lv in levers), prefix=prefix, **families(res, prefix))
-
-
-def families(res: list[dict], prefix: bool) -> dict[str, bool]:
-    """Which of the engine's optional phases a program holds, for the resolved levers ``res``: ``pools`` where
-    any is disaggregated, ``swap`` where any swaps preempted rows out, ``paged`` where any row may outgrow
-    what it held at admission (paged KV, the prefix cache, or pools). A reserved row holds its whole sequence
-    from admission, and admission keeps the held units within capacity, so without these no row is ever
-    preempted: the phases left out would never run.
-
-    Example:
-        >>> families([dict(mode="colocated", kv="reserved", preemption="recompute")], prefix=False)
-        {'paged': False, 'swap': False, 'pools': False}
-    """
-    pools = any(r["mode"] == "disagg" for r in res)
-    paged = [r for r in res if r["kv"] == "paged"]
-    return dict(paged=bool(paged) or prefix or pools, swap=any(r["preemption"] == "swap" for r in paged), pools=pools)
-
-
-def _turns_class(turns: int, sessions: int) -> int:
-    """Turns a program is compiled for: the next power of 2, at least :data:`MIN_TURNS`, and at least
-    :data:`MIN_REQUESTS` / sessions (so the small workloads, single- or multi-turn, share one program of 4,096
-    requests, and a single-turn workload's large runs share the 4-turn one's).
-
-    Example:
-        >>> _turns_class(3, 4096), _turns_class(1, 4096), _turns_class(6, 4096), _turns_class(1, 512)
-        (4, 4, 8, 8)
-    """
-    return max(1 << max(int(turns) - 1, 0).bit_length(), MIN_TURNS, MIN_REQUESTS // max(int(sessions), 1))
-
-
-MIN_TURNS = 4
-"""Turns a program without the prefix cache holds at least: a single-turn workload's runs of more than 512
-sessions (programs of 4,096 sessions and up) share the multi-turn workloads' programs (the H100 lever grid: one
-program fewer); their per-request arrays are 4x as long, which only the late count every 64 iterations passes
-over whole."""
-
-
-MIN_REQUESTS = 4096
-"""Requests a program without the prefix cache holds at least (padding requests costs a lane next to nothing:
-only the per-session arrays are touched every iteration)."""
-
-
-SYSTEMS_CLASS = 8
-"""Shared system prompts of a program are padded to a multiple of this (with the prefix cache too: a padded
-prompt is a segment no chain holds, so RAG's 4 prompts and offline batch's 1 share a program)."""
-
-
-def _bucket(n: int) -> int:
-    """Power-of-2 session buckets: a run's request layout (request k x bucket + s), and so its draws."""
-    return 64 * 2 ** math.ceil(math.log2(max(n, 64) / 64.0))
-
-
-CAPACITY_FACTOR = 8
-"""Session capacities of the compiled programs grow by this factor (64, 512, 4,096, 32,768, ...): layouts of
-several buckets share one program, their arrays padded (the same results; a padded lane costs a little more,
-~9% at 4x for a chat lane: the per-session and per-request arrays are touched only where a request is,
-docs/performance.md)."""
-
-PREFIX_CAPACITY_FACTOR = 8
-"""The same for programs with the prefix cache (64, 512, 4,096 sessions), up to :data:`PREFIX_LARGE_FROM`
-sessions: a boundary updates the cache's arrays in place, so padding costs a lane little there (the H100 lever
-grid: 11 prefix programs -> 9, its cold run 254.4 -> 230.9 s, every row equal; docs/performance.md)."""
-
-PREFIX_LARGE_FROM = 4096
-"""Past this many sessions prefix-cache programs grow by :data:`PREFIX_LARGE_FACTOR` (16,384, 65,536, ...):
-their evictions pass over every segment, and chat's lanes of 4,097-16,384 sessions padded to 32,768 took
-52.4 instead of 40.9 us an iteration."""
-
-PREFIX_LARGE_FACTOR = 4
-
-
-def _capacity(bucket: int, prefix: bool) -> int:
-    """Sessions a program is compiled for: the bucket's capacity class (:data:`CAPACITY_FACTOR`, or
-    :data:`PREFIX_CAPACITY_FACTOR` and past :data:`PREFIX_LARGE_FROM` :data:`PREFIX_LARGE_FACTOR` with the
-    prefix cache).
-
-    Example:
-        >>> [_capacity(b, True) for b in (64, 256, 1024, 4096, 8192, 16384, 32768)]
-        [64, 512, 4096, 4096, 16384, 16384, 65536]
-        >>> [_capacity(b, False) for b in (64, 256, 1024, 4096, 8192)]
-        [64, 512, 4096, 4096, 32768]
-    """
-    factor = max(int(PREFIX_CAPACITY_FACTOR if prefix else CAPACITY_FACTOR), 2)
-    cap = 64
-    while cap < bucket:
-        cap *= min(factor, PREFIX_LARGE_FACTOR) if prefix and cap >= PREFIX_LARGE_FROM else factor
-    return cap
-
-
 def _padded(load: dict, capacity: int) -> dict:
     """A lane's load with its first-turn arrivals padded with inf (never arriving) to ``capacity`` sessions."""
     arr0 = load["arrival0_s"]
@@ -246,7 +144,7 @@ def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: b
     for benchmarks and checks of the compiled program."""
     rates = np.atleast_1d(np.asarray(rates, np.float64))
     n = [w.sessions_at(float(r)) for r in rates]
-    B = _bucket(max(n))
+    B = sizes.bucket_of(max(n))
     res = resolve(cluster, cfg.lever)
     cap, shape, req = _program(w, cluster, B, bool(res["prefix_caching"]), [res], [cfg.lever])
     pol = policy(cluster, cfg, res, w.name, shape.gamma_max, shape.instances)
@@ -257,8 +155,8 @@ def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: b
 def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[dict], levers: list):
     """One program's session capacity, static shape and requests for session bucket ``B``, sized for every
     resolved lever in ``sized`` (``levers``: the same levers)."""
-    cap = _capacity(B, prefix)
-    shape = shape_for(w, cluster, sized, levers, cap, prefix)
+    cap = sizes.capacity(B, prefix)
+    shape = sizes.shape_for(w, cluster, sized, levers, cap, prefix, B)
     req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
     return cap, shape, req
 
@@ -270,7 +168,7 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
     stop = np.broadcast_to(np.asarray(early_stop, bool), rates.shape)
     count = (lambda r: min(w.sessions_at(r), COARSE_MAX_SESSIONS)) if cap_sessions else w.sessions_at
     n_max = max([count(float(r)) for r in rates.ravel() if r > 0] or [w.min_sessions])
-    B = _bucket(n_max)
+    B = sizes.bucket_of(n_max)
     ses = _sessions(w, B)
     loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
              for c in range(len(configs)) for k, r in enumerate(rates[c])}
