@@ -42,3 +42,57 @@ def test_a_program_built_ahead_serves_every_lane_of_its_shape(monkeypatch):
     assert states.iters.shape == (1, 2) and np.all(states.iters > 0)
     assert all(np.array_equal(a[0, 1], b[0, 0], equal_nan=True)
                for a, b in zip(jax.tree_util.tree_leaves(states), jax.tree_util.tree_leaves(again)))
+
+
+def test_lanes_of_a_ready_program_run_while_another_program_builds(monkeypatch):
+    """A lane is queued only once its program is ready: while one program's build is held up, the lanes of a
+    program already built run to the end on the lane threads (none of them is held by a lane waiting for the
+    other build), and the held-up lanes run once their build is done."""
+    from concurrent.futures import wait
+
+    w, cluster, levers = load_workloads()["chat"], load_cluster(), load_levers()
+    with jax.enable_x64(True):
+        pol, req, loads, shape = lane_inputs(w, cluster, Config("H100", levers["baseline"]), [0.25, 0.5])
+    slow_shape = shape._replace(max_iters=shape.max_iters - 1)      # another program of the same inputs
+    gate, real = threading.Event(), programs.compile_cached
+
+    def gated(name, key, *args, **kwargs):
+        if key[0] == slow_shape:
+            gate.wait(300)
+        return real(name, key, *args, **kwargs)
+
+    monkeypatch.setattr(programs, "compile_cached", gated)
+    fields = [{f.name: getattr(ld, f.name) for f in dataclasses.fields(ld)} for ld in loads]
+    many = [fields * programs.lane_threads()]                  # more held-up lanes than lane threads
+    try:
+        with jax.enable_x64(True):
+            slow = programs.submit_lanes([pol], many, req, slow_shape)
+            fast = programs.submit_lanes([pol], [fields], req, shape)
+            done, pending = wait(fast[0], timeout=240)
+        assert not pending and not any(f.done() for f in slow[0])
+    finally:
+        gate.set()
+    held = programs.collect(slow)
+    ran = programs.collect(fast)
+    assert np.array_equal(held.iters[0, :2], ran.iters[0]) and np.all(ran.iters > 0)
+
+
+def test_a_failed_build_fails_every_lane_of_its_program_once(monkeypatch):
+    """A program whose build fails is not built again by each of its lanes: every lane gets the build's error."""
+    w, cluster, levers = load_workloads()["chat"], load_cluster(), load_levers()
+    with jax.enable_x64(True):
+        pol, req, loads, shape = lane_inputs(w, cluster, Config("H100", levers["baseline"]), [0.25, 0.5])
+    broken_shape = shape._replace(max_iters=shape.max_iters - 2)
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("no room to build")
+
+    monkeypatch.setattr(programs, "compile_cached", broken)
+    fields = [{f.name: getattr(ld, f.name) for f in dataclasses.fields(ld)} for ld in loads]
+    with jax.enable_x64(True):
+        lanes = programs.submit_lanes([pol], [fields], req, broken_shape)
+    for lane in lanes[0]:
+        assert "no room to build" in str(lane.exception(timeout=60))
+    assert len(calls) == len(programs.lane_devices())

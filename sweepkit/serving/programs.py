@@ -1,8 +1,9 @@
 """Compiled programs of the cluster engine and the threads and devices their lanes run on.
 
 Every (configuration, load) lane is one call of a program compiled for its static shape (built ahead on build
-threads as soon as its lanes are queued: :func:`build_ahead`); the lanes spread over one thread per core or
-device (:func:`lane_pool`) and over the local JAX devices (:func:`lane_devices`):
+threads as soon as its lanes are submitted: :func:`build_ahead`); the lanes are queued once their program is
+ready, so a lane thread never waits for a build while other lanes could run, and spread over one thread per
+core or device (:func:`lane_pool`) and over the local JAX devices (:func:`lane_devices`):
 a lane runs on the device with the fewest lanes running, with its inputs placed there and the program
 compiled for that device. A program is built once per process (from the executable cache when the CLI turned
 it on); other threads wait for that one build only.
@@ -79,17 +80,21 @@ def _compiled(pol, req, load, shape: Shape, device):
     return entry.result()
 
 
-def build_ahead(pol, req, load, shape: Shape) -> None:
+def build_ahead(pol, req, load, shape: Shape) -> list[Future]:
     """Start building the program of these inputs on a compile thread, for every device a lane may take,
-    unless it is built or being built: a lane that needs it later waits for that build only, and the builds
-    of several shapes start when their lanes are queued, side by side, not one after another on whichever
-    lane thread reaches each first (docs/performance.md: the seed's 15 points cold, 33.6 -> 29.2 s)."""
+    unless it is built or being built; returns the builds' futures (one per device). A lane that needs it
+    waits for that build only, and the builds of several shapes start when their lanes are submitted, side by
+    side, not one after another on whichever lane thread reaches each first (docs/performance.md: the seed's
+    15 points cold, 33.6 -> 29.2 s)."""
+    entries = []
     for device in lane_devices():
         key = _key(pol, req, load, shape, device)
         entry, owner = _claim(key)
         if owner:
             args = jax.device_put((pol, req, load), device)
             _compile_pool().submit(_build, entry, key, *args, shape, device)
+        entries.append(entry)
+    return entries
 
 
 def _compile_pool() -> ThreadPoolExecutor:
@@ -159,17 +164,58 @@ def as_load(fields: dict) -> Load:
 
 def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape) -> list[list[Future]]:
     """Every (configuration, load) lane as its own call of one compiled program, queued on :func:`lane_pool`
-    (each runs on the least busy of :func:`lane_devices`); :func:`collect` waits for them."""
+    once the program is built or loaded (each lane runs on the least busy of :func:`lane_devices`), so the
+    lane threads run other calls' lanes meanwhile; :func:`collect` waits for them."""
     def one(pol, ld):
         with jax.enable_x64(True), _device_lease() as device:
             args = jax.device_put((pol, req, as_load(ld)), device)
             out = _compiled(*args, shape, device)(*args)
             return jax.tree_util.tree_map(np.asarray, out)
-    pool = lane_pool()
-    if pols and loads[0]:
-        with jax.enable_x64(True):
-            build_ahead(pols[0], req, as_load(loads[0][0]), shape)
-    return [[pool.submit(one, pol, ld) for ld in row] for pol, row in zip(pols, loads)]
+    futures = [[Future() for _ in row] for row in loads]
+    if not (pols and loads[0]):
+        return futures
+    with jax.enable_x64(True):
+        entries = build_ahead(pols[0], req, as_load(loads[0][0]), shape)
+
+    def queue() -> None:
+        failed = next((e.exception() for e in entries if e.exception() is not None), None)
+        if failed is not None:                      # the build's own error, for every lane (no rebuild each)
+            for out in (f for outs in futures for f in outs):
+                out.set_exception(failed)
+            return
+        pool = lane_pool()
+        for pol, row, outs in zip(pols, loads, futures):
+            for ld, out in zip(row, outs):
+                try:
+                    pool.submit(one, pol, ld).add_done_callback(partial(_settle, out))
+                except RuntimeError as exc:          # the pool shut down (interpreter exit): never leave it pending
+                    out.set_exception(exc)
+    _after(entries, queue)
+    return futures
+
+
+def _after(entries: list[Future], action) -> None:
+    """Call ``action()`` once every future of ``entries`` is done (here and now if they all are; else on the
+    thread that finishes the last)."""
+    left, lock = [len(entries)], threading.Lock()
+
+    def done(_) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            action()
+    for entry in entries:
+        entry.add_done_callback(done)
+
+
+def _settle(out: Future, source: Future) -> None:
+    """Give ``out`` the result or exception of ``source``."""
+    exc = source.exception()
+    if exc is not None:
+        out.set_exception(exc)
+    else:
+        out.set_result(source.result())
 
 
 def collect(futures: list[list[Future]]):
