@@ -46,8 +46,8 @@ def test_a_program_built_ahead_serves_every_lane_of_its_shape(monkeypatch):
 
 def test_lanes_of_a_ready_program_run_while_another_program_builds(monkeypatch):
     """A lane is queued only once its program is ready: while one program's build is held up, the lanes of a
-    program already built run to the end on the lane threads (none of them is held by a lane waiting for the
-    other build), and the held-up lanes run once their build is done."""
+    program built before run to the end on the lane threads (none of them is held by a lane waiting for the
+    other build; with one core too), and the held-up lanes run once their build is done."""
     from concurrent.futures import wait
 
     w, cluster, levers = load_workloads()["chat"], load_cluster(), load_levers()
@@ -66,6 +66,7 @@ def test_lanes_of_a_ready_program_run_while_another_program_builds(monkeypatch):
     many = [fields * programs.lane_threads()]                  # more held-up lanes than lane threads
     try:
         with jax.enable_x64(True):
+            programs.collect(programs.submit_lanes([pol], [fields[:1]], req, shape))    # built before the gate
             slow = programs.submit_lanes([pol], many, req, slow_shape)
             fast = programs.submit_lanes([pol], [fields], req, shape)
             done, pending = wait(fast[0], timeout=240)
