@@ -155,7 +155,7 @@ def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: b
 def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[dict], levers: list):
     """One program's session capacity, static shape and requests for session bucket ``B``, sized for every
     resolved lever in ``sized`` (``levers``: the same levers)."""
-    cap = sizes.capacity(B, prefix)
+    cap = sizes.session_capacity(B, prefix)
     shape = sizes.shape_for(w, cluster, sized, levers, cap, prefix, B)
     req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
     return cap, shape, req

@@ -145,15 +145,15 @@ their evictions pass over every segment, and chat's lanes of 4,097-16,384 sessio
 PREFIX_LARGE_FACTOR = 4
 
 
-def capacity(bucket: int, prefix: bool) -> int:
+def session_capacity(bucket: int, prefix: bool) -> int:
     """Sessions a program is compiled for: the bucket's capacity class (:data:`CAPACITY_FACTOR`, or
     :data:`PREFIX_CAPACITY_FACTOR` and past :data:`PREFIX_LARGE_FROM` :data:`PREFIX_LARGE_FACTOR` with the
     prefix cache).
 
     Example:
-        >>> [capacity(b, True) for b in (64, 256, 1024, 4096, 8192, 16384, 32768)]
+        >>> [session_capacity(b, True) for b in (64, 256, 1024, 4096, 8192, 16384, 32768)]
         [64, 512, 4096, 4096, 16384, 16384, 65536]
-        >>> [capacity(b, False) for b in (64, 256, 1024, 4096, 8192)]
+        >>> [session_capacity(b, False) for b in (64, 256, 1024, 4096, 8192)]
         [64, 512, 4096, 4096, 32768]
     """
     factor = max(int(PREFIX_CAPACITY_FACTOR if prefix else CAPACITY_FACTOR), 2)
