@@ -118,7 +118,8 @@ def test_padding_turns_with_the_prefix_cache_changes_no_result(monkeypatch):
     """Realtime voice (6 turns) with the prefix cache in a program of the 8-turn class, and in one of exactly
     6 turns, ends in the same state leaf for leaf: a chain's positions past its request's turn are invalid
     and its node ids follow the run's layout (``Requests.stride``), so padded turns are segments no chain
-    holds; RAG (1 turn) in the 3-turn class likewise."""
+    holds; RAG (1 turn) in the 3-turn class likewise (the class of its runs past 512 sessions, taken here for
+    a small run by lowering :data:`sizes.PREFIX_ONE_CLASS_UP_TO`)."""
     import jax
 
     from sweepkit.serving import lanes as lanes_mod
@@ -132,14 +133,20 @@ def test_padding_turns_with_the_prefix_cache_changes_no_result(monkeypatch):
 
     def run(name, rate):
         out = lanes_mod.run_configs(ws[name], cl, cfgs, np.full((1, 1), rate), early_stop=False)
-        return out.state(0, 0), out.groups[0].c_in.shape[-1]
+        return out.state(0, 0), out.groups[0].c_in.shape[-1], out.groups[0].arrival_s.shape[-1] // \
+            out.groups[0].buf_s.shape[-1]
 
     cases = {"realtime-voice": 0.5, "long-context-rag": 0.5}
-    padded = {n: run(n, r) for n, r in cases.items()}
+    one_class = {"realtime-voice": sizes.PREFIX_ONE_CLASS_UP_TO, "long-context-rag": 0}
+    padded = {}
+    for name, rate in cases.items():
+        monkeypatch.setattr(sizes, "PREFIX_ONE_CLASS_UP_TO", one_class[name])
+        padded[name] = run(name, rate)
+    assert padded["realtime-voice"][2] == 8 and padded["long-context-rag"][2] == 3     # the classes tested
     monkeypatch.setattr(sizes, "prefix_turns_class", lambda t, n: t)
     for name, rate in cases.items():
-        exact, m_exact = run(name, rate)
-        st, m_padded = padded[name]
+        exact, m_exact, _ = run(name, rate)
+        st, m_padded, _ = padded[name]
         assert m_padded > m_exact                        # the first program really holds more segments
         assert float(np.asarray(st.stats["hit_tokens"]).sum()) > 0          # the cache is in use
         for x, y in zip(jax.tree_util.tree_leaves(exact), jax.tree_util.tree_leaves(st)):
