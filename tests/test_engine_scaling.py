@@ -247,3 +247,15 @@ def test_programs_without_unreachable_phases_give_the_same_lanes(monkeypatch):
     assert fam("paged-swap") == dict(paged=True, swap=True, pools=False)
     assert fam("disagg-1p1d") == dict(paged=True, swap=False, pools=True)
     assert families([resolve(cl, lv["baseline"])], True)["paged"]
+
+
+@given(st.integers(1, 64), st.integers(6, 17), st.integers(0, 11))
+def test_a_program_holds_every_layout_its_classes_give_it(turns, log_sessions, smaller):
+    """A program's turns hold the lane layout it is chosen for (bucket x turns requests, request k x bucket +
+    s), are a power of 2 without the prefix cache, and at least the workload's turns with it."""
+    sessions = 2 ** log_sessions
+    bucket = max(sessions >> smaller, 64)
+    t = sizes.turns_class(turns, sessions, bucket)
+    assert t * sessions >= bucket * turns and t & (t - 1) == 0
+    assert t * sessions >= sizes.MIN_REQUESTS
+    assert sizes.prefix_turns_class(turns, sessions) >= turns
