@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "sweepkit.cli.simulate:simulate", "matrix": "sweepkit.cli.simulate:matrix",
     "validate": "sweepkit.cli.validate:validate", "calibrate": "sweepkit.cli.calibrate:calibrate",
     "serve": "sweepkit.cli.serve:serve",
+    "verify": "sweepkit.cli.verify:verify",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 

@@ -123,6 +123,17 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def markdown_cell(text: str) -> str:
+    """``text`` safe inside one Markdown table cell: ``|`` escaped, a line break as ``<br>``.
+
+    Example:
+      >>> markdown_cell("a|b\\nc")
+      'a\\\\|b<br>c'
+    """
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
+
+
 def unique_names(names: list[str]) -> list[str]:
     """Column names made unique for printing: a repeated name gets _2, _3, ... (``select a.x, b.x``).
 
@@ -176,10 +187,10 @@ def emit(table: pa.Table, fmt: str, title: str | None = None) -> None:
         for r in _rows(table):
             w.writerow(["" if r[n] is None else _plain(r[n]) for n in names])
     elif fmt == "markdown":
-        out.write("| " + " | ".join(names) + " |\n")
+        out.write("| " + " | ".join(markdown_cell(n) for n in names) + " |\n")
         out.write("|" + "|".join("---" for _ in names) + "|\n")
         for r in _rows(table):
-            out.write("| " + " | ".join(_cell(r[n]).replace("|", "\\|") for n in names) + " |\n")
+            out.write("| " + " | ".join(markdown_cell(_cell(r[n])) for n in names) + " |\n")
     else:
         from rich.console import Console
 

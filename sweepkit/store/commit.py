@@ -24,7 +24,7 @@ def commit_run(wh, *, run_id: str, kind: str, grid_name: str, grid_toml: str, gr
     Args:
       wh: the warehouse.  run_id, kind, grid_name, grid_toml, grid_sha256: the ``runs`` row's fields.
       started: the run's start (UTC).  row_count: rows in all its files.  wall_s: seconds of work.
-      files: table -> ``(path, rows, size_bytes, footer_sha256)`` per file (path relative to the root, or
+      files: table -> ``(path, rows, size_bytes, footer_sha256, content_sha256)`` per file (path relative to the root, or
         an object's URI).
       on_wait: told once, in one line, when the commit has to wait for another process.
 
@@ -61,7 +61,8 @@ def _insert(wh, con: duckdb.DuckDBPyConnection, run: list, files: Mapping[str, l
     con.execute("insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, 'committed', ?, ?)", run)
     rows = [[run[0], name, *f] for name, fs in files.items() for f in fs]
     if rows:
-        con.executemany("insert into run_files values (?, ?, ?, ?, ?, ?)", rows)
+        con.executemany("insert into run_files (run_id, table_name, path, row_count, size_bytes, footer_sha256, "
+                        "content_sha256) values (?, ?, ?, ?, ?, ?, ?)", rows)
     con.execute("insert or replace into warehouse_meta values ('root', ?)", [str(wh.root.resolve())])
     con.execute("insert or replace into warehouse_meta values ('parquet_uri', ?)", [loc.uri if loc else ""])
     db.create_views(con, wh.root, temp=False, tables=None if everything else [n for n, fs in files.items() if fs])

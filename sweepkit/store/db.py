@@ -195,17 +195,22 @@ def contracts(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]
     return out
 
 
-def committed_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, int, str | None]]:
-    """Committed files in commit order: (run_id, table, relative path, size_bytes, footer_sha256)."""
+def committed_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, int, str | None, str | None]]:
+    """Committed files in commit order: (run_id, table, relative path, size_bytes, footer_sha256,
+    content_sha256); the digests are None where not recorded (a warehouse committed by an older sweepkit)."""
+    have = {r[0] for r in con.execute(
+        "select column_name from duckdb_columns() where database_name = current_database() "
+        "and schema_name = 'main' and table_name = 'run_files'").fetchall()}
+    digests = ", ".join(f"f.{c}" if c in have else f"null::varchar as {c}" for c in ("footer_sha256", "content_sha256"))
     return con.execute(
-        "select f.run_id, f.table_name, f.path, f.size_bytes, f.footer_sha256 from run_files f join runs r "
+        f"select f.run_id, f.table_name, f.path, f.size_bytes, {digests} from run_files f join runs r "
         "using (run_id) where r.status = 'committed' order by r.started_at, f.path").fetchall()
 
 
 def files_by_table(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     """Committed files: table -> relative paths, in commit order."""
     out: dict[str, list[str]] = {}
-    for _run, table, path, _size, _footer in committed_files(con):
+    for _run, table, path, *_ in committed_files(con):
         out.setdefault(table, []).append(path)
     return out
 
@@ -242,7 +247,7 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path, *, temp: bool,
     declared = contracts(con)
     committed = committed_files(con)
     files: dict[str, list[str]] = {}
-    for _run, table, path, _size, _footer in committed:
+    for _run, table, path, *_ in committed:
         files.setdefault(table, []).append(path)
     names = sorted(set(declared) | set(files))
     existing = {r[0] for r in con.execute(

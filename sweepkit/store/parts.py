@@ -220,7 +220,7 @@ def commit_pending(wh, run: PendingRun, *, kind: str, grid_name: str, grid_toml:
 
 def _publish_local(wh, run: PendingRun, table: str, paths: list[Path], undo: list) -> list[tuple]:
     """Rename a table's parts into its run folder; ``undo`` gets how to move each back. Returns run_files rows."""
-    from sweepkit.store.integrity import footer_sha256
+    from sweepkit.store.integrity import content_sha256, footer_sha256
 
     dest = wh.root / "parquet" / table / f"run_id={run.run_id}"
     dest.mkdir(parents=True, exist_ok=True)
@@ -230,7 +230,7 @@ def _publish_local(wh, run: PendingRun, table: str, paths: list[Path], undo: lis
         os.rename(src, target)
         undo.append(lambda t=target, s=src: t.exists() and os.rename(t, s))
         out.append((str(target.relative_to(wh.root)), pq.ParquetFile(target).metadata.num_rows,
-                    target.stat().st_size, footer_sha256(target)))
+                    target.stat().st_size, footer_sha256(target), content_sha256(target)))
     fsync_path(dest)
     fsync_path(dest.parent)
     return out
@@ -239,7 +239,7 @@ def _publish_local(wh, run: PendingRun, table: str, paths: list[Path], undo: lis
 def _publish_remote(wh, run: PendingRun, table: str, paths: list[str], undo: list) -> list[tuple]:
     """Copy a table's parts, inside the object store, under its run prefix; ``undo`` gets how to delete the
     copies (the parts stay pending). Returns run_files rows (with each object's URI)."""
-    from sweepkit.store.integrity import footer_sha256
+    from sweepkit.store.integrity import content_sha256, footer_sha256
 
     loc, fs = run.remote, run.remote.filesystem()
     dest = loc.path("parquet", table, f"run_id={run.run_id}")
@@ -249,5 +249,5 @@ def _publish_remote(wh, run: PendingRun, table: str, paths: list[str], undo: lis
         target = f"{dest}/{src.rsplit('/', 1)[-1]}"
         fs.copy_file(src, target)
         out.append((loc.uri_of(target), pq.read_metadata(target, filesystem=fs).num_rows,
-                    fs.get_file_info(target).size, footer_sha256(target, fs)))
+                    fs.get_file_info(target).size, footer_sha256(target, fs), content_sha256(target, fs)))
     return out

@@ -44,9 +44,11 @@ create table if not exists run_files (
     path        varchar not null,
     row_count   bigint not null,
     size_bytes  bigint not null,
-    footer_sha256 varchar
+    footer_sha256 varchar,
+    content_sha256 varchar
 );
 alter table run_files add column if not exists footer_sha256 varchar;
+alter table run_files add column if not exists content_sha256 varchar;
 comment on table run_files is 'One row per Parquet file of a committed run; the views read exactly these files';
 comment on column run_files.run_id is 'The run (runs.run_id)';
 comment on column run_files.table_name is 'The view the file belongs to (decode, serving, ...)';
@@ -54,6 +56,7 @@ comment on column run_files.path is 'Path relative to the warehouse root: parque
 comment on column run_files.row_count is 'Rows in the file';
 comment on column run_files.size_bytes is 'bytes, file size';
 comment on column run_files.footer_sha256 is 'Hex SHA-256 of the file''s Parquet footer at commit (schema, row groups, statistics); readers compare it and size_bytes with the file (null: not recorded)';
+comment on column run_files.content_sha256 is 'Hex SHA-256 of the whole file at commit; sweepkit verify compares it with every file, readers with the first 16 MiB of files (null: committed before content digests were recorded)';
 
 create table if not exists warehouse_meta (
     key    varchar primary key,

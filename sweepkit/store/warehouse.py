@@ -113,7 +113,19 @@ class Warehouse:
             return {}
         rows = records["run_files"].to_pylist()
         return integrity.damaged_runs(self.root, ((r["run_id"], r["table_name"], r["path"], r["size_bytes"],
-                                                   r.get("footer_sha256")) for r in rows))
+                                                   r.get("footer_sha256"), r.get("content_sha256"))
+                                                  for r in rows))
+
+    def verify(self) -> list[tuple[str, str, str, str]]:
+        """Every committed file's whole content against its commit (:func:`integrity.verify_files`):
+        ``(run_id, table, path, status)`` per file, status ``ok``, ``ok (no checksum recorded)`` or
+        ``damaged: ...``; empty for a warehouse with no run."""
+        records = snapshot.read_records(self.db_path, self.gate_path)
+        if records is None:
+            return []
+        rows = sorted(records["run_files"].to_pylist(), key=lambda r: (r["run_id"], r["table_name"], r["path"]))
+        return integrity.verify_files(self.root, ((r["run_id"], r["table_name"], r["path"], r["size_bytes"],
+                                                   r.get("footer_sha256"), r.get("content_sha256")) for r in rows))
 
     def _open_committed(self) -> duckdb.DuckDBPyConnection | None:
         """A read-only connection to the database file, or None while it holds no committed schema: no file
@@ -195,7 +207,8 @@ class Warehouse:
         try:
             self.clean_stale()
             written = self._write_tables(loc, run_id, tables, published, on_rows)
-            files = {name: [(self._file_ref(loc, name, run_id, f.path), f.rows, f.size_bytes, f.footer_sha256)
+            files = {name: [(self._file_ref(loc, name, run_id, f.path), f.rows, f.size_bytes, f.footer_sha256,
+                             f.content_sha256)
                             for f in fs] for name, fs in written.items()}
             row_count = sum(f[1] for fs in files.values() for f in fs)
             self._commit(run_id=run_id, kind=kind, grid_name=grid_name, grid_toml=grid_toml,

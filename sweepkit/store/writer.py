@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweepkit.store.integrity import footer_sha256
+from sweepkit.store.integrity import content_sha256, footer_sha256
 
 ROW_GROUP_ROWS = 1 << 20
 """Rows per Parquet row group (the last group of a file may be smaller)."""
@@ -46,6 +46,7 @@ class WrittenFile:
     rows: int
     size_bytes: int
     footer_sha256: str | None = None
+    content_sha256: str | None = None
 
 
 def is_string(t: pa.DataType) -> bool:
@@ -111,7 +112,8 @@ class _FileWriter:
             size = self._path.stat().st_size
         else:
             size = self.fs.get_file_info(str(self._path)).size
-        self.files.append(WrittenFile(self._path, self._file_rows, size, footer_sha256(self._path, self.fs)))
+        self.files.append(WrittenFile(self._path, self._file_rows, size, footer_sha256(self._path, self.fs),
+                                      content_sha256(self._path, self.fs)))
         self._writer, self._path, self._file_rows = None, None, 0
 
     def finish(self) -> None:
