@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from typing import Any
 
 from sweepkit.acceptance import get_table, parametric
@@ -44,6 +45,15 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
       >>> round(r["s_per_token_plain"] * 1e3, 3), round(r["s_per_token_spec"] * 1e3, 3), r["verify_bound"]
       (6.126, 3.076, 'memory')
     """
+    names = dict(device=device, model=model, draft=draft, weight_format=weight_format, kv_format=kv_format,
+                 compute_format=compute_format)
+    for arg, value in names.items():
+        if not isinstance(value, str):
+            raise bad_value(arg, value, "one name as a string (evaluate takes one point; a grid file sweeps "
+                                        "several: sweepkit run)")
+    for arg, value in dict(acceptance=acceptance, models_file=models_file, devices_file=devices_file).items():
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise bad_value(arg, value, "a string (a name or a file path) or None")
     if models_file is not None:
         load_models_file(models_file)
     with devices_file_scope(devices_file):

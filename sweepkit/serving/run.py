@@ -87,6 +87,15 @@ class ServingGrid:
                                          if not lv.devices or d in lv.devices)
 
 
+EXTRA_SERVING_DEVICES = ("H100", "H200", "B200", "A100")
+"""Devices any serving grid may name besides its cluster's (the reference simulator's three, and A100)."""
+
+
+def cluster_where(path: Path | None) -> str:
+    """Where a grid's cluster comes from, for messages."""
+    return "sweepkit/serving/data/cluster.toml" if path is None else str(path)
+
+
 def _names(raw: dict, key: str, known: dict | list, where: str, default=None) -> list[str]:
     value = raw.get(key, default)
     if isinstance(value, str):
@@ -116,7 +125,17 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
     base = Path(path).parent
 
     def rel(key):
-        return None if key not in sv else base / string(sv, key, w_where)
+        if key not in sv:
+            return None
+        value = string(sv, key, w_where)
+        target = base / value
+        if target.is_dir():
+            raise InputError(f"{w_where}: {key} = {value!r} is a folder ({target}); expected a TOML file, "
+                             f"relative to the grid file's folder")
+        if not target.exists():
+            raise InputError(f"{w_where}: {key} = {value!r}: no such file ({target}); expected a TOML file, "
+                             f"relative to the grid file's folder")
+        return target
 
     wls = load_workloads(rel("workloads_file"))
     lvs = load_levers(rel("levers_file"))
@@ -130,8 +149,21 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
     if lvs[baseline].speculative:
         raise InputError(f"{w_where}: baseline = {baseline!r} is not allowed; expected a lever without a draft")
     lever_where = str(rel("levers_file") or "sweepkit/serving/data/levers.toml")
-    devices = _names(sv, "devices", list(cluster.devices) + [d for d in ("H100", "H200", "B200", "A100")],
-                     w_where, default=list(cluster.devices))
+    servable = list(dict.fromkeys([*cluster.devices, *EXTRA_SERVING_DEVICES]))
+    if isinstance(sv.get("devices"), list):
+        for d in sv["devices"]:
+            if isinstance(d, str) and d not in servable:
+                try:
+                    get_device(d, "devices")                     # not in the catalogue at all: that error
+                except InputError as exc:
+                    raise InputError(f"{w_where}: {exc}") from None
+                extra = [x for x in EXTRA_SERVING_DEVICES if x not in cluster.devices]
+                raise InputError(
+                    f"{w_where}: devices = {d!r} is not allowed; expected one of {', '.join(servable)}: a serving "
+                    f"grid simulates the devices of its cluster ({cluster_where(rel('cluster_file'))}: "
+                    f"{', '.join(cluster.devices)}){' and ' + ', '.join(extra) if extra else ''}; to serve on "
+                    f"{d}, give a cluster_file whose devices list it")
+    devices = _names(sv, "devices", servable, w_where, default=list(cluster.devices))
     for d in devices:
         get_device(d, "devices")
         for name in levers:

@@ -143,6 +143,9 @@ FILES: dict[str, str | bytes] = {
     "s/search.toml": serving('search = "golden"\n'),
     "s/search_int.toml": serving("search = 3\n"),
     "s/workloads_file_missing.toml": serving('workloads_file = "nope.toml"\n'),
+    "s/workloads_file_folder.toml": serving('workloads_file = "."\n'),
+    "s/levers_file_folder.toml": serving('levers_file = "w"\n'),
+    "s/device_not_served.toml": serving('devices = ["MI300X"]\n'),
     "s/mean_over_max.toml": serving('workloads_file = "w/mean_over_max.toml"\n'),
     "s/trace_random.toml": serving('workloads_file = "w/trace_random.toml"\n'),
     "s/trace_negative.toml": serving('workloads_file = "w/trace_negative.toml"\n'),
@@ -380,6 +383,17 @@ CLI: list[Cli] = [
     Cli("trace-draft-none", ("trace", "--draft", "none"), "draft", "'none'"),
     Cli("trace-warehouse-empty", ("trace", "--warehouse", ""), "--warehouse", "''"),
     Cli("report-warehouse-missing", ("report", "--warehouse", "{files}/typo", "--no-png"), "--warehouse", "typo"),
+    simulate("workloads_file_folder", "s/workloads_file_folder.toml [serving]", "workloads_file = '.' is a folder"),
+    simulate("levers_file_folder", "s/levers_file_folder.toml [serving]", "levers_file = 'w' is a folder"),
+    simulate("device_not_served", "s/device_not_served.toml [serving]",
+             "devices = 'MI300X' is not allowed; expected one of H100, H200, B200, A100: a serving grid simulates "
+             "the devices of its cluster (sweepkit/serving/data/cluster.toml: H100, H200, B200) and A100; to serve "
+             "on MI300X, give a cluster_file whose devices list it"),
+    Cli("export-folder", ("export", "v_decode", "--out", "g"), "'g'", "is a directory"),
+    Cli("export-dangling-link", ("export", "v_decode", "--out", "dangling.parquet"), "--out",
+        "'dangling.parquet' is not allowed; expected a regular file or a new path (it is a link to nothing)"),
+    Cli("verify-warehouse-missing", ("verify", "--warehouse", "{files}/typo"), "--warehouse", "typo"),
+    Cli("verify-format", ("verify", "--format", "yaml"), "--format", "'yaml'"),
     Cli("unknown-command", ("nope",), "sweepkit", "'nope'"),
 ]
 
@@ -407,6 +421,17 @@ API: list[Api] = [
         "'Z9'"),
     Api("evaluate-alpha", "import sweepkit; sweepkit.evaluate(device='H100', model='llama-3-8b', alpha=2)",
         "alpha", "2"),
+    Api("evaluate-device-list", "import sweepkit; sweepkit.evaluate(device=['H100'], model='llama-3-8b')",
+        "device", "['H100'] is not allowed; expected one name as a string"),
+    Api("evaluate-draft-list", "import sweepkit; sweepkit.evaluate(device='H100', model='llama-3-8b', draft=['mtp'])",
+        "draft", "['mtp'] is not allowed; expected one name as a string"),
+    Api("evaluate-model-int", "import sweepkit; sweepkit.evaluate(device='H100', model=8)", "model", "8"),
+    Api("evaluate-format-none", "import sweepkit; sweepkit.evaluate(device='H100', model='llama-3-8b', "
+        "kv_format=None)", "kv_format", "None"),
+    Api("evaluate-acceptance-list", "import sweepkit; sweepkit.evaluate(device='H100', model='llama-3-8b', "
+        "acceptance=['x'])", "acceptance", "['x']"),
+    Api("evaluate-alpha-list", "import sweepkit; sweepkit.evaluate(device='H100', model='llama-3-8b', alpha=[0.7])",
+        "alpha", "[0.7]"),
     Api("evaluate-config-missing", "import sweepkit; sweepkit.evaluate(device='H100', model='no/config.json')",
         "no/config.json", "no such config.json"),
     Api("evaluate-config-bad", "import sweepkit; sweepkit.evaluate(device='H100', model='g/cfg/bad.json')",
@@ -534,6 +559,7 @@ def corpus(tmp_path_factory) -> tuple[dict[str, Result], dict[str, str]]:
         path = files / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    (files / "dangling.parquet").symlink_to(files / "no-such-target.parquet")
     wh = base / "wh"
     for argv in (["run", str(ROOT / "grids/seed.toml")], ["trace", "--outputs", "8"]):
         p = subprocess.run([sys.executable, "-m", "sweepkit.cli", *argv, "--warehouse", str(wh), "--format", "csv"],
