@@ -9,7 +9,9 @@ Responsiveness:
 * simulations run on worker threads (one for what-ifs, one for capacity searches), never on the event loop,
   so ``/api/health`` and the pages answer while a run is in flight;
 * a request carries its page's id (``page``); a what-if or decode request that is still waiting when a newer
-  one for the same page arrives is answered ``409 superseded`` without running (the page drops it too).
+  one for the same page arrives is answered ``409 superseded`` without running (the page drops it too);
+* bodies are bounded in size and time, and simulations waiting per endpoint in number (:mod:`sweepkit.serve.limits`):
+  beyond a bound the answer is a 4xx (413, 408, 429 with ``Retry-After``), never a stuck server.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
@@ -31,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 from sweepkit.errors import InputError
 from sweepkit.serve import api
 from sweepkit.serve.api import BadRequest, Context
+from sweepkit.serve.limits import DEFAULT, BodyLimit, Gate, Limits, busy
 
 PAGES = {"/": "whatif.html", "/what-if": "whatif.html", "/decode": "decode.html", "/matrix": "matrix.html"}
 """Page routes -> files under ``sweepkit/serve/static``."""
@@ -56,8 +60,11 @@ class Latest:
 class Server:
     """State of one running app: the context, worker threads, capacity jobs, warm-up status."""
 
-    def __init__(self, ctx: Context, warm: bool = True):
+    def __init__(self, ctx: Context, warm: bool = True, limits: Limits = DEFAULT):
         self.ctx, self.latest, self.jobs, self.job_ids = ctx, Latest(), {}, itertools.count(1)
+        self.limits = limits
+        self.gates = {name: Gate(limits.max_waiting) for name in ("whatif", "decode")}
+        self.gates["capacity"] = Gate(limits.max_capacity_jobs)
         self.sim = ThreadPoolExecutor(1, thread_name_prefix="sweepkit-whatif")
         self.cap = ThreadPoolExecutor(1, thread_name_prefix="sweepkit-capacity")
         self.warm = dict(done=not warm, programs=0, seconds=0.0, error=None)
@@ -100,6 +107,12 @@ class Server:
 
         return await loop.run_in_executor(pool, call)
 
+    def keep_jobs(self) -> None:
+        """Forget the oldest finished capacity jobs beyond ``limits.max_jobs_kept``."""
+        done = [j for j, s in self.jobs.items() if s["state"] != "running"]
+        for job in done[:max(0, len(self.jobs) - self.limits.max_jobs_kept)]:
+            del self.jobs[job]
+
 
 def _error(exc: Exception) -> JSONResponse:
     line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -109,7 +122,7 @@ def _error(exc: Exception) -> JSONResponse:
 async def _body(request: Request):
     try:
         return await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):          # not JSON, not UTF-8, or nested beyond the parser's depth
         raise BadRequest("body is not allowed; expected a JSON object") from None
 
 
@@ -118,12 +131,24 @@ def _page_key(body, endpoint: str):
     return (str(page)[:64], endpoint) if page is not None else None
 
 
-def create_app(ctx: Context, warm: bool = True) -> Starlette:
-    """The app over ``ctx`` (:func:`sweepkit.serve.api.Context`); ``warm`` compiles at start-up."""
+def create_app(ctx: Context, warm: bool = True, limits: Limits = DEFAULT) -> Starlette:
+    """The app over ``ctx`` (:func:`sweepkit.serve.api.Context`); ``warm`` compiles at start-up; ``limits``
+    bound bodies and waiting simulations (:class:`sweepkit.serve.limits.Limits`)."""
     from sweepkit.serve.decode import explore
     from sweepkit.serve.whatif import run_capacity, run_whatif
 
-    srv = Server(ctx, warm)
+    srv = Server(ctx, warm, limits)
+
+    async def admitted(name: str, what: str, pool, key, fn):
+        """``srv.run(pool, key, fn)`` inside the endpoint's gate; the 429 answer when the gate is full."""
+        gate = srv.gates[name]
+        if not gate.enter():
+            return busy(what, gate.limit, limits)
+        try:
+            out = await srv.run(pool, key, fn)
+        finally:
+            gate.leave()
+        return JSONResponse({"superseded": True}, status_code=409) if out is None else out
     static = resources.files("sweepkit.serve") / "static"
 
     def page(name):
@@ -147,12 +172,13 @@ def create_app(ctx: Context, warm: bool = True) -> Starlette:
             body = await _body(request)
             args = api.whatif_args(ctx, body)
             t0 = time.perf_counter()
-            out = await srv.run(srv.sim, _page_key(body, "whatif"), lambda: run_whatif(
-                args["w"], ctx.cluster, args["device"], args["before"], args["after"], args["rate_per_s"]))
+            out = await admitted("whatif", "what-if simulations", srv.sim, _page_key(body, "whatif"),
+                                 lambda: run_whatif(args["w"], ctx.cluster, args["device"], args["before"],
+                                                    args["after"], args["rate_per_s"]))
         except (BadRequest, InputError) as exc:
             return _error(exc)
-        if out is None:
-            return JSONResponse({"superseded": True}, status_code=409)
+        if isinstance(out, JSONResponse):
+            return out
         out.update(workload=args["w"].name, device=args["device"], rate_per_s=args["rate_per_s"],
                    load_unit=args["w"].load_unit, offline=args["w"].offline, elapsed_s=time.perf_counter() - t0)
         return JSONResponse(out)
@@ -161,12 +187,11 @@ def create_app(ctx: Context, warm: bool = True) -> Starlette:
         try:
             body = await _body(request)
             args = api.decode_args(body)
-            out = await srv.run(None, _page_key(body, "decode"), lambda: explore(**args))
+            out = await admitted("decode", "decode evaluations", None, _page_key(body, "decode"),
+                                 lambda: explore(**args))
         except (BadRequest, InputError) as exc:
             return _error(exc)
-        if out is None:
-            return JSONResponse({"superseded": True}, status_code=409)
-        return JSONResponse(dict(out, **args))
+        return out if isinstance(out, JSONResponse) else JSONResponse(dict(out, **args))
 
     async def capacity(request):
         try:
@@ -176,6 +201,10 @@ def create_app(ctx: Context, warm: bool = True) -> Starlette:
             check(ctx.cluster, Config(args["device"], args["lever"]), "lever")
         except (BadRequest, InputError) as exc:
             return _error(exc)
+        gate = srv.gates["capacity"]
+        if not gate.enter():
+            return busy("capacity searches", gate.limit, limits)
+        srv.keep_jobs()
         job = str(next(srv.job_ids))
         state = srv.jobs[job] = dict(job=job, state="running", simulations=0, result=None, error=None)
 
@@ -188,6 +217,8 @@ def create_app(ctx: Context, warm: bool = True) -> Starlette:
                 state["state"] = "done"
             except Exception as exc:  # noqa: BLE001 - reported to the page in one line
                 state.update(state="error", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            finally:
+                gate.leave()
 
         srv.cap.submit(work)
         return JSONResponse(state, status_code=202)
@@ -212,6 +243,6 @@ def create_app(ctx: Context, warm: bool = True) -> Starlette:
         Route("/api/whatif", whatif, methods=["POST"]), Route("/api/decode", decode, methods=["POST"]),
         Route("/api/capacity", capacity, methods=["POST"]), Route("/api/capacity/{job}", capacity_job),
         Mount("/static", StaticFiles(directory=str(static)), name="static")]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BodyLimit, limits=limits)])
     app.state.server = srv
     return app

@@ -69,7 +69,8 @@ def content_sha256(path: Path | str, filesystem=None) -> str:
     return digest.hexdigest()
 
 
-def file_problem(root: Path, path: str, size_bytes: int, footer: str | None, content: str | None = None) -> str | None:
+def file_problem(root: Path, path: str, size_bytes: int, footer: str | None,
+                 content: str | None = None) -> str | None:
     """What is wrong with one committed file, or None when it is as committed.
 
     Args:
@@ -121,15 +122,16 @@ def damaged_runs(root: Path, files: Iterable[tuple], *, hash_bytes: int = READ_C
     Args:
       root: the warehouse root.
       files: ``(run_id, table, path, size_bytes, footer_sha256[, content_sha256])`` per committed file.
-      hash_bytes: bytes: the content of files is hashed, in the given order, while their sizes add up to at
-        most this; the others get the size and footer check only.
+      hash_bytes: bytes: the content of local files is hashed, in the given order, while their sizes add up
+        to at most this; the others, and objects in an object store (a download each), get the size and
+        footer check only (``sweepkit verify`` hashes them all).
     """
     out: dict[str, str] = {}
     for run_id, _table, path, size_bytes, footer, *rest in files:
         if run_id in out:
             continue
         content = rest[0] if rest else None
-        if content is not None and size_bytes <= hash_bytes:
+        if content is not None and size_bytes <= hash_bytes and not objstore.is_uri(path):   # objects: verify
             hash_bytes -= size_bytes
         else:
             content = None
