@@ -394,6 +394,8 @@ CLI: list[Cli] = [
         "'dangling.parquet' is not allowed; expected a regular file or a new path (it is a link to nothing)"),
     Cli("verify-warehouse-missing", ("verify", "--warehouse", "{files}/typo"), "--warehouse", "typo"),
     Cli("verify-format", ("verify", "--format", "yaml"), "--format", "'yaml'"),
+    Cli("verify-warehouse-empty", ("verify", "--warehouse", ""), "--warehouse", "''"),
+    Cli("serve-workloads-folder", ("serve", "--workloads", "g"), "'g'", "is a directory"),
     Cli("unknown-command", ("nope",), "sweepkit", "'nope'"),
 ]
 
@@ -432,6 +434,8 @@ API: list[Api] = [
         "acceptance=['x'])", "acceptance", "['x']"),
     Api("evaluate-alpha-list", "import sweepkit; sweepkit.evaluate(device='H100', model='llama-3-8b', alpha=[0.7])",
         "alpha", "[0.7]"),
+    Api("evaluate-models-file-int", "import sweepkit; sweepkit.evaluate(device='H100', model='llama-3-8b', "
+        "models_file=3)", "models_file", "3"),
     Api("evaluate-config-missing", "import sweepkit; sweepkit.evaluate(device='H100', model='no/config.json')",
         "no/config.json", "no such config.json"),
     Api("evaluate-config-bad", "import sweepkit; sweepkit.evaluate(device='H100', model='g/cfg/bad.json')",
