@@ -111,6 +111,18 @@ def test_run_into_s3_gives_the_rows_of_a_local_run_and_query_reads_it_back(s3, b
             con.sql("select count(*) from decode").fetchall()
     finally:
         con.close()
+    # verify reads every object whole: a flipped byte (size and footer unchanged) is found and named.
+    res = cli("verify", "--warehouse", remote, "--format", "json")
+    assert res.exit_code == 0 and [r["status"] for r in json.loads(res.stdout)] == ["ok"], res.output
+    key = path[len("s3://"):]
+    with s3.open_input_stream(key) as fh:
+        data = bytearray(fh.read())
+    data[len(data) // 3] ^= 0xFF
+    with s3.open_output_stream(key) as fh:
+        fh.write(bytes(data))
+    res = cli("verify", "--warehouse", remote, "--format", "json")
+    assert res.exit_code == 1 and json.loads(res.stdout)[0]["status"].startswith("damaged: "), res.output
+    assert f"`sweepkit drop {run_id}`" in res.stderr
     # Dropping the run deletes its objects.
     assert cli("drop", run_id, "--yes", "--warehouse", remote).exit_code == 0
     assert objects(s3, bucket) == [] and b.query("select count(*) n from decode").to_pylist() == [{"n": 0}]
