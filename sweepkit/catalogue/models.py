@@ -378,6 +378,11 @@ def get_model(name: str, field: str = "model") -> Model:
     raise unknown(field, name, models, ["a HF id of a catalogue model", "a path to a HF config.json"])
 
 
+def model_key(name: str) -> str | None:
+    """The catalogue key a model alias or HF id stands for (``openai/gpt-oss-120b`` -> ``gpt-oss-120b``), or None."""
+    return resolve(name, "models", load_models())
+
+
 def draft_names() -> list[str]:
     return ["none", "mtp", *model_names()]
 
