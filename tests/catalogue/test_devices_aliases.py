@@ -122,3 +122,19 @@ def test_every_alias_names_a_catalogue_entry():
 
     assert set(alias_table("models").values()) <= set(load_models())
     assert set(alias_table("devices").values()) <= set(load_devices()) and set(NEW) <= set(device_names())
+
+
+def test_measurement_rows_naming_hf_ids_and_vendor_spellings_are_modelled():
+    from sweepkit.validation.measurements import parse_measurements
+    from sweepkit.validation.points import evaluate_points
+
+    head = ("source,url,framework,device,tp,gpus,model,weight_format,kv_format,compute_format,batch,"
+            "context_tokens,input_tokens,output_tokens,requests,concurrency,request_rate,percentile,ttft_limit_s,"
+            "tpot_limit_s,draft,gamma,metric,value,unit,split,notes\n")
+    rows = ("t,https://example.org,vLLM,GB200 NVL72,1,,openai/gpt-oss-120b,fp4,,,8,4096,,,,,,,,,,,step_time,5,ms,"
+            "train,\nt,https://example.org,vLLM,H100 SXM (80GB HBM3),1,,meta-llama/Llama-3.1-8B-Instruct,bf16,,,1,"
+            "512,,,,,,,,,,,step_time,7,ms,train,\n")
+    ms = parse_measurements(head + rows, "m.csv")
+    assert [(m.device, m.model) for m in ms] == [("GB200", "gpt-oss-120b"), ("H100", "llama-3.1-8b")]
+    values = evaluate_points(ms, serving=False)
+    assert all(v is not None and 0 < v < 1 for v in values)
