@@ -71,6 +71,7 @@ def test_device_arrays_carry_the_domain_fields():
     ("H200 (141GB HBM3; doc says 131GB)", "H200"), ("GB200 NVL72", "GB200"), ("B200 (HGX)", "B200"),
     ("A100-SXM4-80GB", "A100"), ("A100 (80GB)", "A100"), ("RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000"),
     ("GH200 (480GB)", "GH200"), ("gb300", "GB300"), ("AMD Instinct MI355X", "MI355X"),
+    ("H100 (80GB), 8 per node, InfiniBand", "H100"),
 ])
 def test_device_spellings(spelling, key):
     assert get_device(spelling).name == key and device_key(spelling) == key
@@ -84,6 +85,7 @@ def test_device_spellings(spelling, key):
     ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"), ("zai-org/GLM-4.5-Air", "glm-4.5-air"),
     ("moonshotai/Kimi-K2-Instruct", "kimi-k2"), ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama-4-maverick"),
     ("deepseek-ai/DeepSeek-R1 (NVFP4)", "deepseek-v3"), ("deepseek-r1", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-R1 / V3 (NVFP4 MoE)", "deepseek-v3"),
 ])
 def test_hf_ids_resolve_to_catalogue_models(hf_id, key):
     assert get_model(hf_id).name == key and model_key(hf_id) == key
