@@ -195,3 +195,8 @@ def test_qwen_moe_shared_expert_width_is_whole_experts():
     m = model_from_hf_config(_base(num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,
                                    shared_expert_intermediate_size=5632))
     assert (m.n_shared_experts, m.moe_d_ff) == (4, 1408)
+
+
+def test_zero_experts_is_a_dense_model():
+    # Some dense configs carry num_experts = 0 (e.g. Qwen2-style configs of dense checkpoints).
+    assert not model_from_hf_config(_base(num_experts=0, num_experts_per_tok=0)).is_moe
