@@ -23,6 +23,7 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, 
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import pass_cost
 from sweepkit.validation.measurements import PER_PASS, Measurement
+from sweepkit.validation.profiles import priced_by_profile
 from sweepkit.validation.serving_points import MODELLED, evaluate_serving, serving_status
 
 NEEDS_ACCEPTANCE = "not modelled yet (needs the draft's measured acceptance)"
@@ -103,12 +104,15 @@ def modelled_values(p: PointInputs) -> jax.Array:
 
 
 def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None = None,
-                    serving: bool = True) -> list[float | None]:
+                    serving: bool = True, profile=None) -> list[float | None]:
     """Modelled value (base SI) of every point, None where :func:`status` is not MODELLED.
 
-    Per-pass points use ``devices`` (name -> Device) over the catalogue; serving points (``serving``: simulate
-    them) use :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file``
-    for a calibrated device.
+    Per-pass points use ``devices`` (name -> Device) over the catalogue; max-throughput rows that an
+    efficiency profile prices (``profile``: a :class:`~sweepkit.catalogue.efficiency.Profile`, "reference"
+    for none, None for each row's framework's shipped profile; :mod:`sweepkit.validation.profiles`) take
+    its analytic steady state; the other serving points (``serving``: simulate them) use
+    :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file`` for a
+    calibrated device.
     """
     idx = [i for i, m in enumerate(points) if status(m) == MODELLED and m.metric in PER_PASS]
     out: list[float | None] = [None] * len(points)
@@ -117,7 +121,10 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
             values = np.asarray(modelled_values(point_inputs([points[i] for i in idx], devices)))
         for i, v in zip(idx, values):
             out[i] = float(v)
+    by_profile = priced_by_profile(points, profile)
+    for i, v in by_profile.items():
+        out[i] = v
     for i, m in enumerate(points):
-        if serving and m.metric not in PER_PASS and status(m) == MODELLED:
+        if serving and m.metric not in PER_PASS and i not in by_profile and status(m) == MODELLED:
             out[i] = evaluate_serving(m)
     return out
