@@ -18,7 +18,7 @@ from pathlib import Path
 from sweepkit.errors import InputError, bad_value
 
 FIELDS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
-          "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s")
+          "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
 """Per device x format fields (fractions in (0, 1]; *_tokens_half in tokens, >= 0; seconds)."""
 FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
 SEED = "efficiency.toml"
@@ -61,7 +61,7 @@ def _number(table: dict, key: str, where: str, lo: float, hi: float) -> float:
     return float(value)
 
 
-_RANGES = {"gemm_tokens_half": (0.0, 1e6), "moe_tokens_half": (0.0, 1e6), "allreduce_overhead_s": (0.0, 1e-2),
+_RANGES = {"gemm_tokens_half": (0.0, 1e6), "moe_tokens_half": (0.0, 1e6), "allreduce_overhead_s": (0.0, 1e-2), "tp_loss": (0.0, 1.0),
            "attn_prefill_eff": (1e-4, 2.0), "step_overhead_s": (0.0, 1.0),
            "token_overhead_s": (0.0, 1e-2)}
 

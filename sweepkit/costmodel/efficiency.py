@@ -33,7 +33,7 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, experts_read
 
 PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
-          "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s")
+          "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
 """Per (device x format) efficiency fields, in :class:`Efficiency` order."""
 FRAMEWORK_PARAMS = ("step_overhead_s", "token_overhead_s")
 """Per framework fields (host work per step and per token position)."""
@@ -63,6 +63,7 @@ class Efficiency:
     kv_bw_eff: jax.Array
     link_eff: jax.Array
     allreduce_overhead_s: jax.Array
+    tp_loss: jax.Array
     step_overhead_s: jax.Array
     token_overhead_s: jax.Array
 
@@ -114,8 +115,9 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     t_comm = 2.0 * model.n_layers * (2.0 * (tp - 1.0) / tp * size / (dev.link_bytes_per_s * eff.link_eff)
                                      + 2.0 * (tp - 1.0) * dev.link_latency_s
                                      + jnp.where(tp > 1.0, eff.allreduce_overhead_s, 0.0))
-    return dict(gemm=t_gemm, moe=t_moe, attn_decode=attention(decode, eff.attn_prefill_eff),
-                attn_prefill=attention(prefill, eff.attn_prefill_eff), comm=t_comm,
+    shard = 1.0 + eff.tp_loss * (tp - 1.0)
+    return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=attention(decode, eff.attn_prefill_eff) * shard,
+                attn_prefill=attention(prefill, eff.attn_prefill_eff) * shard, comm=t_comm,
                 overhead=eff.step_overhead_s + eff.token_overhead_s * tokens)
 
 
@@ -124,8 +126,8 @@ def step_time(decode: Work, prefill: Work, model: ModelArrays, dev: DeviceArrays
     """t_step = the sum of :func:`step_time_by_class` (seconds; 0 for an empty step).
 
     Example:
-      Llama-3.1-8B fp8 on one H100, 256 decode rows at 1,000 cached tokens each, e_max 0.7, b_w = b_kv = 0.8,
-      t_0 = 0: weights 8.03 GB / 2.68 TB/s = 3.0 ms, KV 256k x 131 kB / 2.68 TB/s = 12.5 ms
+      Llama-3.1-8B fp8 on one H100, 256 decode rows at 1,000 cached tokens each, b_w = b_kv = 0.8, t_0 = 0:
+      weights 7.505 GB / 2.68 TB/s = 2.80 ms, KV 256,256 x 65.5 kB / 2.68 TB/s = 6.27 ms, 9.07 ms in all
       (tests/costmodel/test_efficiency.py).
     """
     parts = step_time_by_class(decode, prefill, model, dev, eff, tp, weight_bytes, kv_bytes, compute_speedup)

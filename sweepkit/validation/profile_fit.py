@@ -31,11 +31,11 @@ from sweepkit.validation.steady import RowInputs, measured_throughput
 
 BOUNDS = {"gemm_eff_max": (0.05, 1.0), "gemm_tokens_half": (0.0, 4096.0), "moe_eff_max": (0.05, 1.0),
           "moe_tokens_half": (0.0, 4096.0), "attn_prefill_eff": (0.05, 1.5), "weight_bw_eff": (0.3, 1.0),
-          "kv_bw_eff": (0.1, 1.0), "link_eff": (0.1, 1.0), "allreduce_overhead_s": (0.0, 1e-4),
+          "kv_bw_eff": (0.1, 1.0), "link_eff": (0.1, 1.0), "allreduce_overhead_s": (0.0, 1e-4), "tp_loss": (0.0, 0.5),
           "step_overhead_s": (0.0, 0.02),
           "token_overhead_s": (0.0, 1e-5)}
 """Physical range of every fitted field (fractions of peak; tokens; seconds)."""
-PRIOR_WIDTH = 1.0
+PRIOR_WIDTH = 3.0
 """s: width of the prior in the unconstrained coordinate (a logit of 1 moves a fraction 0.5 -> 0.73)."""
 
 

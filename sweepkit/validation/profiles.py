@@ -1,7 +1,7 @@
 """Max-throughput rows priced under an efficiency profile, and fitted framework profiles written as files.
 
-Which profile prices a ``max_output_throughput`` row: the one given (``--profile FILE``), else the fitted
-profile shipped for the row's framework (:func:`sweepkit.catalogue.efficiency.profile_for`); a row of a
+Which profile prices a ``max_output_throughput`` row: the one given (``--profile FILE``) where it names the
+row's framework or no framework, else the fitted profile shipped for the row's framework (:func:`sweepkit.catalogue.efficiency.profile_for`); a row of a
 framework without one, or with ``profile = "reference"``, is simulated by the serving engine with the
 reference constants (:mod:`sweepkit.validation.serving_points`). Under a profile the row's value is the
 analytic steady state (:mod:`sweepkit.validation.steady`) with the scheduler limits the engine assumes.
@@ -30,7 +30,8 @@ def row_profile(m: Measurement, profile: Profile | str | None) -> Profile | None
     """The profile pricing ``m`` (None: the serving engine prices it, or it is not a max-throughput row)."""
     if m.metric != "max_output_throughput" or m.draft != "none" or profile == REFERENCE:
         return None
-    if isinstance(profile, Profile):
+    if isinstance(profile, Profile) and (not profile.framework
+                                         or framework_key(profile.framework) == framework_key(m.framework)):
         return profile
     return profile_for(m.framework) if framework_key(m.framework) in SHIPPED else None
 
