@@ -51,10 +51,23 @@ class PointInputs:
     rate: jax.Array
 
 
+SPEEDUP = "not modelled: a published speed-up (levers are priced through measured pairs: pair_id)"
+
+
 def status(m: Measurement) -> str:
     """Whether the cost model or the serving engine prices ``m`` (MODELLED) or why not."""
+    if m.unknown:
+        return f"not modelled: {m.unknown}"
+    if m.metric == "speedup":
+        return SPEEDUP
     if m.draft != "none":
         return NEEDS_ACCEPTANCE
+    if m.pp > 1:
+        return f"not modelled: pipeline parallelism (pp = {m.pp})"
+    if m.ep > 1:
+        return f"not modelled: expert parallelism (ep = {m.ep})"
+    if m.dp > 1 and m.dp * m.tp != m.gpus:
+        return f"not modelled: dp = {m.dp} with tp = {m.tp} on {m.gpus} GPUs (data-parallel attention)"
     return MODELLED if m.metric in PER_PASS else serving_status(m)
 
 

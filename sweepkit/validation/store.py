@@ -12,7 +12,7 @@ import math
 
 import pyarrow as pa
 
-from sweepkit.validation.measurements import UNITS, Measurement
+from sweepkit.validation.measurements import LATENCIES, UNITS, Measurement
 from sweepkit.validation.points import status
 
 SCHEMA = pa.schema([
@@ -24,7 +24,10 @@ SCHEMA = pa.schema([
     ("unit", pa.string()), ("split", pa.string()), ("file_row", pa.int32()), ("setup", pa.string()),
     ("measured", pa.float64()), ("modelled", pa.float64()), ("error_pct", pa.float64()),
     ("status", pa.string()), ("measurements_file", pa.string()), ("measurements_sha256", pa.string()),
-    ("devices_file", pa.string()),
+    ("devices_file", pa.string()), ("pp", pa.int32()), ("ep", pa.int32()), ("dp", pa.int32()),
+    ("request_rate", pa.float64()), ("percentile", pa.string()), ("scenario", pa.string()), ("lever", pa.string()),
+    ("pair_id", pa.string()), ("model_as_written", pa.string()), ("device_as_written", pa.string()),
+    ("file", pa.string()),
 ])
 """Columns of ``validation`` as written (the view adds ``run_id``)."""
 
@@ -50,7 +53,10 @@ def rows(points: list[Measurement], modelled_si: list[float | None], file: str, 
             output_tokens=m.output_tokens, concurrency=m.concurrency, draft=m.draft, gamma=m.gamma,
             metric=m.metric, unit=m.unit, split=m.split, file_row=m.row, setup=m.setup, measured=m.value,
             modelled=in_unit(m, v), error_pct=err, status=status(m), measurements_file=file,
-            measurements_sha256=sha256, devices_file=devices_file))
+            measurements_sha256=sha256, devices_file=devices_file, pp=m.pp, ep=m.ep, dp=m.dp,
+            request_rate=m.request_rate, percentile=m.percentile if m.metric in LATENCIES else None,
+            scenario=m.scenario, lever=m.lever, pair_id=m.pair_id, model_as_written=m.model_as_written,
+            device_as_written=m.device_as_written, file=m.file))
     return out
 
 
