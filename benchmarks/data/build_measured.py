@@ -47,6 +47,10 @@ FP8_NATIVE = {"H100", "H200", "H800", "GH200", "L40S", "B200", "B300", "GB200", 
 FP4_NATIVE = {"B200", "B300", "GB200", "GB300", "MI355X"}
 INT8_NATIVE = FP8_NATIVE | {"A100", "Ascend-910B", "RTX-3090"}
 COLUMNS = REQUIRED + OPTIONAL
+MODELOPT_FP8_KV = ("trtllm-perf-overview-v0.20",)
+"""Sources that ran NVIDIA's ModelOpt FP8 / FP4 checkpoints (huggingface.co/nvidia/*-FP8, *-FP4) without naming
+the KV format: those checkpoints set kv_cache_quant_algo FP8 in hf_quant_config.json, which TensorRT-LLM's
+PyTorch backend follows, so their KV cache is fp8."""
 
 
 def device(text: str) -> str:
@@ -169,6 +173,9 @@ def convert(r: dict) -> tuple[dict | None, str]:
         out[k], rem = fmt(r[k])
         notes += [f"{k}: {rem}"] if rem else []
     out["compute_format"] = compute(out["weight_format"], out["device"])
+    if not out["kv_format"] and out["source"] in MODELOPT_FP8_KV and out["weight_format"] in ("fp8", "fp4"):
+        out["kv_format"] = "fp8"
+        notes.append("kv_format: fp8 (the checkpoints' hf_quant_config.json sets kv_cache_quant_algo FP8)")
     for k in ("gpus", "tp", "pp", "ep", "dp", "input_tokens", "output_tokens", "concurrency", "request_rate"):
         out[k], rem = number(r[k], k, integer=k != "request_rate")
         notes += [rem] if rem else []

@@ -24,9 +24,11 @@ def _median_abs(values) -> float:
               help="Devices TOML (or, with --framework, profile TOML) to write.")
 @click.option("--name", default=None, help="Name of the calibrated device (default: DEVICE-calibrated).")
 @click.option("--all-rows", is_flag=True, help="Fit on every modelled row, not only split = train.")
+@click.option("--source", "sources", multiple=True,
+              help="With --framework: fit only rows whose source starts with this (repeatable).")
 @format_option
 def calibrate(measurements: str | None, device: str | None, framework: str | None, out: str, name: str | None,
-              all_rows: bool, fmt: str) -> None:
+              all_rows: bool, sources: tuple[str, ...], fmt: str) -> None:
     """Fit DEVICE's compute fraction, HBM fraction and per-pass overhead to MEASUREMENTS, or with
     --framework a framework's efficiency profile.
 
@@ -47,7 +49,7 @@ def calibrate(measurements: str | None, device: str | None, framework: str | Non
     Example: sweepkit calibrate --device H100 --name H100-vllm --out /tmp/h100-vllm.toml
     """
     if framework is not None:
-        return _calibrate_framework(measurements, framework, out, all_rows, fmt)
+        return _calibrate_framework(measurements, framework, out, all_rows, sources, fmt)
     if device is None:
         raise InputError("calibrate needs --device DEVICE (a device's efficiencies) or --framework NAME "
                          "(a framework's efficiency profile)")
@@ -108,7 +110,8 @@ def _report_errors(usable, base, dev):
                      "error_after_pct": [round(a, 2) + 0.0 for _, a in pct]})
 
 
-def _calibrate_framework(measurements: str | None, framework: str, out: str, all_rows: bool, fmt: str) -> None:
+def _calibrate_framework(measurements: str | None, framework: str, out: str, all_rows: bool,
+                         sources: tuple[str, ...], fmt: str) -> None:
     """Fit and write a framework profile; print the per-slice errors before and after."""
     import numpy as np
     import pyarrow as pa
@@ -118,7 +121,7 @@ def _calibrate_framework(measurements: str | None, framework: str, out: str, all
     from sweepkit.validation.profiles import write_profile
 
     points, file, sha = load_measurements(measurements)
-    result = calibrate_framework(points, framework, file=file, sha256=sha, all_rows=all_rows)
+    result = calibrate_framework(points, framework, file=file, sha256=sha, all_rows=all_rows, sources=sources)
     write_profile(out, result.profile, comment=f"sweepkit calibrate --framework {framework}")
     table = slice_table(result)
     emit(pa.table({k: [r[k] for r in table] for k in table[0]}), fmt,

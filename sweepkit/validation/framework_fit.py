@@ -2,14 +2,16 @@
 
 Rows used: ``max_output_throughput`` of the framework (:func:`sweepkit.catalogue.efficiency.framework_key`
 of the row's ``framework``), no draft, serving status MODELLED, split = train (every split with
-``all_rows``). The fit (:func:`sweepkit.validation.profile_fit.fit_profile`) starts from ``start`` (the
-seed table unless given); slices of (device, compute format) without a training row keep the start's fields.
+``all_rows``), never MLPerf Inference v5.x, InferenceX or TensorRT-LLM >= 1.0 rows (:data:`NOT_FITTED`).
+The fit (:func:`sweepkit.validation.profile_fit.fit_profile`) starts from ``start`` (the seed table unless
+given); slices of (device, compute format) without a training row keep the start's fields.
 The errors are reported per slice: device x model class (dense or MoE) x compute format.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import jax
 import numpy as np
@@ -30,11 +32,24 @@ def slice_of(m: Measurement) -> str:
     return f"{m.device} {kind} {m.compute_format}"
 
 
-def framework_rows(points: list[Measurement], framework: str) -> list[Measurement]:
-    """The framework's max-throughput rows the analytic steady state prices."""
+NOT_FITTED = re.compile(r"mlperf inference v5|mlperf-v5|inferencex|tensorrt-llm v?1\.\d|trtllm\S*-v1\.\d|@00f3768",
+                        re.I)
+"""Sources a profile is never fitted on (they are kept as independent checks): MLPerf Inference v5.x,
+InferenceX, and TensorRT-LLM perf-overview releases 1.0 and later (commit 00f3768 is the 1.0 text)."""
+
+
+def fittable(m: Measurement) -> bool:
+    """Whether ``m``'s source may be fitted on (:data:`NOT_FITTED`)."""
+    return NOT_FITTED.search(f"{m.source} {m.framework}") is None
+
+
+def framework_rows(points: list[Measurement], framework: str, sources: tuple[str, ...] = ()) -> list[Measurement]:
+    """The framework's max-throughput rows the analytic steady state prices (those whose source starts with
+    one of ``sources``, when given)."""
     key = framework_key(framework)
     return [m for m in points if m.metric == "max_output_throughput" and m.draft == "none"
-            and framework_key(m.framework) == key and serving_status(m) == MODELLED]
+            and framework_key(m.framework) == key and (not sources or m.source.startswith(sources))
+            and serving_status(m) == MODELLED]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +72,14 @@ def errors_pct(points: list[Measurement], profile: Profile) -> np.ndarray:
 
 
 def calibrate_framework(points: list[Measurement], framework: str, *, file: str, sha256: str,
-                        all_rows: bool = False, start: Profile | None = None) -> FrameworkFit:
-    """Fit ``framework``'s profile; raises InputError (naming the file) with fewer than 2 training rows."""
+                        all_rows: bool = False, start: Profile | None = None,
+                        sources: tuple[str, ...] = ()) -> FrameworkFit:
+    """Fit ``framework``'s profile on its rows of split train (every split with ``all_rows``) whose source
+    may be fitted on (:func:`fittable`) and starts with one of ``sources`` (when given); raises InputError
+    (naming the file) with fewer than 2 training rows."""
     start = start or packaged_profile()
-    rows = framework_rows(points, framework)
-    train = [m for m in rows if all_rows or m.split == "train"]
+    rows = framework_rows(points, framework, sources)
+    train = [m for m in rows if (all_rows or m.split == "train") and fittable(m)]
     if len(train) < 2:
         raise InputError(f"{file}: {len(train)} max_output_throughput rows with framework {framework!r}"
                          f"{'' if all_rows else ' and split = train'}; a fit needs at least 2"
