@@ -122,7 +122,9 @@ def _calibrate_framework(measurements: str | None, framework: str, out: str, all
 
     points, file, sha = load_measurements(measurements)
     result = calibrate_framework(points, framework, file=file, sha256=sha, all_rows=all_rows, sources=sources)
-    write_profile(out, result.profile, comment=f"sweepkit calibrate --framework {framework}")
+    command = " ".join(["sweepkit calibrate", *([measurements] if measurements else []), "--framework", framework,
+                        *[f"--source {s}" for s in sources], *(["--all-rows"] if all_rows else []), "--out", out])
+    write_profile(out, result.profile, comment=f"Written by: {command}")
     table = slice_table(result)
     emit(pa.table({k: [r[k] for r in table] for k in table[0]}), fmt,
          title=f"profile of {framework}: median error % per slice, start (seed) -> fitted")

@@ -5,7 +5,7 @@ Parameters: the eight per-format fields of :class:`sweepkit.costmodel.efficiency
 kept in a physical range by theta = lo + (hi - lo) sigmoid(u), and pulled toward its starting value u_0 (the
 profile it starts from) by a Gaussian prior of width :data:`PRIOR_WIDTH` in u:
 
-    minimise  sum_i log(model_i(theta(u)) / measured_i)^2 + sum_j ((u_j - u_0,j) / s)^2
+    minimise  sum_i (log(model_i(theta(u)) / measured_i) / sigma)^2 + sum_j ((u_j - u_0,j) / s)^2
 
 so a field the rows do not constrain (link efficiency at tp = 1, MoE fields without MoE rows) stays at its
 start, and slices with no training row are not fitted at all. model_i is
@@ -37,6 +37,9 @@ BOUNDS = {"gemm_eff_max": (0.05, 1.0), "gemm_tokens_half": (0.0, 4096.0), "moe_e
 """Physical range of every fitted field (fractions of peak; tokens; seconds)."""
 PRIOR_WIDTH = 3.0
 """s: width of the prior in the unconstrained coordinate (a logit of 1 moves a fraction 0.5 -> 0.73)."""
+ROW_SIGMA = 0.05
+"""sigma: the log misfit expected of one row (5 %: run-to-run spread and what the model leaves out); the data
+residuals are divided by it, so the prior weighs against rows in their units."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +103,7 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
             return jnp.log(jax.vmap(measured_throughput)(rows, eff) / meas)
 
         def residuals(u):
-            return jnp.concatenate([data(u), (u - u0) / PRIOR_WIDTH])
+            return jnp.concatenate([data(u) / ROW_SIGMA, (u - u0) / PRIOR_WIDTH])
 
         @jax.jit
         def step(u, lam):

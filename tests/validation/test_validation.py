@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import jax
 import numpy as np
@@ -17,6 +18,7 @@ from sweepkit.errors import InputError
 from sweepkit.validation import MODELLED, Measurement, load_measurements, parse_measurements, status
 from sweepkit.validation.fit import fit
 from sweepkit.validation.points import modelled_values, point_inputs, with_efficiency
+from sweepkit.validation.profiles import priced_by_profile
 
 HEADER = "source,device,model,metric,value,unit,batch,context_tokens\n"
 
@@ -79,12 +81,17 @@ def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     assert len(rows) == len(load_measurements()[0]) and {"source", "setup", "measured", "modelled", "error_pct"} <= set(rows[0])
     assert "median |error| 14.7% over 20 points" in res.stderr       # the catalogue's seed efficiencies
     points = load_measurements()[0]
-    serving = sum(status(m) == MODELLED and m.metric not in ("step_time", "decode_tok_s") for m in points)
-    assert serving > 500 and f"{serving} points not simulated (--no-serving)" in res.stderr
+    # Max-throughput rows of TensorRT-LLM are priced by its shipped efficiency profile, serving engine or not.
+    by_profile = priced_by_profile(points)
+    assert len(by_profile) > 400 and {points[i].metric for i in by_profile} == {"max_output_throughput"}
+    serving = sum(status(m) == MODELLED and m.metric not in ("step_time", "decode_tok_s") and i not in by_profile
+                  for i, m in enumerate(points))
+    assert serving > 300 and f"{serving} points not simulated (--no-serving)" in res.stderr
+    assert re.search(r"trtllm-perf-overview-v0.17: median \|error\| [0-7]\.\d% over 2\d\d points", res.stderr)
     from sweepkit.store import Warehouse
 
     t = Warehouse(wh).query("select status, count(*) n, median(abs(error_pct)) e from validation group by 1 order by 1")
-    assert dict(zip(t["status"].to_pylist(), t["n"].to_pylist()))["modelled"] == 21
+    assert dict(zip(t["status"].to_pylist(), t["n"].to_pylist()))["modelled"] == 21 + len(by_profile)
     assert Warehouse(wh).query("select kind from runs")["kind"].to_pylist() == ["validation"]
     from sweepkit.report.build import build_report
 
