@@ -23,7 +23,8 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, 
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import pass_cost
 from sweepkit.validation.measurements import PER_PASS, Measurement
-from sweepkit.validation.serving_points import MODELLED, evaluate_serving, serving_status
+from sweepkit.validation.serving_points import MODELLED, serving_status
+from sweepkit.validation.serving_runs import evaluate_serving_points
 
 NEEDS_ACCEPTANCE = "not modelled yet (needs the draft's measured acceptance)"
 
@@ -116,12 +117,13 @@ def modelled_values(p: PointInputs) -> jax.Array:
 
 
 def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None = None,
-                    serving: bool = True) -> list[float | None]:
+                    serving: bool = True, progress=None) -> list[float | None]:
     """Modelled value (base SI) of every point, None where :func:`status` is not MODELLED.
 
+    A simulated point whose run yields no value (no request completed) is None, like one not simulated.
     Per-pass points use ``devices`` (name -> Device) over the catalogue; serving points (``serving``: simulate
     them) use :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file``
-    for a calibrated device.
+    for a calibrated device. ``progress(n)`` is called as serving points are priced (n rows at a time).
     """
     idx = [i for i, m in enumerate(points) if status(m) == MODELLED and m.metric in PER_PASS]
     out: list[float | None] = [None] * len(points)
@@ -130,7 +132,8 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
             values = np.asarray(modelled_values(point_inputs([points[i] for i in idx], devices)))
         for i, v in zip(idx, values):
             out[i] = float(v)
-    for i, m in enumerate(points):
-        if serving and m.metric not in PER_PASS and status(m) == MODELLED:
-            out[i] = evaluate_serving(m)
+    if serving:
+        sidx = [i for i, m in enumerate(points) if m.metric not in PER_PASS and status(m) == MODELLED]
+        for i, v in zip(sidx, evaluate_serving_points([points[i] for i in sidx], progress)):
+            out[i] = v if np.isfinite(v) and v > 0 else None
     return out
