@@ -517,7 +517,8 @@ create table if not exists contract_validation (
     pair_id              varchar,
     model_as_written     varchar,
     device_as_written    varchar,
-    file                 varchar
+    file                 varchar,
+    model_class          varchar
 );
 alter table contract_validation add column if not exists pp integer;
 alter table contract_validation add column if not exists ep integer;
@@ -530,6 +531,7 @@ alter table contract_validation add column if not exists pair_id varchar;
 alter table contract_validation add column if not exists model_as_written varchar;
 alter table contract_validation add column if not exists device_as_written varchar;
 alter table contract_validation add column if not exists file varchar;
+alter table contract_validation add column if not exists model_class varchar;
 comment on table contract_validation is 'One row per measured point of a validation run: measured against the cost model (docs/validation.md)';
 comment on column contract_validation.run_id is 'The run (runs.run_id, kind validation)';
 comment on column contract_validation.source is 'Where the measurement was published (paper, repository, result page)';
@@ -572,4 +574,5 @@ comment on column contract_validation.pair_id is 'Pair id(s) the row belongs to,
 comment on column contract_validation.model_as_written is 'Model as the measurement names it (a Hugging Face id); model is its catalogue name';
 comment on column contract_validation.device_as_written is 'Device as the measurement names it; device is its catalogue name';
 comment on column contract_validation.file is 'The packaged or given file the row comes from (file_row counts in it)';
+comment on column contract_validation.model_class is 'dense | moe (the catalogue model has routed experts) | unknown (not in the catalogue)';
 -- <<< validation <<<

@@ -24,7 +24,8 @@ from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import pass_cost
 from sweepkit.validation.measurements import PER_PASS, Measurement
 from sweepkit.validation.profiles import priced_by_profile
-from sweepkit.validation.serving_points import MODELLED, evaluate_serving, serving_status
+from sweepkit.validation.serving_points import MODELLED, serving_status
+from sweepkit.validation.serving_runs import evaluate_serving_points
 
 NEEDS_ACCEPTANCE = "not modelled yet (needs the draft's measured acceptance)"
 
@@ -117,15 +118,16 @@ def modelled_values(p: PointInputs) -> jax.Array:
 
 
 def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None = None,
-                    serving: bool = True, profile=None) -> list[float | None]:
+                    serving: bool = True, progress=None, profile=None) -> list[float | None]:
     """Modelled value (base SI) of every point, None where :func:`status` is not MODELLED.
 
+    A simulated point whose run yields no value (no request completed) is None, like one not simulated.
     Per-pass points use ``devices`` (name -> Device) over the catalogue; max-throughput rows that an
     efficiency profile prices (``profile``: a :class:`~sweepkit.catalogue.efficiency.Profile`, "reference"
     for none, None for each row's framework's shipped profile; :mod:`sweepkit.validation.profiles`) take
     its analytic steady state; the other serving points (``serving``: simulate them) use
     :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file`` for a
-    calibrated device.
+    calibrated device. ``progress(n)`` is called as serving points are priced (n rows at a time).
     """
     idx = [i for i, m in enumerate(points) if status(m) == MODELLED and m.metric in PER_PASS]
     out: list[float | None] = [None] * len(points)
@@ -137,7 +139,9 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
     by_profile = priced_by_profile(points, profile)
     for i, v in by_profile.items():
         out[i] = v
-    for i, m in enumerate(points):
-        if serving and m.metric not in PER_PASS and i not in by_profile and status(m) == MODELLED:
-            out[i] = evaluate_serving(m)
+    if serving:
+        sidx = [i for i, m in enumerate(points)
+                if m.metric not in PER_PASS and i not in by_profile and status(m) == MODELLED]
+        for i, v in zip(sidx, evaluate_serving_points([points[i] for i in sidx], progress)):
+            out[i] = v if np.isfinite(v) and v > 0 else None
     return out
