@@ -80,7 +80,7 @@ def _efficiency(u, slice_of_row, n_slices, lo, hi) -> Efficiency:
 
 
 def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: Profile, *,
-                iterations: int = 60) -> ProfileFit:
+                iterations: int = 200) -> ProfileFit:
     """Fit the slices of ``keys`` (one (device, format) per row of ``rows``) and the overheads to ``measured``
     (output tokens/s per row), starting from (and pulled toward) ``start``.
 
