@@ -61,7 +61,7 @@ SERVING_GRID = os.environ.get("SWEEPKIT_TEST_SERVING_GRID", "grids/serving-small
 
 @pytest.fixture(scope="session")
 def full_warehouse(tmp_path_factory):
-    """A warehouse after `sweepkit run grids/seed.toml`, `sweepkit trace`, `sweepkit validate` and
+    """A warehouse after `sweepkit run grids/seed.toml`, `sweepkit trace`, `sweepkit validate --no-serving` and
     `sweepkit simulate <serving grid>`: one of each run kind, simulated once for the whole session.
 
     Tests that add runs copy it first (a moved warehouse is read through temporary views)."""
@@ -71,7 +71,7 @@ def full_warehouse(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("full") / "wh"
     runner = CliRunner()
-    for args in (["run", "grids/seed.toml"], ["trace"], ["validate"], ["simulate", SERVING_GRID]):
+    for args in (["run", "grids/seed.toml"], ["trace"], ["validate", "--no-serving"], ["simulate", SERVING_GRID]):
         res = runner.invoke(main, [*args, "--warehouse", str(root), "--format", "json"])
         assert res.exit_code == 0, (args, res.output)
     return root

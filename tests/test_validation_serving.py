@@ -70,8 +70,8 @@ def test_validate_prices_serving_points_and_reports_their_error(tmp_path):
 
 
 @pytest.mark.parametrize("cell, message", [
-    ("request_rate=-1", "request_rate = '-1' is not allowed; expected a number > 0"),
-    ("percentile=95", "percentile = '95' is not allowed; expected one of 50, 90, 99"),
+    ("request_rate=-1", "request_rate = '-1' is not allowed; expected a number > 0 or inf (every request at t = 0)"),
+    ("percentile=95", "percentile = '95' is not allowed; expected one of mean, 50, 90, 99"),
     ("requests=0", "requests = '0' is not allowed; expected an integer >= 1"),
 ])
 def test_bad_serving_columns_are_one_line(cell, message):

@@ -16,14 +16,21 @@ def _median_abs(values) -> float:
 
 @click.command(context_settings={"max_content_width": 100})
 @click.argument("measurements", required=False, type=click.Path(dir_okay=False))
-@click.option("--device", required=True, help="Catalogue device to calibrate (rows naming it are used).")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Devices TOML to write.")
+@click.option("--device", default=None, help="Catalogue device to calibrate (rows naming it are used).")
+@click.option("--framework", default=None,
+              help="Fit this framework's efficiency profile on its max_output_throughput rows instead "
+                   "(TensorRT-LLM, vLLM, SGLang, ...); --out is then a profile TOML.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Devices TOML (or, with --framework, profile TOML) to write.")
 @click.option("--name", default=None, help="Name of the calibrated device (default: DEVICE-calibrated).")
 @click.option("--all-rows", is_flag=True, help="Fit on every modelled row, not only split = train.")
+@click.option("--source", "sources", multiple=True,
+              help="With --framework: fit only rows whose source starts with this (repeatable).")
 @format_option
-def calibrate(measurements: str | None, device: str, out: str, name: str | None, all_rows: bool,
-              fmt: str) -> None:
-    """Fit DEVICE's compute fraction, HBM fraction and per-pass overhead to MEASUREMENTS.
+def calibrate(measurements: str | None, device: str | None, framework: str | None, out: str, name: str | None,
+              all_rows: bool, sources: tuple[str, ...], fmt: str) -> None:
+    """Fit DEVICE's compute fraction, HBM fraction and per-pass overhead to MEASUREMENTS, or with
+    --framework a framework's efficiency profile.
 
     MEASUREMENTS is a measurement CSV (docs/validation.md); without it, the packaged public set. The fit
     uses the modelled rows (step_time, decode_tok_s) that name DEVICE and have split = train (all of them
@@ -32,9 +39,20 @@ def calibrate(measurements: str | None, device: str, out: str, name: str | None,
     do not constrain is kept and marked), the median |error| before and after on the train and test rows,
     and writes the calibrated device, its lineage in `source`, to --out.
 
+    With --framework, the fit is of the efficiency profile (per device x compute format: GEMM, MoE,
+    attention, bandwidth and link efficiencies; per framework: host overheads) on the framework's
+    max_output_throughput rows through the analytic steady state (docs/costmodel.md "Measured
+    profile"); it prints the median |error| per slice (device x dense/MoE x format) and split before
+    and after, and writes the profile that `validate --profile` reads.
+
     \b
     Example: sweepkit calibrate --device H100 --name H100-vllm --out /tmp/h100-vllm.toml
     """
+    if framework is not None:
+        return _calibrate_framework(measurements, framework, out, all_rows, sources, fmt)
+    if device is None:
+        raise InputError("calibrate needs --device DEVICE (a device's efficiencies) or --framework NAME "
+                         "(a framework's efficiency profile)")
     import numpy as np
     import pyarrow as pa
 
@@ -90,3 +108,28 @@ def _report_errors(usable, base, dev):
                      "split": [m.split for m in usable], "measured": [m.value for m in usable],
                      "unit": [m.unit for m in usable], "error_before_pct": [round(b, 2) + 0.0 for b, _ in pct],
                      "error_after_pct": [round(a, 2) + 0.0 for _, a in pct]})
+
+
+def _calibrate_framework(measurements: str | None, framework: str, out: str, all_rows: bool,
+                         sources: tuple[str, ...], fmt: str) -> None:
+    """Fit and write a framework profile; print the per-slice errors before and after."""
+    import numpy as np
+    import pyarrow as pa
+
+    from sweepkit.validation import load_measurements
+    from sweepkit.validation.framework_fit import calibrate_framework, slice_table
+    from sweepkit.validation.profiles import write_profile
+
+    points, file, sha = load_measurements(measurements)
+    result = calibrate_framework(points, framework, file=file, sha256=sha, all_rows=all_rows, sources=sources)
+    command = " ".join(["sweepkit calibrate", *([measurements] if measurements else []), "--framework", framework,
+                        *[f"--source {s}" for s in sources], *(["--all-rows"] if all_rows else []), "--out", out])
+    write_profile(out, result.profile, comment=f"Written by: {command}")
+    table = slice_table(result)
+    emit(pa.table({k: [r[k] for r in table] for k in table[0]}), fmt,
+         title=f"profile of {framework}: median error % per slice, start (seed) -> fitted")
+    before, after = (100 * _median_abs(np.expm1(r)) for r in (result.fit.residuals_before,
+                                                               result.fit.residuals_after))
+    note(f"fitted on {len(result.train)} rows: median |error| {before:.1f}% -> {after:.1f}% "
+         f"({result.fit.iterations} iterations)")
+    note(f"wrote {out}: profile {result.profile.name!r}")

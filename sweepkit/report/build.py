@@ -71,11 +71,20 @@ SECTIONS = (
             "no trace yet — run <code>sweepkit trace</code>"),
     Section("validation", "Cost model against measurement",
             "The newest <code>sweepkit validate</code> run: each modelled point, measured against modelled, on "
-            "y = x with a ±25% band, one panel per source. Points that need the serving engine are listed "
-            "by the command, not drawn.",
+            "y = x with a ±25% band, one panel per metric, coloured by device, shaped by weight format. Below: "
+            "the error by slice (device x model class x format x framework x metric; bias &gt; 0 means "
+            "modelled above measured), the measured lever pairs (measured against predicted change) and the "
+            "points furthest from measurement. <code>sweepkit validate --summary markdown</code> prints the "
+            "same as text.",
             "report_validation", charts.validation_scatter,
             "no validation run yet — run <code>sweepkit validate</code>"),
 )
+
+
+VALIDATION_TABLES = (("report_validation_slices", "Error by slice"),
+                     ("validation_pairs", "Lever pairs: measured against predicted change"),
+                     ("report_validation_worst", "Furthest from measurement"))
+"""Tables below the validation chart: (query, heading)."""
 
 
 def _clean(value: Any) -> Any:
@@ -164,6 +173,9 @@ def build_report(warehouse, out_dir: str | Path, *, png: bool = True) -> dict[st
             parts.append(f'<div class="chart" id="chart-{sec.id}"></div>')
             if sec.id == "trace":
                 parts.append(_table(_rows(warehouse, "trace_summary")))
+            if sec.id == "validation":
+                for query, title in VALIDATION_TABLES:
+                    parts.append(f"<h3>{title}</h3>" + (_table(_rows(warehouse, query)) or "<p>none</p>"))
             if png:
                 path = out / f"{sec.id}.png"
                 path.write_bytes(vlc.vegalite_to_png(spec, scale=2))

@@ -230,28 +230,32 @@ def trace_timeline(rows: list[dict]) -> alt.VConcatChart:
     return alt.vconcat(timeline, tokens).resolve_scale(color="independent")
 
 
-def validation_scatter(rows: list[dict]) -> alt.HConcatChart:
-    """Modelled against measured, one panel per source and metric, with y = x and the +-25% band.
+def validation_scatter(rows: list[dict]) -> alt.VConcatChart:
+    """Modelled against measured on log-log axes, one panel per metric, with y = x and the +-25% band.
 
-    Log axes in the measurement's unit, the same range on both; points coloured by split (train: the rows
-    calibration fits).
+    Values in base SI (tokens/s of the whole measured system, or seconds), the same range on both axes;
+    colour = device, shape = weight format, filled = test split (not fitted on), hollow = train.
     """
     panels = []
-    for panel in dict.fromkeys((r["source"], r["metric"], r["unit"]) for r in rows):
-        mine = [r for r in rows if (r["source"], r["metric"], r["unit"]) == panel]
-        a = min(min(r["measured"], r["modelled"]) for r in mine) * 0.8
-        b = max(max(r["measured"], r["modelled"]) for r in mine) * 1.25
+    for metric in dict.fromkeys(r["metric"] for r in rows):
+        mine = [dict(r, split_fill=r["split"] == "test") for r in rows if r["metric"] == metric]
+        a = min(min(r["measured_si"], r["modelled_si"]) for r in mine) * 0.8
+        b = max(max(r["measured_si"], r["modelled_si"]) for r in mine) * 1.25
         xs = [a * (b / a) ** (i / 20) for i in range(21)]
         ref = _data([{"x": x, "lo": 0.75 * x, "hi": 1.25 * x} for x in xs])
+        unit = "s" if metric in ("step_time", "ttft", "tpot", "itl", "e2e_latency") else "tok/s"
         scale = alt.Scale(type="log", domain=[a, b], nice=False, clamp=True)
-        x = alt.X("x:Q", title=f"measured ({panel[2]})", scale=scale)
+        x = alt.X("x:Q", title=f"measured ({unit})", scale=scale)
         band = alt.Chart(ref).mark_area(opacity=0.15, color="#4c78a8").encode(
-            x=x, y=alt.Y("lo:Q", title=f"modelled ({panel[2]})", scale=scale), y2="hi:Q")
+            x=x, y=alt.Y("lo:Q", title=f"modelled ({unit})", scale=scale), y2="hi:Q")
         line = alt.Chart(ref).mark_line(color="black", strokeDash=[4, 3]).encode(x=x, y=alt.Y("x:Q", scale=scale))
-        points = alt.Chart(_data(mine)).mark_point(size=60, filled=True).encode(
-            x=alt.X("measured:Q", scale=scale), y=alt.Y("modelled:Q", scale=scale),
-            color=alt.Color("split:N", scale=alt.Scale(domain=["train", "test"], range=["#f58518", "#4c78a8"])),
-            tooltip=["setup:N", "measured:Q", "modelled:Q", alt.Tooltip("error_pct:Q", format=".1f")])
-        title = f"{panel[0].split(':')[0][:56]}: {panel[1]}"
-        panels.append(alt.layer(band, line, points).properties(width=300, height=300, title=title))
-    return alt.hconcat(*panels).properties(title="Cost model against measurement: y = x, shaded +-25%")
+        points = alt.Chart(_data(mine)).mark_point(size=50).encode(
+            x=alt.X("measured_si:Q", scale=scale), y=alt.Y("modelled_si:Q", scale=scale),
+            color=alt.Color("device:N"), shape=alt.Shape("weight_format:N"),
+            fill=alt.condition("datum.split_fill", alt.Color("device:N"), alt.value("transparent")),
+            tooltip=["source:N", "setup:N", "measured:Q", "modelled:Q", "unit:N",
+                     alt.Tooltip("error_pct:Q", format=".1f")])
+        panels.append(alt.layer(band, line, points).properties(width=280, height=280, title=metric))
+    rows_of = [alt.hconcat(*panels[i:i + 3]) for i in range(0, len(panels), 3)]
+    return alt.vconcat(*rows_of).properties(
+        title="Cost model against measurement: y = x, shaded +-25% (filled: test split)")

@@ -1,4 +1,5 @@
-"""The stable feed: ``v_decode``, ``v_serving``, ``v_capacity``, ``v_matrix``, views whose columns are a promise.
+"""The stable feed: ``v_decode``, ``v_serving``, ``v_capacity``, ``v_matrix``, ``v_validation_pairs``, views whose
+columns are a promise.
 
 Dashboards read these views (or ``sweepkit export``), never the raw tables: a raw table may gain, rename or
 retype columns between releases, a ``v_`` view keeps every column below, with its name, type and meaning,
@@ -11,7 +12,8 @@ table whose columns changed), the view is created EMPTY with the promised column
 query never fails on a missing column: it sees no rows. A source is test-bound on a scratch in-memory
 database holding empty copies of the tables, so a failing view never aborts the caller's transaction.
 
-``v_matrix`` is the output of ``sweepkit/queries/matrix.sql`` over the latest serving run (its header defaults are
+``v_matrix`` is the output of ``sweepkit/queries/matrix.sql`` over the latest serving run, ``v_validation_pairs``
+that of ``sweepkit/queries/validation_pairs.sql`` over the latest validation run (their header defaults are
 inlined as literals, since a view takes no parameters).
 """
 
@@ -117,19 +119,35 @@ FEED: dict[str, tuple[str, list[Column]]] = {
         _c("verdict_text", "VARCHAR",
            "the verdict with the share of draws agreeing, e.g. better (94%); the verdict alone without bands"),
     ]),
+    "v_validation_pairs": ("({validation_pairs})", [
+        _c("pair_id", "VARCHAR", "measured pair id (the measurement file's pair_id)"),
+        _c("lever", "VARCHAR", "the lever, without its :with / :without suffix"),
+        _c("source", "VARCHAR", "where the measurement was published"),
+        _c("metric", "VARCHAR", "measured metric (docs/validation.md)"),
+        _c("statistic", "VARCHAR", "mean | 50 | 90 | 99 for latencies, empty otherwise"),
+        _c("unit", "VARCHAR", "unit of the four values"),
+        _c("measured_without", "DOUBLE", "measured value without the lever (unit)"),
+        _c("measured_with", "DOUBLE", "measured value with the lever (unit)"),
+        _c("modelled_without", "DOUBLE", "modelled value without the lever (unit; null when not modelled)"),
+        _c("modelled_with", "DOUBLE", "modelled value with the lever (unit; null when not modelled)"),
+        _c("measured_change_pct", "DOUBLE", "%, 100 x (measured_with / measured_without - 1)"),
+        _c("predicted_change_pct", "DOUBLE", "%, 100 x (modelled_with / modelled_without - 1)"),
+        _c("sign_agrees", "BOOLEAN",
+           "whether measured and predicted changes share a sign (null: a side not modelled or its change within +-5%)"),
+    ]),
 }
 """View name -> (source FROM clause, promised columns)."""
 
 _PARAM = re.compile(r"\$(\w+)\b")
 
 
-def matrix_source() -> str | None:
-    """``sweepkit/queries/matrix.sql`` with its header defaults inlined as SQL literals; None without the file."""
+def matrix_source(name: str = "matrix") -> str | None:
+    """``sweepkit/queries/<name>.sql`` with its header defaults inlined as SQL literals; None without the file."""
     from sweepkit.errors import InputError
     from sweepkit.store.queries import load_query
 
     try:
-        q = load_query("matrix")
+        q = load_query(name)
     except InputError:
         return None
     values = q.bind()
@@ -186,8 +204,9 @@ def feed_digest(schema: str) -> str:
     """sha256 of every feed view's candidate definition and column docs, and of the schema they bind to."""
     h = hashlib.sha256(schema.encode())
     for name, (source, cols) in FEED.items():
-        if "{matrix}" in source:
-            source = source.replace("{matrix}", matrix_source() or "<none>")
+        for query in ("matrix", "validation_pairs"):
+            if "{" + query + "}" in source:
+                source = source.replace("{" + query + "}", matrix_source(query) or "<none>")
         h.update(repr((name, source, [(c.name, c.type, c.doc, c.expr) for c in cols])).encode())
     return h.hexdigest()
 
@@ -196,9 +215,10 @@ def create_feed_views(con: duckdb.DuckDBPyConnection, *, temp: bool) -> list[str
     """(Re)create every feed view on ``con``: over its source where it binds, else empty; returns the names."""
     kind = "temp view" if temp else "view"
     for name, (source, cols) in FEED.items():
-        if "{matrix}" in source:
-            m = matrix_source()
-            source = None if m is None else source.format(matrix=m)
+        for query in ("matrix", "validation_pairs"):
+            if "{" + query + "}" in source:
+                m = matrix_source(query)
+                source = None if m is None else source.replace("{" + query + "}", m)
         body = view_body(name, source) if source is not None else None
         if body is None or not _binds(con, body):
             body = view_body(name, None)

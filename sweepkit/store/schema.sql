@@ -509,15 +509,39 @@ create table if not exists contract_validation (
     status               varchar,
     measurements_file    varchar,
     measurements_sha256  varchar,
-    devices_file         varchar
+    devices_file         varchar,
+    pp                   integer,
+    ep                   integer,
+    dp                   integer,
+    request_rate         double,
+    percentile           varchar,
+    scenario             varchar,
+    lever                varchar,
+    pair_id              varchar,
+    model_as_written     varchar,
+    device_as_written    varchar,
+    file                 varchar,
+    model_class          varchar
 );
+alter table contract_validation add column if not exists pp integer;
+alter table contract_validation add column if not exists ep integer;
+alter table contract_validation add column if not exists dp integer;
+alter table contract_validation add column if not exists request_rate double;
+alter table contract_validation add column if not exists percentile varchar;
+alter table contract_validation add column if not exists scenario varchar;
+alter table contract_validation add column if not exists lever varchar;
+alter table contract_validation add column if not exists pair_id varchar;
+alter table contract_validation add column if not exists model_as_written varchar;
+alter table contract_validation add column if not exists device_as_written varchar;
+alter table contract_validation add column if not exists file varchar;
+alter table contract_validation add column if not exists model_class varchar;
 comment on table contract_validation is 'One row per measured point of a validation run: measured against the cost model (docs/validation.md)';
 comment on column contract_validation.run_id is 'The run (runs.run_id, kind validation)';
 comment on column contract_validation.source is 'Where the measurement was published (paper, repository, result page)';
 comment on column contract_validation.url is 'Public address of the source';
 comment on column contract_validation.framework is 'Serving framework that measured it (vLLM, TensorRT-LLM, ...)';
 comment on column contract_validation.device is 'Accelerator, catalogue name (or a devices file''s name)';
-comment on column contract_validation.model is 'Model, catalogue name';
+comment on column contract_validation.model is 'Model, catalogue name (as written when the catalogue lacks it)';
 comment on column contract_validation.tp is 'Tensor-parallel degree of one instance';
 comment on column contract_validation.gpus is 'GPUs of the measured system (throughput per system)';
 comment on column contract_validation.weight_format is 'Weight storage format';
@@ -530,7 +554,7 @@ comment on column contract_validation.output_tokens is 'tokens, output length of
 comment on column contract_validation.concurrency is 'requests in flight of a latency measurement';
 comment on column contract_validation.draft is 'Speculative draft method (none without speculation)';
 comment on column contract_validation.gamma is 'gamma, drafted tokens per verify pass';
-comment on column contract_validation.metric is 'step_time | decode_tok_s | max_output_throughput | output_throughput | ttft | tpot | itl';
+comment on column contract_validation.metric is 'step_time | decode_tok_s | max_output_throughput | output_throughput | total_throughput | ttft | tpot | itl | e2e_latency | speedup';
 comment on column contract_validation.unit is 'Unit of measured and modelled, as in the measurement file (s, ms, us, tok/s, tok/s/gpu)';
 comment on column contract_validation.split is 'train (used by sweepkit calibrate) | test';
 comment on column contract_validation.file_row is 'Data row of the measurement file, from 1 (the header is not counted)';
@@ -538,8 +562,20 @@ comment on column contract_validation.setup is 'Short description of the measure
 comment on column contract_validation.measured is 'The measured value, in unit';
 comment on column contract_validation.modelled is 'The cost model''s value at the measured point, in unit; null when not modelled';
 comment on column contract_validation.error_pct is '%, 100 x (modelled / measured - 1); null when not modelled';
-comment on column contract_validation.status is 'modelled | not modelled yet (needs the serving engine) | not modelled yet (needs the draft''s measured acceptance)';
+comment on column contract_validation.status is 'modelled, or not modelled: why (unknown model X, a published speed-up, needs input_tokens and output_tokens, ...)';
 comment on column contract_validation.measurements_file is 'The measurement file (sweepkit:public.csv for the packaged set)';
 comment on column contract_validation.measurements_sha256 is 'Hex SHA-256 of the measurement file''s text';
 comment on column contract_validation.devices_file is 'Devices file the run priced with (empty for the catalogue)';
+comment on column contract_validation.pp is 'Pipeline-parallel degree of the measured system (1: none)';
+comment on column contract_validation.ep is 'Expert-parallel degree of the measured system (1: none)';
+comment on column contract_validation.dp is 'Data-parallel degree of the measured system (1: none)';
+comment on column contract_validation.request_rate is 'requests/s, Poisson arrival rate of the measurement (inf: every request at t = 0; null: none)';
+comment on column contract_validation.percentile is 'Latency statistic of a ttft / tpot / itl / e2e_latency row: mean, 50, 90 or 99 (null for other metrics)';
+comment on column contract_validation.scenario is 'The benchmark''s load, as the source words it';
+comment on column contract_validation.lever is 'Lever of a measured pair, ending :with or :without (empty: none)';
+comment on column contract_validation.pair_id is 'Pair id(s) the row belongs to, separated by ; (a shared baseline names several)';
+comment on column contract_validation.model_as_written is 'Model as the measurement names it (a Hugging Face id); model is its catalogue name';
+comment on column contract_validation.device_as_written is 'Device as the measurement names it; device is its catalogue name';
+comment on column contract_validation.file is 'The packaged or given file the row comes from (file_row counts in it)';
+comment on column contract_validation.model_class is 'dense | moe (the catalogue model has routed experts) | unknown (not in the catalogue)';
 -- <<< validation <<<

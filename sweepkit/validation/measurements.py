@@ -5,9 +5,15 @@ A measurement file is a CSV with a header row. Required columns: ``source``, ``d
 ``weight_format``, ``kv_format``, ``compute_format`` (default bf16), ``batch``, ``context_tokens``,
 ``input_tokens``, ``output_tokens``, ``requests`` (requests in the benchmark run), ``concurrency``,
 ``request_rate`` (requests/s, Poisson arrivals),
-``percentile`` (of a latency: 50, 90 or 99, default 50), ``ttft_limit_s`` and ``tpot_limit_s`` (p99 limits a
-throughput was measured under), ``draft`` (default none), ``gamma``, ``split`` (``train`` or ``test``, default
-test) and ``notes``. docs/validation.md describes every column.
+``percentile`` (of a latency: mean, 50, 90 or 99, default 50), ``ttft_limit_s`` and ``tpot_limit_s`` (p99 limits
+a throughput was measured under), ``draft`` (default none), ``gamma``, ``split`` (``train`` or ``test``, default
+test), ``notes``, ``pp``, ``ep``, ``dp`` (pipeline, expert and data parallel degrees, default 1), ``scenario``
+(the benchmark's load, as the source words it), ``lever`` and ``pair_id`` (a lever ending ``:with`` or
+``:without``; rows of one measured pair share a ``pair_id``, several separated by ``;``).
+docs/validation.md describes every column.
+
+Models and devices are resolved to catalogue names by sweepkit.validation.aliases (Hugging Face ids, device
+marketing names); a row naming a model or device the catalogue lacks is kept and listed as not modelled.
 
 Metrics (value in one of the units listed; stored in base SI units, seconds and tokens/s):
 
@@ -15,7 +21,12 @@ Metrics (value in one of the units listed; stored in base SI units, seconds and 
     decode_tok_s           output tokens/s of a decode step at ``batch`` rows (all rows)         tok/s
     max_output_throughput  output tokens/s with every request queued at once                     tok/s, tok/s/gpu
     output_throughput      output tokens/s under a load scenario                                  tok/s, tok/s/gpu
+    total_throughput       input + output tokens/s under a load scenario                          tok/s, tok/s/gpu
     ttft, tpot, itl        latency at ``request_rate`` or ``concurrency``                        s, ms, us
+    e2e_latency            request latency (arrival to last token) at that load                   s, ms, us
+    speedup                a lever's published speed-up (listed; pairs of rows are what is priced) x
+
+``request_rate`` may be ``inf``: every request arrives at t = 0 (a burst, as ``vllm bench serve`` runs it).
 """
 
 from __future__ import annotations
@@ -27,25 +38,32 @@ import io
 from importlib import resources
 from pathlib import Path
 
-from sweepkit.catalogue import get_device, get_draft, get_format, get_model
+from sweepkit.catalogue import get_draft, get_format, get_model
 from sweepkit.errors import InputError, bad_value
+from sweepkit.validation.aliases import device_name, model_name
 
 REQUIRED = ("source", "device", "model", "metric", "value", "unit")
 OPTIONAL = ("url", "framework", "tp", "gpus", "weight_format", "kv_format", "compute_format", "batch",
             "context_tokens", "input_tokens", "output_tokens", "requests", "concurrency", "request_rate", "percentile",
-            "ttft_limit_s", "tpot_limit_s", "draft", "gamma", "split", "notes")
+            "ttft_limit_s", "tpot_limit_s", "draft", "gamma", "split", "notes", "pp", "ep", "dp", "scenario", "lever",
+            "pair_id")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 RATE_UNITS = {"tok/s": 1.0, "tok/s/gpu": None}
 UNITS = {"step_time": TIME_UNITS, "decode_tok_s": {"tok/s": 1.0}, "max_output_throughput": RATE_UNITS,
-         "output_throughput": RATE_UNITS, "ttft": TIME_UNITS, "tpot": TIME_UNITS, "itl": TIME_UNITS}
+         "output_throughput": RATE_UNITS, "total_throughput": RATE_UNITS, "ttft": TIME_UNITS, "tpot": TIME_UNITS,
+         "itl": TIME_UNITS, "e2e_latency": TIME_UNITS, "speedup": {"x": 1.0}}
 """Metric -> unit -> factor to base SI (None: per GPU, multiplied by ``gpus``)."""
 PER_PASS = ("step_time", "decode_tok_s")
 """Metrics the cost model evaluates directly (one decode step at the measured batch)."""
-SERVING = ("max_output_throughput", "output_throughput", "ttft", "tpot", "itl")
+SERVING = ("max_output_throughput", "output_throughput", "total_throughput", "ttft", "tpot", "itl", "e2e_latency")
 """Metrics the serving engine evaluates (a simulated run at the measured load)."""
-PERCENTILES = (50, 90, 99)
-"""Latency percentiles the serving engine reports."""
+LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
+"""Metrics that are a latency statistic (``percentile``)."""
+PERCENTILES = ("mean", "50", "90", "99")
+"""Latency statistics the serving engine reports (the mean or a percentile)."""
 PUBLIC = "public.csv"
+CORPUS = "measured.csv"
+"""The packaged measured corpus (built by benchmarks/data/build_measured.py); loaded with PUBLIC by default."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,19 +92,50 @@ class Measurement:
     requests: int | None = None
     concurrency: int | None = None
     request_rate: float | None = None
-    percentile: int = 50
+    percentile: str = "50"
     ttft_limit_s: float | None = None
     tpot_limit_s: float | None = None
     draft: str = "none"
     gamma: int | None = None
     split: str = "test"
     notes: str = ""
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    scenario: str = ""
+    lever: str = ""
+    pair_id: str = ""
+    model_as_written: str = ""
+    device_as_written: str = ""
+    file: str = ""
+
+    @property
+    def unknown(self) -> str:
+        """'' when the catalogue knows the model and device, else 'unknown model X' / 'unknown device X'."""
+        if get_model_known(self.model) is None:
+            return f"unknown model {self.model_as_written or self.model}"
+        if get_device_known(self.device) is None:
+            return f"unknown device {self.device_as_written or self.device}"
+        return ""
+
+    @property
+    def pairs(self) -> tuple[str, ...]:
+        """The pair ids this row belongs to (a shared baseline names several)."""
+        return tuple(p.strip() for p in self.pair_id.split(";") if p.strip())
+
+    @property
+    def side(self) -> str:
+        """'with', 'without' or '' (the lever's suffix)."""
+        tail = self.lever.rsplit(":", 1)[-1].strip() if ":" in self.lever else ""
+        return tail if tail in ("with", "without") else ""
 
     @property
     def setup(self) -> str:
         """A short description: framework, device x tp, model, formats, batch / lengths."""
         parts = [f"{self.framework} " if self.framework else "", f"{self.gpus}x{self.device}",
-                 f" tp{self.tp}" if self.tp > 1 else "", f" {self.model} {self.weight_format}"]
+                 f" tp{self.tp}" if self.tp > 1 else "", f" pp{self.pp}" if self.pp > 1 else "",
+                 f" ep{self.ep}" if self.ep > 1 else "", f" dp{self.dp}" if self.dp > 1 else "",
+                 f" {self.model} {self.weight_format}"]
         if self.batch is not None:
             parts.append(f" b{self.batch}")
         if self.context_tokens is not None:
@@ -96,9 +145,9 @@ class Measurement:
         if self.concurrency is not None:
             parts.append(f" conc{self.concurrency}")
         if self.request_rate is not None:
-            parts.append(f" {self.request_rate:g}req/s")
-        if self.metric in ("ttft", "tpot", "itl"):
-            parts.append(f" p{self.percentile}")
+            parts.append(" burst" if self.request_rate == float("inf") else f" {self.request_rate:g}req/s")
+        if self.metric in LATENCIES:
+            parts.append(" mean" if self.percentile == "mean" else f" p{self.percentile}")
         if self.draft != "none":
             parts.append(f" {self.draft} g{self.gamma}")
         return "".join(parts)
@@ -129,6 +178,35 @@ def _float(raw: dict, key: str, where: str) -> float | None:
     if not 0 < value < float("inf"):
         raise bad_value(key, text, "a number > 0", where=where)
     return value
+
+
+def _rate(raw: dict, where: str) -> float | None:
+    """``request_rate``: a number > 0, or ``inf`` (every request at t = 0)."""
+    if (raw.get("request_rate") or "").strip().lower() == "inf":
+        return float("inf")
+    try:
+        return _float(raw, "request_rate", where)
+    except InputError:
+        text = (raw.get("request_rate") or "").strip()
+        raise bad_value("request_rate", text, "a number > 0 or inf (every request at t = 0)", where=where) from None
+
+
+def get_model_known(name: str):
+    """The catalogue model ``name`` or None."""
+    try:
+        return get_model(name)
+    except InputError:
+        return None
+
+
+def get_device_known(name: str):
+    """The catalogue device ``name`` or None."""
+    from sweepkit.catalogue import get_device
+
+    try:
+        return get_device(name)
+    except InputError:
+        return None
 
 
 def _value(raw: dict, where: str) -> float:
@@ -162,7 +240,8 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
     fmts = {k: (raw.get(k) or "bf16").strip() for k in ("weight_format", "kv_format", "compute_format")}
     for key, value in fmts.items():
         _name({key: value}, key, where, get_format)
-    model = _name(raw, "model", where, get_model)
+    model_raw, device_raw = raw["model"].strip(), raw["device"].strip()
+    model, device = model_name(model_raw) or model_raw, device_name(device_raw) or device_raw
     draft = (raw.get("draft") or "none").strip()
     split = (raw.get("split") or "test").strip()
     if split not in ("train", "test"):
@@ -172,31 +251,37 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
     value = _value(raw, where)
     factor = UNITS[metric][unit]
     m = Measurement(
-        source=raw["source"].strip(), device=_name(raw, "device", where, get_device), model=model, metric=metric,
+        source=raw["source"].strip(), device=device, model=model, metric=metric,
         value=value, unit=unit, value_si=value * (gpus if factor is None else factor), row=row,
         url=(raw.get("url") or "").strip(), framework=(raw.get("framework") or "").strip(), tp=tp, gpus=gpus,
         **fmts, batch=_int(raw, "batch", where), context_tokens=_int(raw, "context_tokens", where, minimum=0),
         input_tokens=_int(raw, "input_tokens", where), output_tokens=_int(raw, "output_tokens", where),
-        requests=_int(raw, "requests", where), concurrency=_int(raw, "concurrency", where), request_rate=_float(raw, "request_rate", where),
+        requests=_int(raw, "requests", where), concurrency=_int(raw, "concurrency", where), request_rate=_rate(raw, where),
         percentile=_percentile(raw, where), ttft_limit_s=_float(raw, "ttft_limit_s", where),
         tpot_limit_s=_float(raw, "tpot_limit_s", where), draft=draft, gamma=_int(raw, "gamma", where, minimum=0),
-        split=split, notes=(raw.get("notes") or "").strip())
+        split=split, notes=(raw.get("notes") or "").strip(), pp=_int(raw, "pp", where, 1), ep=_int(raw, "ep", where, 1),
+        dp=_int(raw, "dp", where, 1), scenario=(raw.get("scenario") or "").strip(),
+        lever=(raw.get("lever") or "").strip(), pair_id=(raw.get("pair_id") or "").strip(),
+        model_as_written=model_raw, device_as_written=device_raw, file=where.split(" row ")[0])
     if metric in PER_PASS and (m.batch is None or m.context_tokens is None):
         missing = "batch" if m.batch is None else "context_tokens"
         raise bad_value(missing, "", f"an integer (metric {metric} is priced at the measured batch and context)",
                         where=where)
-    if draft not in ("none", "mtp") and draft not in _draft_methods():
+    if draft not in ("none", "mtp") and draft not in _draft_methods() and get_model_known(model) is not None:
         get_draft(draft, get_model(model), field=f"{where}: draft")
+    if m.lever and m.pair_id and not m.side:
+        raise bad_value("lever", m.lever, "a lever ending ':with' or ':without' (a row with a pair_id is one side "
+                        "of a measured pair)", where=where)
     return m
 
 
-def _percentile(raw: dict, where: str) -> int:
-    text = (raw.get("percentile") or "").strip()
+def _percentile(raw: dict, where: str) -> str:
+    text = (raw.get("percentile") or "").strip().lower()
     if not text:
-        return 50
-    if text not in {str(p) for p in PERCENTILES}:
-        raise bad_value("percentile", text, f"one of {', '.join(map(str, PERCENTILES))}", where=where)
-    return int(text)
+        return "50"
+    if text not in PERCENTILES:
+        raise bad_value("percentile", text, f"one of {', '.join(PERCENTILES)}", where=where)
+    return text
 
 
 def _draft_methods() -> tuple[str, ...]:
@@ -231,24 +316,27 @@ def parse_measurements(text: str, name: str) -> list[Measurement]:
     return out
 
 
-def public_text() -> str:
-    """The packaged public measurement set (sweepkit/validation/data/public.csv) as text."""
-    return resources.files("sweepkit.validation").joinpath("data", PUBLIC).read_text(encoding="utf-8")
+def public_text(name: str = PUBLIC) -> str:
+    """A packaged measurement file (sweepkit/validation/data/: PUBLIC or CORPUS) as text."""
+    return resources.files("sweepkit.validation").joinpath("data", name).read_text(encoding="utf-8")
 
 
 def load_measurements(path: str | Path | None = None) -> tuple[list[Measurement], str, str]:
-    """Measurements from ``path`` (None: the packaged public set).
+    """Measurements from ``path`` (None: the packaged sets, PUBLIC then CORPUS).
 
     Returns:
-      (measurements, file name for messages and lineage, hex SHA-256 of the file's bytes).
+      (measurements, file name for messages and lineage, hex SHA-256 of the file's bytes; of the packaged
+      files' bytes one after the other for None).
     """
     if path is None:
-        text, name = public_text(), f"sweepkit:{PUBLIC}"
-    else:
-        try:
-            text, name = Path(path).read_text(encoding="utf-8"), str(path)
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such measurement file") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a UTF-8 text (CSV) file") from None
+        texts = [(public_text(n), f"sweepkit:{n}") for n in (PUBLIC, CORPUS)]
+        points = [m for text, name in texts for m in parse_measurements(text, name)]
+        digest = hashlib.sha256("".join(t for t, _ in texts).encode("utf-8")).hexdigest()
+        return points, f"sweepkit:{PUBLIC}+{CORPUS}", digest
+    try:
+        text, name = Path(path).read_text(encoding="utf-8"), str(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such measurement file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text (CSV) file") from None
     return parse_measurements(text, name), name, hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -23,7 +23,9 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, 
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import pass_cost
 from sweepkit.validation.measurements import PER_PASS, Measurement
-from sweepkit.validation.serving_points import MODELLED, evaluate_serving, serving_status
+from sweepkit.validation.profiles import priced_by_profile
+from sweepkit.validation.serving_points import MODELLED, serving_status
+from sweepkit.validation.serving_runs import evaluate_serving_points
 
 NEEDS_ACCEPTANCE = "not modelled yet (needs the draft's measured acceptance)"
 
@@ -50,10 +52,23 @@ class PointInputs:
     rate: jax.Array
 
 
+SPEEDUP = "not modelled: a published speed-up (levers are priced through measured pairs: pair_id)"
+
+
 def status(m: Measurement) -> str:
     """Whether the cost model or the serving engine prices ``m`` (MODELLED) or why not."""
+    if m.unknown:
+        return f"not modelled: {m.unknown}"
+    if m.metric == "speedup":
+        return SPEEDUP
     if m.draft != "none":
         return NEEDS_ACCEPTANCE
+    if m.pp > 1:
+        return f"not modelled: pipeline parallelism (pp = {m.pp})"
+    if m.ep > 1:
+        return f"not modelled: expert parallelism (ep = {m.ep})"
+    if m.dp > 1 and m.dp * m.tp != m.gpus:
+        return f"not modelled: dp = {m.dp} with tp = {m.tp} on {m.gpus} GPUs (data-parallel attention)"
     return MODELLED if m.metric in PER_PASS else serving_status(m)
 
 
@@ -103,12 +118,16 @@ def modelled_values(p: PointInputs) -> jax.Array:
 
 
 def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None = None,
-                    serving: bool = True) -> list[float | None]:
+                    serving: bool = True, progress=None, profile=None) -> list[float | None]:
     """Modelled value (base SI) of every point, None where :func:`status` is not MODELLED.
 
-    Per-pass points use ``devices`` (name -> Device) over the catalogue; serving points (``serving``: simulate
-    them) use :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file``
-    for a calibrated device.
+    A simulated point whose run yields no value (no request completed) is None, like one not simulated.
+    Per-pass points use ``devices`` (name -> Device) over the catalogue; max-throughput rows that an
+    efficiency profile prices (``profile``: a :class:`~sweepkit.catalogue.efficiency.Profile`, "reference"
+    for none, None for each row's framework's shipped profile; :mod:`sweepkit.validation.profiles`) take
+    its analytic steady state; the other serving points (``serving``: simulate them) use
+    :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file`` for a
+    calibrated device. ``progress(n)`` is called as serving points are priced (n rows at a time).
     """
     idx = [i for i, m in enumerate(points) if status(m) == MODELLED and m.metric in PER_PASS]
     out: list[float | None] = [None] * len(points)
@@ -117,7 +136,12 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
             values = np.asarray(modelled_values(point_inputs([points[i] for i in idx], devices)))
         for i, v in zip(idx, values):
             out[i] = float(v)
-    for i, m in enumerate(points):
-        if serving and m.metric not in PER_PASS and status(m) == MODELLED:
-            out[i] = evaluate_serving(m)
+    by_profile = priced_by_profile(points, profile)
+    for i, v in by_profile.items():
+        out[i] = v
+    if serving:
+        sidx = [i for i, m in enumerate(points)
+                if m.metric not in PER_PASS and i not in by_profile and status(m) == MODELLED]
+        for i, v in zip(sidx, evaluate_serving_points([points[i] for i in sidx], progress)):
+            out[i] = v if np.isfinite(v) and v > 0 else None
     return out

@@ -2,25 +2,18 @@
 
 A point's cluster is gpus / tp instances of tp GPUs of its device, serving its model in its formats; its
 workload is N = min(``requests``, :data:`REQUESTS`) fixed-length requests (``input_tokens`` in,
-``output_tokens`` out, no spread: the benchmark tools' fixed-length datasets). Per metric, with L(lambda) = lambda x W(lambda) the requests in the system
-at Poisson rate lambda and W = TTFT_p50 + (output - 1) x TPOT_p50 the time each spends there:
+``output_tokens`` out, no spread: the benchmark tools' fixed-length datasets). The loads (every request at
+t = 0, Poisson at ``request_rate``, a closed loop of ``concurrency`` users) and the statistics read from a
+run are in sweepkit.validation.serving_runs, which simulates many points at once; under p99 limits
+without a rate (MLPerf Server) the value is lambda* x output, lambda* the highest Poisson rate with p99 TTFT
+<= ``ttft_limit_s`` and p99 TPOT <= ``tpot_limit_s`` (to ~6 %), at most the saturated (all-queued) request
+rate (:func:`constrained_rate`).
 
-    max_output_throughput   all N queued at t = 0:          output tokens / makespan
-    output_throughput       Poisson at request_rate:         output tokens/s of the measured window
-                            under p99 limits (MLPerf Server): lambda* x output, lambda* the highest Poisson
-                            rate with p99 TTFT <= ttft_limit_s and p99 TPOT <= tpot_limit_s (to ~6 %),
-                            at most the saturated (all-queued) request rate
-    ttft, tpot, itl         the row's percentile at request_rate, or at ``concurrency`` C
-
-The engine has no closed loop of independent requests (its sessions carry their history into the next
-turn's prompt), so a concurrency C is approximated by open Poisson arrivals at the rate lambda_C with
-L(lambda_C) = C (Little's law), interpolated in log lambda between simulated rates. The scheduler is
-assumed, not measured (the sources do not state it): paged KV, mixed (chunked) batches of at most
-:data:`TOKEN_BUDGET` tokens, at most :data:`MAX_BATCH` running requests per instance, the device's
+The scheduler is assumed, not measured (the sources do not state it): paged KV, mixed (chunked) batches of
+at most :data:`TOKEN_BUDGET` tokens, at most :data:`MAX_BATCH` running requests per instance, the device's
 per-pass overhead as the step overhead.
 
 References:
-  Little, "A proof for the queuing formula L = lambda W", Operations Research 9(3), 1961.
   MLPerf Inference rules, Server scenario (github.com/mlcommons/inference_policies, inference_rules.adoc).
   trtllm-bench throughput (github.com/NVIDIA/TensorRT-LLM, docs/source/performance/perf-benchmarking.md).
 """
@@ -37,7 +30,7 @@ from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.levers import Lever
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import Workload, fixed_workload
-from sweepkit.validation.measurements import Measurement
+from sweepkit.validation.measurements import LATENCIES, Measurement
 
 REQUESTS = 1024
 """Most requests simulated per point (the public sources ran 1,000-30,000; fixed lengths make a run's waves
@@ -46,8 +39,6 @@ MAX_BATCH = 1024
 """Running requests per instance (assumed; NVIDIA's MLPerf v5.0 H100 Llama-2-70B runs use a GPU batch of 1,024)."""
 TOKEN_BUDGET = 8192
 """Tokens per mixed step (assumed: trtllm-bench's and vLLM's default max_num_tokens / max_num_batched_tokens)."""
-LIGHT_RATE = 1e-3
-"""Requests/s of the unloaded run that gives W(0) (requests never overlap at this rate)."""
 MODELLED = "modelled"
 
 
@@ -59,9 +50,10 @@ def serving_status(m: Measurement) -> str:
     """MODELLED when the serving engine can price ``m``, else why not (one short phrase)."""
     if m.input_tokens is None or m.output_tokens is None:
         return "not modelled: needs input_tokens and output_tokens"
-    if m.metric == "output_throughput" and not (_has_load(m) or m.ttft_limit_s or m.tpot_limit_s):
+    if m.metric in ("output_throughput", "total_throughput") and not (
+            _has_load(m) or m.ttft_limit_s or m.tpot_limit_s):
         return "not modelled: needs request_rate, concurrency or p99 limits"
-    if m.metric in ("ttft", "tpot", "itl") and not _has_load(m):
+    if m.metric in LATENCIES and not _has_load(m):
         return "not modelled: needs request_rate or concurrency"
     if m.gpus % m.tp:
         return f"not modelled: gpus = {m.gpus} is not a multiple of tp = {m.tp}"
@@ -109,32 +101,6 @@ def _runner(m: Measurement, requests: int, max_batch: int, offline: bool | None 
     return run
 
 
-def _value(m: Measurement, metrics: dict) -> float:
-    """The metric of ``m`` (base SI) from one lane's metrics."""
-    if m.metric in ("output_throughput", "max_output_throughput"):
-        return metrics["output_tok_s"]
-    return metrics[f"{m.metric}_p{m.percentile}_s"]
-
-
-def _residence_s(metrics: dict, output_tokens: int) -> float:
-    """W = TTFT_p50 + (output - 1) x TPOT_p50, seconds (fixed lengths: every request alike)."""
-    return metrics["ttft_p50_s"] + max(output_tokens - 1, 0) * metrics["tpot_p50_s"]
-
-
-def closed_loop(m: Measurement, run) -> float:
-    """The metric at concurrency C: Poisson at lambda_C with lambda_C W(lambda_C) = C, log-interpolated.
-
-    W grows with load, so lambda_C <= C / W(0); 10 rates geometric over [C / W(0) / 64, C / W(0)] bracket it.
-    Below the lowest L (or above the highest) the end rate's value is used.
-    """
-    w0 = _residence_s(run([LIGHT_RATE])[0], m.output_tokens)
-    rates = np.geomspace(m.concurrency / w0 / 64.0, m.concurrency / w0, 10)
-    ms = run(list(rates))
-    ell = np.maximum.accumulate(np.array([r * _residence_s(x, m.output_tokens) for r, x in zip(rates, ms)]))
-    vals = np.array([_value(m, x) for x in ms])
-    return float(np.interp(np.log(m.concurrency), np.log(np.maximum(ell, 1e-300)), vals))
-
-
 def _meets(m: Measurement, metrics: dict, requests: int) -> bool:
     ok = metrics["completed"] >= requests
     if m.ttft_limit_s is not None:
@@ -164,8 +130,11 @@ def constrained_rate(m: Measurement, run, saturated_req_s: float, requests: int)
     return best
 
 
-def evaluate_serving(m: Measurement, requests: int | None = None, max_batch: int = MAX_BATCH) -> float:
+def evaluate_serving(m: Measurement, requests: int | None = None) -> float:
     """The serving engine's value of ``m`` (base SI: tokens/s or seconds); ``serving_status(m)`` is MODELLED.
+
+    One row of :func:`sweepkit.validation.serving_runs.evaluate_serving_points` (its docstring gives the
+    loads: all at once, Poisson, a closed loop of ``concurrency`` users, p99 limits).
 
     Example:
       >>> from sweepkit.validation import parse_measurements
@@ -176,15 +145,9 @@ def evaluate_serving(m: Measurement, requests: int | None = None, max_batch: int
 
     Args:
       requests: requests simulated (default min(the row's ``requests``, REQUESTS)).
-      max_batch: running requests per instance.
     """
-    requests = requests or max(2, min(m.requests or REQUESTS, REQUESTS))
-    run = _runner(m, requests, max_batch)
-    if m.metric == "max_output_throughput":
-        return _value(m, run([1.0])[0])
-    if m.metric == "output_throughput" and m.request_rate is None and m.concurrency is None:
-        saturated = _runner(m, requests, max_batch, offline=True)([1.0])[0]["goodput_req_s"]
-        return constrained_rate(m, run, saturated, requests) * m.output_tokens
-    if m.request_rate is not None:
-        return _value(m, run([m.request_rate])[0])
-    return closed_loop(m, run)
+    import dataclasses
+
+    from sweepkit.validation.serving_runs import evaluate_serving_points
+
+    return evaluate_serving_points([dataclasses.replace(m, requests=requests or m.requests)])[0]

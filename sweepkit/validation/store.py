@@ -12,8 +12,9 @@ import math
 
 import pyarrow as pa
 
-from sweepkit.validation.measurements import UNITS, Measurement
+from sweepkit.validation.measurements import LATENCIES, UNITS, Measurement
 from sweepkit.validation.points import status
+from sweepkit.validation.summary import model_class
 
 SCHEMA = pa.schema([
     ("source", pa.string()), ("url", pa.string()), ("framework", pa.string()), ("device", pa.string()),
@@ -24,7 +25,10 @@ SCHEMA = pa.schema([
     ("unit", pa.string()), ("split", pa.string()), ("file_row", pa.int32()), ("setup", pa.string()),
     ("measured", pa.float64()), ("modelled", pa.float64()), ("error_pct", pa.float64()),
     ("status", pa.string()), ("measurements_file", pa.string()), ("measurements_sha256", pa.string()),
-    ("devices_file", pa.string()),
+    ("devices_file", pa.string()), ("pp", pa.int32()), ("ep", pa.int32()), ("dp", pa.int32()),
+    ("request_rate", pa.float64()), ("percentile", pa.string()), ("scenario", pa.string()), ("lever", pa.string()),
+    ("pair_id", pa.string()), ("model_as_written", pa.string()), ("device_as_written", pa.string()),
+    ("file", pa.string()), ("model_class", pa.string()),
 ])
 """Columns of ``validation`` as written (the view adds ``run_id``)."""
 
@@ -37,11 +41,19 @@ def in_unit(m: Measurement, value_si: float | None) -> float | None:
     return value_si / (m.gpus if factor is None else factor)
 
 
+NO_VALUE = "not modelled: the simulated run completed no request"
+NOT_SIMULATED = "not simulated (--no-serving)"
+
+
 def rows(points: list[Measurement], modelled_si: list[float | None], file: str, sha256: str,
-         devices_file: str = "") -> list[dict]:
-    """One dict per point in :data:`SCHEMA`'s columns (error_pct = 100 (modelled / measured - 1))."""
+         devices_file: str = "", serving: bool = True) -> list[dict]:
+    """One dict per point in :data:`SCHEMA`'s columns (error_pct = 100 (modelled / measured - 1)); a modelled
+    point without a value gets the status NO_VALUE (NOT_SIMULATED when ``serving`` is False)."""
     out = []
     for m, v in zip(points, modelled_si):
+        st = status(m)
+        if st == "modelled" and v is None:
+            st = NO_VALUE if serving else NOT_SIMULATED
         err = None if v is None else 100.0 * (v / m.value_si - 1.0)
         out.append(dict(
             source=m.source, url=m.url, framework=m.framework, device=m.device, model=m.model, tp=m.tp,
@@ -49,8 +61,11 @@ def rows(points: list[Measurement], modelled_si: list[float | None], file: str, 
             batch=m.batch, context_tokens=m.context_tokens, input_tokens=m.input_tokens,
             output_tokens=m.output_tokens, concurrency=m.concurrency, draft=m.draft, gamma=m.gamma,
             metric=m.metric, unit=m.unit, split=m.split, file_row=m.row, setup=m.setup, measured=m.value,
-            modelled=in_unit(m, v), error_pct=err, status=status(m), measurements_file=file,
-            measurements_sha256=sha256, devices_file=devices_file))
+            modelled=in_unit(m, v), error_pct=err, status=st, measurements_file=file,
+            measurements_sha256=sha256, devices_file=devices_file, pp=m.pp, ep=m.ep, dp=m.dp,
+            request_rate=m.request_rate, percentile=m.percentile if m.metric in LATENCIES else None,
+            scenario=m.scenario, lever=m.lever, pair_id=m.pair_id, model_as_written=m.model_as_written,
+            device_as_written=m.device_as_written, file=m.file, model_class=model_class(m.model)))
     return out
 
 

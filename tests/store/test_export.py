@@ -35,6 +35,10 @@ PROMISE = {
                 "lever_value DOUBLE, change_pct DOUBLE, verdict VARCHAR, caveats VARCHAR, draws BIGINT, "
                 "share_better DOUBLE, share_worse DOUBLE, share_same DOUBLE, change_p10 DOUBLE, change_p50 DOUBLE, "
                 "change_p90 DOUBLE, verdict_text VARCHAR",
+    "v_validation_pairs": "pair_id VARCHAR, lever VARCHAR, source VARCHAR, metric VARCHAR, statistic VARCHAR, "
+                          "unit VARCHAR, measured_without DOUBLE, measured_with DOUBLE, modelled_without DOUBLE, "
+                          "modelled_with DOUBLE, measured_change_pct DOUBLE, predicted_change_pct DOUBLE, "
+                          "sign_agrees BOOLEAN",
 }
 """The promise, written out: changing a name, a type or the order is a breaking change for dashboards."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import jax
 import numpy as np
@@ -17,6 +18,7 @@ from sweepkit.errors import InputError
 from sweepkit.validation import MODELLED, Measurement, load_measurements, parse_measurements, status
 from sweepkit.validation.fit import fit
 from sweepkit.validation.points import modelled_values, point_inputs, with_efficiency
+from sweepkit.validation.profiles import priced_by_profile
 
 HEADER = "source,device,model,metric,value,unit,batch,context_tokens\n"
 
@@ -30,7 +32,9 @@ def test_public_set_is_packaged_and_the_vllm_fit_is_sampled_from_its_formula():
     # 3.926e-8 s x KV tokens + 2.101e-5 s x batched tokens + 5.886e-3 s, plus 1.207e-3 s scheduler overhead,
     # fitted at batch 1, 8, 16, 32 and 64.
     points, name, sha = load_measurements()
-    assert name == "sweepkit:public.csv" and len(sha) == 64 and len(points) == 34
+    assert name == "sweepkit:public.csv+measured.csv" and len(sha) == 64
+    points = [m for m in points if m.file == "sweepkit:public.csv"]
+    assert len(points) == 34
     fit_rows = [m for m in points if m.metric == "step_time"]
     assert sorted({m.batch for m in fit_rows}) == [1, 8, 16, 32, 64]
     for m in fit_rows:
@@ -45,8 +49,6 @@ def test_public_set_is_packaged_and_the_vllm_fit_is_sampled_from_its_formula():
 
 @pytest.mark.parametrize("text, message", [
     ("source,device,model,metric,value\n", "f.csv: missing column unit; a measurement file needs the columns"),
-    (HEADER + "s,H900,llama-3-8b,step_time,1,ms,1,512\n", "f.csv row 1 (line 2): device = 'H900' is not allowed"),
-    (HEADER + "s,H100,llama-9b,step_time,1,ms,1,512\n", "f.csv row 1 (line 2): model = 'llama-9b' is not allowed"),
     (HEADER + "s,H100,llama-3-8b,step_time,-3,ms,1,512\n",
      "f.csv row 1 (line 2): value = '-3' is not allowed; expected a number > 0"),
     (HEADER + "s,H100,llama-3-8b,step_time,3,minutes,1,512\n",
@@ -76,13 +78,20 @@ def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     res = cli("validate", "--no-serving", "--warehouse", str(wh), "--format", "json")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
-    assert len(rows) == 34 and {"source", "setup", "measured", "modelled", "error_pct"} <= set(rows[0])
+    assert len(rows) == len(load_measurements()[0]) and {"source", "setup", "measured", "modelled", "error_pct"} <= set(rows[0])
     assert "median |error| 14.7% over 20 points" in res.stderr       # the catalogue's seed efficiencies
-    assert "9 points not simulated (--no-serving)" in res.stderr
+    points = load_measurements()[0]
+    # Max-throughput rows of TensorRT-LLM are priced by its shipped efficiency profile, serving engine or not.
+    by_profile = priced_by_profile(points)
+    assert len(by_profile) > 400 and {points[i].metric for i in by_profile} == {"max_output_throughput"}
+    serving = sum(status(m) == MODELLED and m.metric not in ("step_time", "decode_tok_s") and i not in by_profile
+                  for i, m in enumerate(points))
+    assert serving > 300 and f"{serving} points not simulated (--no-serving)" in res.stderr
+    assert re.search(r"trtllm-perf-overview-v0.17: median \|error\| [0-7]\.\d% over 2\d\d points", res.stderr)
     from sweepkit.store import Warehouse
 
     t = Warehouse(wh).query("select status, count(*) n, median(abs(error_pct)) e from validation group by 1 order by 1")
-    assert dict(zip(t["status"].to_pylist(), t["n"].to_pylist()))["modelled"] == 21
+    assert dict(zip(t["status"].to_pylist(), t["n"].to_pylist()))["modelled"] == 21 + len(by_profile)
     assert Warehouse(wh).query("select kind from runs")["kind"].to_pylist() == ["validation"]
     from sweepkit.report.build import build_report
 
@@ -165,7 +174,7 @@ def test_a_grid_names_a_devices_file_and_the_run_records_it(tmp_path):
 def test_calibrate_without_rows_for_the_device_is_one_line(tmp_path):
     res = cli("calibrate", "--device", "A100", "--out", str(tmp_path / "x.toml"))
     assert res.exit_code == 2 and not (tmp_path / "x.toml").exists()
-    assert res.stderr.strip() == ("Error: sweepkit:public.csv: 0 modelled rows with device = 'A100' and split = "
+    assert res.stderr.strip() == ("Error: sweepkit:public.csv+measured.csv: 0 modelled rows with device = 'A100' and split = "
                                   "train; a fit needs at least 2 (step_time or decode_tok_s rows; --all-rows uses "
                                   "every split)")
 

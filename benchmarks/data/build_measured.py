@@ -1,0 +1,230 @@
+"""Build sweepkit's packaged measured corpus (sweepkit/validation/data/measured.csv) from a measurement CSV.
+
+    python benchmarks/data/build_measured.py SERVING_MEASUREMENTS.CSV [--out sweepkit/validation/data/measured.csv]
+
+The input has the columns source, url, framework, device, gpus, tp, pp, ep, dp, model (Hugging Face id),
+weight_format, kv_format, input_tokens, output_tokens, concurrency, request_rate, scenario, metric, value, unit,
+percentile, lever, pair_id, notes: public measurements as their sources state them, with free-text cells
+("H100 SXM (80GB HBM3)", "tok/s (total across 4 GPUs)", "inf (all prompts at once)", "~20000 (+-15%)").
+Each row becomes one row of sweepkit's measurement format (docs/validation.md):
+
+- excluded: TensorRT-LLM releases 1.0 and later, MLPerf Inference v5.x and InferenceX rows (kept out of
+  what sweepkit ships and fits on), and rows measuring input-token (prefill) throughput alone, which the
+  format has no metric for; the script prints how many of each;
+- devices to catalogue names (first word, "Ascend 910B NPU" -> Ascend-910B); models stay Hugging Face ids
+  (sweepkit.validation.aliases maps them when a row is read); formats to bf16 / fp8 / fp4 / int8 (FP16 as
+  bf16: the same bytes and tensor-core rate; MXFP4 and NVFP4 as fp4); compute_format = the weight format
+  where the device has it natively (FP8 from Hopper and Ada, FP4 from Blackwell), else bf16;
+- units: "tok/s (total across N GPUs)" -> tok/s with gpus = N; per-GPU and per-rank -> tok/s/gpu; per node of
+  8 GPUs -> tok/s/gpu, value / 8 (marked "(computed)" in notes); "s/request" -> s; speed-ups -> x;
+- cells with a number and a remark ("1408 (batch to fill KV cache)", "~20000 (+-15%)") keep the number, the
+  remark goes to notes; cells without one ("ShareGPT", "multi-node") are left empty, the text goes to notes;
+  request_rate "inf (all prompts at once)" -> inf; "N requests" in the scenario -> requests;
+- split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
+  every other row by a hash of its setup (source, model, device, gpus, formats, lengths): train when the
+  first byte of its SHA-256 is even, so every metric and load of one setup falls on the same side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+from sweepkit.validation.measurements import OPTIONAL, REQUIRED
+
+EXCLUDE = (re.compile(r"tensorrt-llm v?1\.\d", re.I), re.compile(r"mlperf.*v5", re.I), re.compile(r"inferencex", re.I))
+"""Framework or source text that keeps a row out (TensorRT-LLM >= 1.0, MLPerf v5.x, InferenceX)."""
+DEVICES = (("GH200", "GH200"), ("GB200", "GB200"), ("GB300", "GB300"), ("H100", "H100"), ("H200", "H200"),
+           ("H800", "H800"), ("A100", "A100"), ("B200", "B200"), ("B300", "B300"), ("L40S", "L40S"),
+           ("MI355X", "MI355X"), ("MI300X", "MI300X"), ("Ascend 910B", "Ascend-910B"), ("RTX 3090", "RTX-3090"))
+"""Device-name prefix -> catalogue-style name (first match)."""
+FP8_NATIVE = {"H100", "H200", "H800", "GH200", "L40S", "B200", "B300", "GB200", "GB300", "MI300X", "MI355X"}
+FP4_NATIVE = {"B200", "B300", "GB200", "GB300", "MI355X"}
+INT8_NATIVE = FP8_NATIVE | {"A100", "Ascend-910B", "RTX-3090"}
+COLUMNS = REQUIRED + OPTIONAL
+MODELOPT_FP8_KV = ("trtllm-perf-overview-v0.20",)
+"""Sources that ran NVIDIA's ModelOpt FP8 / FP4 checkpoints (huggingface.co/nvidia/*-FP8, *-FP4) without naming
+the KV format: those checkpoints set kv_cache_quant_algo FP8 in hf_quant_config.json, which TensorRT-LLM's
+PyTorch backend follows, so their KV cache is fp8."""
+
+
+def device(text: str) -> str:
+    for prefix, name in DEVICES:
+        if text.strip().startswith(prefix):
+            return name
+    return text.strip()
+
+
+def model(text: str) -> tuple[str, str]:
+    """(Hugging Face id, remark): 'org/A / B' and 'org/A/B' -> 'org/A'; '(...)' -> remark."""
+    t, remark = text.strip(), ""
+    if " (" in t:
+        t, remark = t.split(" (", 1)[0], "model: " + text.strip()
+    if " / " in t:
+        t, remark = t.split(" / ", 1)[0], "model: " + text.strip()
+    parts = t.split("/")
+    if len(parts) > 2:
+        t, remark = "/".join(parts[:2]), "model: " + text.strip()
+    return t, remark
+
+
+def fmt(text: str) -> tuple[str, str]:
+    """(catalogue format or '', remark)."""
+    t = text.strip().lower()
+    if not t:
+        return "", ""
+    remark = "" if t in ("bf16", "fp8", "fp4") else f"{text.strip()} as "
+    if " vs " in t or t.startswith("not stated"):
+        return "", f"format: {text.strip()}"
+    for key, name in (("mxfp4", "fp4"), ("nvfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"), ("bf16", "bf16"),
+                      ("fp16", "bf16"), ("w8a8", "int8")):
+        if t.startswith(key):
+            return name, (remark + name if remark else "")
+    return "", f"format: {text.strip()}"
+
+
+def compute(weight: str, dev: str) -> str:
+    native = {"fp8": FP8_NATIVE, "fp4": FP4_NATIVE, "int8": INT8_NATIVE}
+    return weight if weight in native and dev in native[weight] else ("bf16" if weight else "")
+
+
+def number(text: str, key: str, integer: bool = True) -> tuple[str, str]:
+    """(number text or '', remark): '1408 (why)' -> '1408'; '~20000 (+-15%)' -> '20000'; 'ShareGPT' -> ''."""
+    t = text.strip()
+    if not t:
+        return "", ""
+    if key == "request_rate" and t.lower().startswith("inf"):
+        return "inf", ("" if t.lower() == "inf" else f"{key}: {t}")
+    pat = r"^(?:~|avg )?\s*(\d+(?:\.\d+)?)\s*(\(.*\))?$"
+    mt = re.match(pat, t)
+    if mt and (not integer or float(mt.group(1)).is_integer()):
+        value = mt.group(1)
+        return (str(int(float(value))) if integer else value), ("" if t == value else f"{key}: {t}")
+    return "", f"{key}: {t}"
+
+
+def unit(text: str, value: float, gpus: str) -> tuple[str, float, str, str] | None:
+    """(unit, value, gpus, remark) in sweepkit's units; None for an input-token throughput."""
+    t = text.strip()
+    if re.search(r"\b(input|prefill) tok", t):
+        return None
+    if m := re.match(r"tok/s \((?:input\+output, )?total across (\d+) GPUs?\)$", t):
+        return "tok/s", value, m.group(1), ""
+    if m := re.search(r"per node \((\d+) GPUs\)", t):
+        n = int(m.group(1))
+        return "tok/s/gpu", value / n, gpus, f"(computed) {t} / {n}: {value:g} per node"
+    if t.startswith("x"):
+        return "x", value, gpus, ("" if t == "x" else f"unit: {t}")
+    if t in ("ms", "s"):
+        return t, value, gpus, ""
+    if t == "s/request":
+        return "s", value, gpus, ""
+    if re.search(r"tok/s/gpu|per rank|per H\d+ GPU|tok/s per", t):
+        return "tok/s/gpu", value, gpus, ("" if t == "tok/s/gpu" else f"unit: {t}")
+    if t == "tok/s" or t.startswith("tok/s (system"):
+        return "tok/s", value, gpus, ("" if t == "tok/s" else f"unit: {t}")
+    raise SystemExit(f"unit {t!r} has no conversion; add one to benchmarks/data/build_measured.py")
+
+
+def url(text: str) -> tuple[str, str]:
+    """(https address, remark): 'github.com/...' -> 'https://github.com/...'; 'arXiv N (...)' -> arxiv.org/abs/N;
+    'github.com/A docs/PATH (vX text, read from fork O/R@SHA)' -> https://github.com/O/R/blob/SHA/PATH."""
+    t = text.strip()
+    if m := re.match(r"github\.com/(\S+) (\S+) \((.*?), read from fork ([^@]+)@([0-9a-f]+)\)$", t):
+        return f"https://github.com/{m.group(4)}/blob/{m.group(5)}/{m.group(2)}", f"{m.group(1)} {m.group(3)}"
+    if m := re.match(r"arXiv (\d{4}\.\d{4,5})\s*(.*)$", t):
+        return f"https://arxiv.org/abs/{m.group(1)}", (f"source: {m.group(2)}" if m.group(2) else "")
+    if t.startswith("github.com/"):
+        return "https://" + t, ""
+    return t, ""
+
+
+def split_of(out: dict) -> str:
+    if out["source"] == "trtllm-perf-overview-v0.17":
+        return "train"
+    if out["source"] == "trtllm-perf-overview-v0.20":
+        return "test"
+    key = "|".join(out[k] for k in ("source", "model", "device", "gpus", "weight_format", "kv_format",
+                                    "input_tokens", "output_tokens"))
+    return "train" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "test"
+
+
+def convert(r: dict) -> tuple[dict | None, str]:
+    """One input row -> (output row or None, why it was left out)."""
+    if any(p.search(r["framework"]) or p.search(r["source"]) for p in EXCLUDE):
+        return None, "TensorRT-LLM >= 1.0, MLPerf v5.x or InferenceX"
+    notes = [r["notes"].strip()] if r["notes"].strip() else []
+    out = {c: "" for c in COLUMNS}
+    for k in ("source", "url", "framework", "scenario", "metric", "lever", "pair_id"):
+        out[k] = r[k].strip()
+    out["url"], rem = url(r["url"])
+    notes += [rem] if rem else []
+    out["device"] = device(r["device"])
+    if out["device"] != r["device"].strip():
+        notes.append(f"device: {r['device'].strip()}")
+    out["model"], rem = model(r["model"])
+    notes += [rem] if rem else []
+    for k in ("weight_format", "kv_format"):
+        out[k], rem = fmt(r[k])
+        notes += [f"{k}: {rem}"] if rem else []
+    out["compute_format"] = compute(out["weight_format"], out["device"])
+    if not out["kv_format"] and out["source"] in MODELOPT_FP8_KV and out["weight_format"] in ("fp8", "fp4"):
+        out["kv_format"] = "fp8"
+        notes.append("kv_format: fp8 (the checkpoints' hf_quant_config.json sets kv_cache_quant_algo FP8)")
+    for k in ("gpus", "tp", "pp", "ep", "dp", "input_tokens", "output_tokens", "concurrency", "request_rate"):
+        out[k], rem = number(r[k], k, integer=k != "request_rate")
+        notes += [rem] if rem else []
+    if m := re.search(r"(\d+) requests", r["scenario"]):
+        out["requests"] = m.group(1)
+    elif m := re.search(r"\((\d+) prompts\)", r["input_tokens"]):
+        out["requests"] = m.group(1)
+    conv = unit(r["unit"], float(r["value"]), out["gpus"])
+    if conv is None:
+        return None, "input-token (prefill) throughput: no such metric"
+    out["unit"], value, out["gpus"], rem = conv
+    out["value"] = r["value"].strip() if value == float(r["value"]) else f"{value:.6g}"
+    notes += [rem] if rem else []
+    pct = r["percentile"].strip().lower()
+    out["percentile"] = "mean" if pct.startswith("mean") else ("50" if pct == "median" else pct)
+    if out["metric"] == "speedup" or (out["lever"] and not out["pair_id"]):
+        out["pair_id"] = ""
+    if out["lever"] and out["pair_id"] and not re.search(r":(with|without)$", out["lever"]):
+        out["pair_id"] = ""
+    out["split"] = split_of(out)
+    out["notes"] = "; ".join(n for n in notes if n)
+    return out, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("measurements", help="measurement CSV (the columns in this script's docstring)")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "sweepkit/validation/data/measured.csv"))
+    args = ap.parse_args(argv)
+    with open(args.measurements, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    kept, dropped = [], Counter()
+    for r in rows:
+        out, why = convert(r)
+        if out is None:
+            dropped[why] += 1
+        else:
+            kept.append(out)
+    with open(args.out, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(kept)
+    print(f"{args.out}: {len(kept)} rows from {len(rows)}", file=sys.stderr)
+    for why, n in dropped.items():
+        print(f"  left out {n}: {why}", file=sys.stderr)
+    for (src, metric), n in sorted(Counter((o["source"], o["metric"]) for o in kept).items()):
+        print(f"  {src:32s} {metric:24s} {n}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

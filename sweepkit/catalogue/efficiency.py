@@ -1,0 +1,138 @@
+"""Efficiency profiles: achieved fractions per device x compute format x operator class, per framework.
+
+A profile file is TOML with a ``[profile]`` table (``name``, ``framework``, ``source``), a ``[framework]``
+table (``step_overhead_s``, ``token_overhead_s``), a ``[default]`` table of the per-format fields and
+``[efficiency."DEVICE".FORMAT]`` entries overriding any of them (each may carry a ``source``). The packaged
+``efficiency.toml`` is the seed (the reference constants); ``profile-<framework>.toml`` files are fitted
+profiles shipped with sweepkit (``sweepkit calibrate --framework``). docs/costmodel.md lists the fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from sweepkit.errors import InputError, bad_value
+
+FIELDS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
+          "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
+"""Per device x format fields (fractions in (0, 1]; *_tokens_half in tokens, >= 0; seconds)."""
+FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
+SEED = "efficiency.toml"
+SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml"}
+"""Framework key -> packaged fitted profile."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """A parsed profile: name, framework, source, per-framework overheads, default and per-(device, format)
+    fields (dicts of floats), the per-entry sources."""
+
+    name: str
+    framework: str
+    source: str
+    overheads: dict
+    default: dict
+    entries: dict
+    sources: dict = dataclasses.field(default_factory=dict)
+
+    def fields(self, device: str, compute_format: str) -> dict[str, float]:
+        """The per-format fields for ``device`` in ``compute_format`` (an entry over the default), plus the
+        framework overheads."""
+        return {**self.default, **self.entries.get((device, compute_format), {}), **self.overheads}
+
+
+def framework_key(name: str) -> str:
+    """A framework as a file key: 'TensorRT-LLM v0.20 (PyTorch backend)' -> 'tensorrt-llm'.
+
+    >>> framework_key("TensorRT-LLM (PyTorch backend)"), framework_key("vLLM"), framework_key("SGLang 0.4")
+    ('tensorrt-llm', 'vllm', 'sglang')
+    """
+    return name.strip().split(" ")[0].lower() if name.strip() else ""
+
+
+def _number(table: dict, key: str, where: str, lo: float, hi: float) -> float:
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise bad_value(key, value, f"a number in [{lo:g}, {hi:g}]", where=where)
+    return float(value)
+
+
+_RANGES = {"gemm_tokens_half": (0.0, 1e6), "moe_tokens_half": (0.0, 1e6), "allreduce_overhead_s": (0.0, 1e-2), "tp_loss": (0.0, 1.0),
+           "attn_prefill_eff": (1e-4, 2.0), "step_overhead_s": (0.0, 1.0),
+           "token_overhead_s": (0.0, 1e-2)}
+
+
+def _fields(table: dict, allowed: tuple[str, ...], where: str, required: bool) -> dict[str, float]:
+    unknown = [k for k in table if k not in allowed + ("source",)]
+    if unknown:
+        raise bad_value(unknown[0], table[unknown[0]], f"one of {', '.join(allowed)}, source", where=where)
+    missing = [k for k in allowed if k not in table]
+    if required and missing:
+        raise InputError(f"{where}: missing field {missing[0]} (a profile's table needs {', '.join(allowed)})")
+    return {k: _number(table, k, where, *_RANGES.get(k, (1e-4, 1.0))) for k in allowed if k in table}
+
+
+def parse_profile(text: str, name: str) -> Profile:
+    """Parse and check a profile file's text (``name`` for messages); raises InputError."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{name}: not a valid TOML profile ({exc})") from None
+    head = doc.get("profile", {})
+    entries, sources = {}, {}
+    for dev, formats in doc.get("efficiency", {}).items():
+        for fmt, table in formats.items():
+            entries[(dev, fmt)] = _fields(table, FIELDS, f"{name} [efficiency.{dev}.{fmt}]", False)
+            sources[(dev, fmt)] = str(table.get("source", ""))
+    return Profile(name=str(head.get("name", Path(name).stem)), framework=str(head.get("framework", "")),
+                   source=str(head.get("source", "")),
+                   overheads=_fields(doc.get("framework", {}), FRAMEWORK_FIELDS, f"{name} [framework]", True),
+                   default=_fields(doc.get("default", {}), FIELDS, f"{name} [default]", True), entries=entries,
+                   sources=sources)
+
+
+@lru_cache(maxsize=None)
+def packaged_profile(file: str = SEED) -> Profile:
+    """A profile shipped in sweepkit/catalogue (the seed table by default)."""
+    text = resources.files("sweepkit.catalogue").joinpath(file).read_text(encoding="utf-8")
+    return parse_profile(text, f"sweepkit:{file}")
+
+
+def load_profile(path: str | Path) -> Profile:
+    """A profile file from ``path``; raises InputError naming the file when it is missing or malformed."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        raise InputError(f"{path}: no such profile file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text (TOML) file") from None
+    return parse_profile(text, str(path))
+
+
+def profile_for(framework: str) -> Profile:
+    """The shipped fitted profile of ``framework`` (any spelling :func:`framework_key` maps), else the seed."""
+    file = SHIPPED.get(framework_key(framework))
+    return packaged_profile(file) if file and resources.files("sweepkit.catalogue").joinpath(file).is_file() \
+        else packaged_profile()
+
+
+def _value(v) -> str:
+    return repr(float(v)) if isinstance(v, (int, float)) else '"' + str(v).replace('"', "'") + '"'
+
+
+def profile_toml(p: Profile, comment: str = "") -> str:
+    """``p`` in the profile file format (:func:`parse_profile` reads it back)."""
+    lines = [f"# {c}" for c in comment.splitlines()]
+    lines += ["[profile]", f"name = {_value(p.name)}", f"framework = {_value(p.framework)}",
+              f"source = {_value(p.source)}", "", "[framework]"]
+    lines += [f"{k} = {_value(p.overheads[k])}" for k in FRAMEWORK_FIELDS] + ["", "[default]"]
+    lines += [f"{k} = {_value(p.default[k])}" for k in FIELDS]
+    for (dev, fmt), table in sorted(p.entries.items()):
+        lines += ["", f'[efficiency."{dev}".{fmt}]'] + [f"{k} = {_value(v)}" for k, v in table.items()]
+        if p.sources.get((dev, fmt)):
+            lines.append(f"source = {_value(p.sources[(dev, fmt)])}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,143 @@
+"""Achieved efficiency by what runs: a pass's time split by operator class (the ``measured`` profile).
+
+The reference roofline (:mod:`sweepkit.costmodel.roofline`) prices a pass with one compute fraction and one
+HBM fraction per device. The measured profile prices each operator class of a step on its own roofline,
+with efficiencies that depend on the device, the number format and the tokens in the step, and adds them
+(the classes run as separate kernels, one after another). For a step of T token positions on tp devices of
+dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes per weight and kv per KV value:
+
+    eff(T; e_max, T_half) = e_max T / (T + T_half)                          (saturating GEMM efficiency)
+    dense GEMM      t_g = max(2 P_d T / (P tp k eff(T; g)),      (P_d + T D) w / (B tp b_w))
+    grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w / (B tp b_w))
+    attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
+    communication   t_x = 2 L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
+    t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_0 + t_tok T
+
+P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). The
+attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
+efficiencies are achieved rates and already include the clocks the devices ran at.
+
+References:
+  Williams, Waterman, Patterson, "Roofline", CACM 2009 (one roofline per kernel class);
+  NVIDIA AIConfigurator (github.com/ai-dynamo/aiconfigurator): per-operator measured tables, summed per step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, experts_read
+
+PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
+          "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
+"""Per (device x format) efficiency fields, in :class:`Efficiency` order."""
+FRAMEWORK_PARAMS = ("step_overhead_s", "token_overhead_s")
+"""Per framework fields (host work per step and per token position)."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Efficiency:
+    """Achieved fractions of one device in one compute format, and one framework's host overheads.
+
+    Attributes:
+      gemm_eff_max, gemm_tokens_half: e_max and T_half (tokens) of dense GEMMs.
+      moe_eff_max, moe_tokens_half: the same for grouped MoE GEMMs (T_half in tokens per expert).
+      attn_prefill_eff: fraction of the bf16 peak reached by prefill attention.
+      weight_bw_eff: fraction of HBM bandwidth reached streaming weights; kv_bw_eff: reading the KV cache.
+      link_eff: fraction of link bandwidth reached by all-reduces; allreduce_overhead_s: fixed seconds each
+        all-reduce adds beyond the link's latency (launch and synchronisation; 0 at tp = 1).
+      step_overhead_s: host seconds per step; token_overhead_s: host seconds per token position.
+    """
+
+    gemm_eff_max: jax.Array
+    gemm_tokens_half: jax.Array
+    moe_eff_max: jax.Array
+    moe_tokens_half: jax.Array
+    attn_prefill_eff: jax.Array
+    weight_bw_eff: jax.Array
+    kv_bw_eff: jax.Array
+    link_eff: jax.Array
+    allreduce_overhead_s: jax.Array
+    tp_loss: jax.Array
+    step_overhead_s: jax.Array
+    token_overhead_s: jax.Array
+
+
+def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) -> jax.Array:
+    """eff(T) = e_max T / (T + T_half): e_max / 2 at T = T_half, e_max as T grows.
+
+    Example:
+      e_max 0.8, T_half 64: 0.4 at T = 64, 0.8 x 4096 / 4160 = 0.788 at T = 4096.
+    """
+    t = jnp.maximum(tokens, 1e-9)
+    return eff_max * t / (t + tokens_half)
+
+
+def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: DeviceArrays, eff: Efficiency,
+                       tp: jax.Array, weight_bytes: jax.Array, kv_bytes: jax.Array,
+                       compute_speedup: jax.Array) -> dict[str, jax.Array]:
+    """Seconds of each operator class of one step (module docstring): the decode rows' and the prompt
+    chunks' work, one model replica on ``tp`` devices.
+
+    Args:
+      decode, prefill: the step's decode rows and prompt chunks (:mod:`sweepkit.costmodel.passes` Work).
+      model, dev: the network and the device (per chip).  eff: the efficiencies.
+      tp: devices of the replica.  weight_bytes, kv_bytes: bytes per value.  compute_speedup: k.
+
+    Returns:
+      dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, overhead (each >= 0).
+    """
+    tokens = decode.tokens + prefill.tokens
+    peak = dev.peak_flops_per_s * tp
+    bw = dev.hbm_bytes_per_s * tp
+    routed_active = model.routed_expert_params * model.experts_per_token
+    dense = model.matmul_params - routed_active
+    g_eff = saturating(tokens, eff.gemm_eff_max, eff.gemm_tokens_half)
+    t_gemm = jnp.maximum(2.0 * dense * tokens / (peak * compute_speedup * g_eff),
+                         (dense + tokens * model.d_model) * weight_bytes / (bw * eff.weight_bw_eff))
+    per_expert = tokens * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
+    e_eff = saturating(per_expert, eff.moe_eff_max, eff.moe_tokens_half)
+    expert_bytes = model.routed_expert_params * experts_read(tokens, model) * weight_bytes
+    t_moe = jnp.maximum(2.0 * routed_active * tokens / (peak * compute_speedup * e_eff),
+                        expert_bytes / (bw * eff.weight_bw_eff))
+
+    def attention(work: Work, flops_eff):
+        flops = 2.0 * model.n_layers * model.q_dim * work.attn_pairs
+        return jnp.maximum(flops / (peak * flops_eff), work.kv_tokens * model.kv_values_per_token * kv_bytes
+                           / (bw * eff.kv_bw_eff))
+
+    size = tokens * model.d_model * ACTIVATION_BYTES
+    t_comm = 2.0 * model.n_layers * (2.0 * (tp - 1.0) / tp * size / (dev.link_bytes_per_s * eff.link_eff)
+                                     + 2.0 * (tp - 1.0) * dev.link_latency_s
+                                     + jnp.where(tp > 1.0, eff.allreduce_overhead_s, 0.0))
+    shard = 1.0 + eff.tp_loss * (tp - 1.0)
+    return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=attention(decode, eff.attn_prefill_eff) * shard,
+                attn_prefill=attention(prefill, eff.attn_prefill_eff) * shard, comm=t_comm,
+                overhead=eff.step_overhead_s + eff.token_overhead_s * tokens)
+
+
+def step_time(decode: Work, prefill: Work, model: ModelArrays, dev: DeviceArrays, eff: Efficiency,
+              tp: jax.Array, weight_bytes: jax.Array, kv_bytes: jax.Array, compute_speedup: jax.Array) -> jax.Array:
+    """t_step = the sum of :func:`step_time_by_class` (seconds; 0 for an empty step).
+
+    Example:
+      Llama-3.1-8B fp8 on one H100, 256 decode rows at 1,000 cached tokens each, b_w = b_kv = 0.8, t_0 = 0:
+      weights 7.505 GB / 2.68 TB/s = 2.80 ms, KV 256,256 x 65.5 kB / 2.68 TB/s = 6.27 ms, 9.07 ms in all
+      (tests/costmodel/test_efficiency.py).
+    """
+    parts = step_time_by_class(decode, prefill, model, dev, eff, tp, weight_bytes, kv_bytes, compute_speedup)
+    empty = (decode.tokens + prefill.tokens) <= 0
+    return jnp.where(empty, 0.0, sum(parts.values()))
+
+
+def efficiency_arrays(fields: dict | list[dict], dtype=None) -> Efficiency:
+    """One profile row (``Profile.fields(device, format)``) or a list of them (leading axis) as
+    :class:`Efficiency`."""
+    rows = fields if isinstance(fields, list) else [fields]
+    cols = {k: jnp.asarray([float(r[k]) for r in rows], dtype) for k in PARAMS + FRAMEWORK_PARAMS}
+    return Efficiency(**{k: v if isinstance(fields, list) else v[0] for k, v in cols.items()})

@@ -1,0 +1,109 @@
+"""``calibrate --framework``: fit one framework's efficiency profile on its max-throughput rows.
+
+Rows used: ``max_output_throughput`` of the framework (:func:`sweepkit.catalogue.efficiency.framework_key`
+of the row's ``framework``), no draft, serving status MODELLED, split = train (every split with
+``all_rows``), never MLPerf Inference v5.x, InferenceX or TensorRT-LLM >= 1.0 rows (:data:`NOT_FITTED`).
+The fit (:func:`sweepkit.validation.profile_fit.fit_profile`) starts from ``start`` (the seed table unless
+given); slices of (device, compute format) without a training row keep the start's fields.
+The errors are reported per slice: device x model class (dense or MoE) x compute format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import jax
+import numpy as np
+
+from sweepkit.catalogue import get_model
+from sweepkit.catalogue.efficiency import Profile, framework_key, packaged_profile
+from sweepkit.errors import InputError
+from sweepkit.validation.measurements import Measurement
+from sweepkit.validation.profile_fit import ProfileFit, fit_profile
+from sweepkit.validation.profiles import fitted_profile, profile_values
+from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
+from sweepkit.validation.steady import row_inputs
+
+
+def slice_of(m: Measurement) -> str:
+    """'DEVICE dense|moe FORMAT': the slice a row's error is reported in."""
+    kind = "moe" if get_model(m.model).n_experts > 0 else "dense"
+    return f"{m.device} {kind} {m.compute_format}"
+
+
+NOT_FITTED = re.compile(r"mlperf inference v5|mlperf-v5|inferencex|tensorrt-llm v?1\.\d|trtllm\S*-v1\.\d|@00f3768",
+                        re.I)
+"""Sources a profile is never fitted on (they are kept as independent checks): MLPerf Inference v5.x,
+InferenceX, and TensorRT-LLM perf-overview releases 1.0 and later (commit 00f3768 is the 1.0 text)."""
+
+
+def fittable(m: Measurement) -> bool:
+    """Whether ``m``'s source may be fitted on (:data:`NOT_FITTED`)."""
+    return NOT_FITTED.search(f"{m.source} {m.framework}") is None
+
+
+def framework_rows(points: list[Measurement], framework: str, sources: tuple[str, ...] = ()) -> list[Measurement]:
+    """The framework's max-throughput rows the analytic steady state prices (those whose source starts with
+    one of ``sources``, when given)."""
+    key = framework_key(framework)
+    return [m for m in points if m.metric == "max_output_throughput" and m.draft == "none"
+            and framework_key(m.framework) == key and (not sources or m.source.startswith(sources))
+            and serving_status(m) == MODELLED]
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameworkFit:
+    """The fitted profile, the raw fit, the rows fitted on and every row of the framework with its error %
+    under the start and the fitted profile."""
+
+    profile: Profile
+    fit: ProfileFit
+    train: list
+    rows: list
+    before_pct: np.ndarray
+    after_pct: np.ndarray
+
+
+def errors_pct(points: list[Measurement], profile: Profile) -> np.ndarray:
+    """100 (modelled / measured - 1) of each row under ``profile``."""
+    values = profile_values(points, [profile] * len(points))
+    return 100.0 * (values / np.array([m.value_si for m in points]) - 1.0)
+
+
+def calibrate_framework(points: list[Measurement], framework: str, *, file: str, sha256: str,
+                        all_rows: bool = False, start: Profile | None = None,
+                        sources: tuple[str, ...] = ()) -> FrameworkFit:
+    """Fit ``framework``'s profile on its rows of split train (every split with ``all_rows``) whose source
+    may be fitted on (:func:`fittable`) and starts with one of ``sources`` (when given); raises InputError
+    (naming the file) with fewer than 2 training rows."""
+    start = start or packaged_profile()
+    rows = framework_rows(points, framework, sources)
+    train = [m for m in rows if (all_rows or m.split == "train") and fittable(m)]
+    if len(train) < 2:
+        raise InputError(f"{file}: {len(train)} max_output_throughput rows with framework {framework!r}"
+                         f"{'' if all_rows else ' and split = train'}; a fit needs at least 2"
+                         f"{'' if all_rows else ' (--all-rows uses every split)'}")
+    with jax.enable_x64(True):
+        res = fit_profile(row_inputs(train, MAX_BATCH, TOKEN_BUDGET), [m.value_si for m in train],
+                          [(m.device, m.compute_format) for m in train], start)
+    med = lambda r: float(100 * np.median(np.abs(np.expm1(r))))  # noqa: E731
+    prof = fitted_profile(start, framework, res.slices, res.overheads, file=file, sha256=sha256,
+                          rows=[m.row for m in train], error_before_pct=med(res.residuals_before),
+                          error_after_pct=med(res.residuals_after))
+    return FrameworkFit(profile=prof, fit=res, train=train, rows=rows, before_pct=errors_pct(rows, start),
+                        after_pct=errors_pct(rows, prof))
+
+
+def slice_table(result: FrameworkFit) -> list[dict]:
+    """Per slice and split: rows, median |error| % and median signed error % before and after."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, m in enumerate(result.rows):
+        groups.setdefault((slice_of(m), m.split), []).append(i)
+    out = []
+    for (name, split), idx in sorted(groups.items()):
+        b, a = result.before_pct[idx], result.after_pct[idx]
+        out.append(dict(slice=name, split=split, rows=len(idx), abs_error_before_pct=round(float(np.median(np.abs(b))), 1),
+                        abs_error_after_pct=round(float(np.median(np.abs(a))), 1),
+                        error_before_pct=round(float(np.median(b)), 1), error_after_pct=round(float(np.median(a)), 1)))
+    return out

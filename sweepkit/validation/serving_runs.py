@@ -1,0 +1,192 @@
+"""Many measured serving points at once: one simulation per measured setup and load, shared by its metrics.
+
+A public benchmark reports several metrics of one run (TTFT, ITL, output and total tokens/s at one request
+rate); :func:`evaluate_serving_points` simulates each (setup, load) once and reads every row's metric from
+it, and runs all the Poisson rates of one setup in one engine call (one compiled program, one lane per rate).
+Loads, per row (module sweepkit.validation.serving_points for the cluster and workload):
+
+    max_output_throughput, request_rate = inf   every request at t = 0 (whole run measured)
+    request_rate = lambda                        Poisson arrivals (the engine's measured window)
+    concurrency = C                              a closed loop of C users without think time (below)
+    p99 limits (MLPerf Server)                   the highest Poisson rate meeting them (serving_points)
+
+A closed loop of C users, each sending its next request when the last one finishes, is the same schedule
+as every request queued at t = 0 behind a cap of C running requests (FCFS, fixed lengths): request k
+(k >= C) starts when the (k - C)-th request to finish finishes. The run is simulated that way (a cap of
+ceil(C / instances) per instance) and each request's latency is measured from that start:
+
+    start_k = 0 (k < C),  start_k = finish_(k - C) (sorted finish times, k >= C)
+    TTFT_k = first_k - start_k,   E2E_k = finish_k - start_k
+
+N = max(C, min(requests, 4 C, :data:`~sweepkit.validation.serving_points.REQUESTS`)) requests, so a loop
+runs about four waves (one for a static batch of C = requests).
+
+Statistics: ``mean`` or the 50/90/99th percentile over the measured requests; TPOT_k = (E2E_k - TTFT_k) /
+(output - 1); ITL from the engine's inter-token histogram (mean = sum of bin centres x counts / gaps);
+total_throughput = output tokens/s x (input + output) / output (fixed lengths).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from sweepkit.catalogue import get_device
+from sweepkit.serving.cluster_state import bin_centres_s
+from sweepkit.serving.config import check
+from sweepkit.serving.lanes import WARMUP_FRACTION, run_configs
+from sweepkit.serving.metrics import lane_metrics
+from sweepkit.validation.measurements import Measurement
+from sweepkit.validation.serving_points import (
+    MAX_BATCH, REQUESTS, constrained_rate, point_config, point_workload)
+
+STATS = ("mean", "50", "90", "99")
+
+
+def _stats(x: np.ndarray) -> dict[str, float]:
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return {s: float("nan") for s in STATS}
+    return {"mean": float(x.mean()), **{s: float(np.percentile(x, int(s))) for s in STATS[1:]}}
+
+
+def _itl_stats(st) -> dict[str, float]:
+    hist, zeros = np.asarray(st.hist, np.float64), float(st.zeros)
+    total = hist.sum() + zeros
+    if total <= 0:
+        return {s: float("nan") for s in STATS}
+    centres = bin_centres_s(hist.shape[0])
+    cum = np.cumsum(hist) + zeros
+    out = {"mean": float((hist * centres).sum() / total)}
+    for s in STATS[1:]:
+        target = int(s) / 100.0 * total
+        out[s] = 0.0 if target <= zeros else float(centres[min(int(np.searchsorted(cum, target)), hist.shape[0] - 1)])
+    return out
+
+
+def run_metrics(lanes, r: int, w, m: Measurement, whole: bool, closed: int | None = None) -> dict:
+    """Per-request latency statistics and throughputs of lane ``r`` (configuration 0).
+
+    Returns a dict: ``output_tok_s`` (and everything :func:`lane_metrics` gives), ``total_tok_s``, and
+    ``{ttft,tpot,itl,e2e_latency}_{mean,50,90,99}`` in seconds. ``closed``: C of a closed loop (module
+    docstring), None for arrivals as simulated; ``whole``: every request measured (no warm-up window).
+    """
+    dev = get_device(m.device)
+    try:
+        base = lane_metrics(lanes, 0, r, w, m.gpus, dev.idle_w, dev.price_usd_per_gpu_hour, whole=whole)
+    except ZeroDivisionError:                     # no output token in the measured window
+        base = {"output_tok_s": float("nan")}
+    st = lanes.state(0, r)
+    arr, first, fin = (np.asarray(a, np.float64) for a in (st.arrival_s, st.first_s, st.finish_s))
+    came = np.isfinite(arr)
+    idx = np.flatnonzero(came)
+    if closed is not None:
+        done = np.sort(fin[idx])
+        k = np.arange(idx.size)
+        start = np.where(k >= closed, done[np.maximum(k - closed, 0)], 0.0)
+        sel = np.ones(idx.size, bool)
+    else:
+        order = np.argsort(arr[idx], kind="stable")
+        idx = idx[order]
+        start = arr[idx]
+        n_drop = 0 if whole else int(WARMUP_FRACTION * idx.size)
+        last = np.inf if whole else float(lanes.loads[0, r]["eligible_to_s"])
+        sel = (np.arange(idx.size) >= n_drop) & (start <= last + 1e-12)
+    f1, f2, s0 = first[idx][sel], fin[idx][sel], start[sel]
+    o = float(m.output_tokens)
+    ttft, e2e = f1 - s0, f2 - s0
+    tpot = (f2 - f1) / max(o - 1.0, 1.0) if o >= 2 else np.zeros_like(f1)
+    out = dict(base)
+    out["total_tok_s"] = base["output_tok_s"] * (m.input_tokens + m.output_tokens) / m.output_tokens
+    for name, x in (("ttft", ttft), ("tpot", tpot), ("e2e_latency", e2e)):
+        out.update({f"{name}_{s}": v for s, v in _stats(x).items()})
+    out.update({f"itl_{s}": v for s, v in _itl_stats(st).items()})
+    return out
+
+
+def metric_value(m: Measurement, metrics: dict) -> float:
+    """The row's metric (base SI) from :func:`run_metrics`' dict."""
+    if m.metric in ("output_throughput", "max_output_throughput"):
+        return float(metrics["output_tok_s"])
+    if m.metric == "total_throughput":
+        return float(metrics["total_tok_s"])
+    return float(metrics[f"{m.metric}_{m.percentile}"])
+
+
+def _setup_key(m: Measurement) -> tuple:
+    return (m.device, m.model, m.tp, m.gpus, m.weight_format, m.kv_format, m.compute_format, m.input_tokens,
+            m.output_tokens)
+
+
+def _load_kind(m: Measurement) -> tuple:
+    """('offline', N) | ('poisson', N) | ('closed', C, N) | ('limits', row) for one row."""
+    n = max(2, min(m.requests or REQUESTS, REQUESTS))
+    if m.metric == "max_output_throughput" or m.request_rate == float("inf"):
+        return ("offline", n)
+    if m.request_rate is not None:
+        return ("poisson", n)
+    if m.concurrency is not None:
+        c = m.concurrency
+        return ("closed", c, max(c, min(m.requests or 4 * c, 4 * c, REQUESTS)))
+    return ("limits", m.row, m.file)
+
+
+def _simulate(m: Measurement, requests: int, offline: bool, rates: list[float], max_batch: int = MAX_BATCH):
+    """One engine call at ``rates``; the batch cap is at most the requests simulated (a larger cap is never
+    reached, and a smaller program runs faster)."""
+    cluster, cfg = point_config(m, min(max_batch, requests))
+    check(cluster, cfg, f"{m.source} row {m.row}")
+    w = point_workload(m, requests, offline)
+    lanes = run_configs(w, cluster, [cfg], np.asarray([rates], np.float64), early_stop=False)
+    return lanes, w
+
+
+def evaluate_serving_points(points: list[Measurement], progress: Callable[[int], None] | None = None
+                            ) -> list[float]:
+    """The serving engine's value (base SI) of every point (each ``serving_status`` MODELLED), in order.
+
+    ``progress(n)`` is called after each simulated group with the number of rows it priced.
+    """
+    out = [float("nan")] * len(points)
+    groups: dict[tuple, list[int]] = {}
+    for i, m in enumerate(points):
+        key = _setup_key(m) + _load_kind(m)
+        groups.setdefault(key, []).append(i)
+    for key, rows in groups.items():
+        m0 = points[rows[0]]
+        kind = _load_kind(m0)
+        if kind[0] == "offline":
+            lanes, w = _simulate(m0, kind[1], True, [1.0])
+            met = run_metrics(lanes, 0, w, m0, whole=True)
+            for i in rows:
+                out[i] = metric_value(points[i], met)
+        elif kind[0] == "poisson":
+            rates = sorted({points[i].request_rate for i in rows})
+            lanes, w = _simulate(m0, kind[1], False, rates)
+            mets = {rate: run_metrics(lanes, k, w, m0, whole=False) for k, rate in enumerate(rates)}
+            for i in rows:
+                out[i] = metric_value(points[i], mets[points[i].request_rate])
+        elif kind[0] == "closed":
+            c, n = kind[1], kind[2]
+            inst = max(1, m0.gpus // m0.tp)
+            lanes, w = _simulate(m0, n, True, [1.0], max_batch=max(1, math.ceil(c / inst)))
+            met = run_metrics(lanes, 0, w, m0, whole=True, closed=c)
+            for i in rows:
+                out[i] = metric_value(points[i], met)
+        else:
+            for i in rows:
+                out[i] = _limits_value(points[i])
+        if progress is not None:
+            progress(len(rows))
+    return out
+
+
+def _limits_value(m: Measurement) -> float:
+    """Output tokens/s at the highest Poisson rate meeting the row's p99 limits (MLPerf Server)."""
+    from sweepkit.validation.serving_points import _runner
+
+    n = max(2, min(m.requests or REQUESTS, REQUESTS))
+    saturated = _runner(m, n, MAX_BATCH, offline=True)([1.0])[0]["goodput_req_s"]
+    return constrained_rate(m, _runner(m, n, MAX_BATCH), saturated, n) * m.output_tokens

@@ -1,0 +1,125 @@
+"""A max-throughput row in closed form: the steady state of fixed-length requests, all queued at once.
+
+For one replica holding C KV token positions, a batch cap b_max and a step token budget N_tok, with ISL I and
+OSL O, the replica runs n requests at once,
+
+    n = min(b_max, C / (I + O), N_tok / (1 + I / O))
+
+with C the KV positions the framework allocates: f_free (HBM x tp - weights) / kv per position where the
+framework sizes its cache as a fraction f_free of the memory left after the weights (TensorRT-LLM's
+kv_cache_free_gpu_mem_fraction, 0.9 by default), else the serving engine's rule
+(:func:`sweepkit.costmodel.memory.kv_capacity_tokens`, 0.9 of HBM less the weights; f_free = 0)
+(each request holds up to I + O positions; every step gives each running request one output token and
+prefills, on average, n I / O prompt tokens of the requests that replace the finished ones). One step
+carries n decode rows at a mean context of I + O / 2 and the prompt chunks of n / O whole prompts:
+
+    decode  = decode_work(n (I + O / 2), n)        prefill: T = n I / O, A = (n / O) I (I + 1), K = n I / O
+    throughput = replicas x n / t_step            (output tokens/s)
+
+t_step is the measured profile's step time (:func:`sweepkit.costmodel.efficiency.step_time`) or the
+reference roofline's target pass over the combined work (:func:`reference_throughput`, what the serving
+engine prices each step with). Written for ONE row; ``jax.vmap`` stacks rows; differentiable in the
+efficiencies (n depends on memory only).
+
+References:
+  trtllm-bench throughput (github.com/NVIDIA/TensorRT-LLM, docs/source/performance/perf-benchmarking.md);
+  Agrawal et al., "Sarathi-Serve", OSDI 2024, arXiv:2403.02310 (chunked prefill in decode steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sweepkit.catalogue import get_device, get_format, get_model
+from sweepkit.catalogue.efficiency import framework_key
+from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
+from sweepkit.costmodel.efficiency import Efficiency, step_time
+from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
+from sweepkit.costmodel.passes import Work, decode_work
+from sweepkit.costmodel.steps import pass_cost
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class RowInputs:
+    """One max-throughput row as scalars: device, model, tp (devices per replica), replicas, I and O
+    (tokens), bytes per weight and KV value, the format speed-up k, the batch cap, the step token budget and
+    f_free (0: the serving engine's KV rule)."""
+
+    device: DeviceArrays
+    model: ModelArrays
+    tp: jax.Array
+    replicas: jax.Array
+    isl: jax.Array
+    osl: jax.Array
+    weight_bytes: jax.Array
+    kv_bytes: jax.Array
+    compute_speedup: jax.Array
+    batch_cap: jax.Array
+    token_budget: jax.Array
+    kv_free_fraction: jax.Array
+
+
+def running(row: RowInputs) -> jax.Array:
+    """n = min(b_max, C / (I + O), N_tok / (1 + I / O)): requests one replica runs at once (>= 1)."""
+    absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
+    engine = kv_capacity_tokens(row.device, row.tp, row.model, absent, row.weight_bytes, row.kv_bytes)
+    free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
+    framework = row.kv_free_fraction * free / kv_bytes_per_token(row.model, absent, row.kv_bytes)
+    cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
+    n = jnp.minimum(jnp.minimum(row.batch_cap, cap / (row.isl + row.osl)),
+                    row.token_budget / (1.0 + row.isl / row.osl))
+    return jnp.maximum(n, 1.0)
+
+
+def step_work(row: RowInputs) -> tuple[Work, Work]:
+    """(decode rows, prompt chunks) of the mean steady step (module docstring)."""
+    n, i, o = running(row), row.isl, row.osl
+    prompts = n / o
+    return decode_work(n * (i + o / 2.0), n), Work(tokens=prompts * i, attn_pairs=prompts * i * (i + 1.0),
+                                                   kv_tokens=prompts * i)
+
+
+def measured_throughput(row: RowInputs, eff: Efficiency) -> jax.Array:
+    """Output tokens/s of the row under the measured profile ``eff``: replicas x n / t_step."""
+    decode, prefill = step_work(row)
+    t = step_time(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes, row.kv_bytes,
+                  row.compute_speedup)
+    return row.replicas * decode.tokens / t
+
+
+def reference_throughput(row: RowInputs) -> jax.Array:
+    """Output tokens/s of the row with the reference roofline (one pass over decode rows and chunks)."""
+    decode, prefill = step_work(row)
+    work = Work(decode.tokens + prefill.tokens, decode.attn_pairs + prefill.attn_pairs,
+                decode.kv_tokens + prefill.kv_tokens)
+    cost = pass_cost(work, row.model, row.device, row.tp, row.weight_bytes, row.kv_bytes, row.compute_speedup)
+    return row.replicas * decode.tokens / cost.t_s
+
+
+KV_FREE_FRACTION = {"tensorrt-llm": 0.9}
+"""f_free per framework key: TensorRT-LLM's kv_cache_free_gpu_mem_fraction default (docs/source/performance/
+perf-benchmarking.md, github.com/NVIDIA/TensorRT-LLM); frameworks not listed use the engine's rule."""
+
+
+def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64) -> RowInputs:
+    """Stack max_output_throughput :class:`~sweepkit.validation.measurements.Measurement` rows (leading axis);
+    each row's f_free from its framework (:data:`KV_FREE_FRACTION`)."""
+    devs = [get_device(m.device) for m in points]
+
+    def col(values):
+        return jnp.asarray(np.asarray(values, dtype=np.float64), dtype=dtype)
+
+    return RowInputs(
+        device=device_arrays(devs, dtype), model=model_arrays([get_model(m.model) for m in points], dtype),
+        tp=col([m.tp for m in points]), replicas=col([m.gpus // m.tp for m in points]),
+        isl=col([m.input_tokens for m in points]), osl=col([m.output_tokens for m in points]),
+        weight_bytes=col([get_format(m.weight_format).bytes_per_value for m in points]),
+        kv_bytes=col([get_format(m.kv_format).bytes_per_value for m in points]),
+        compute_speedup=col([d.speedup(m.compute_format) for d, m in zip(devs, points)]),
+        batch_cap=col([batch_cap] * len(points)), token_budget=col([token_budget] * len(points)),
+        kv_free_fraction=col([KV_FREE_FRACTION.get(framework_key(m.framework), 0.0) for m in points]))

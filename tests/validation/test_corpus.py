@@ -1,0 +1,107 @@
+"""The packaged measured corpus: what it holds, what it leaves out, and how its names reach the catalogue."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+from pathlib import Path
+
+import pytest
+
+from sweepkit.errors import InputError
+from sweepkit.validation import load_measurements, parse_measurements, status
+from sweepkit.validation.aliases import device_name, model_name
+from sweepkit.validation.measurements import CORPUS, public_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location("build_measured", ROOT / "benchmarks/data/build_measured.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("written, name", [
+    ("meta-llama/Llama-3.1-70B", "llama-3.1-70b"), ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),     # same config.json shapes as 3.1-70B
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"), ("meta-llama/Llama-2-70b-hf", "llama-2-70b"),
+    ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"), ("deepseek-ai/DeepSeek-R1-0528", "deepseek-v3"),
+    ("llama-3.1-8b", "llama-3.1-8b"), ("acme/unknown-9b", None),
+])
+def test_model_ids_resolve_to_catalogue_names(written, name):
+    assert model_name(written) == name
+
+
+@pytest.mark.parametrize("written, name", [
+    ("H100", "H100"), ("H100 SXM (80GB HBM3)", "H100"), ("H200 (141GB HBM3; doc says 131GB)", "H200"),
+    ("A100-SXM4-80GB", "A100"), ("A100 SXM 80GB", "A100"), ("B200", "B200"), ("TPU v9", None),
+])
+def test_device_names_resolve_to_catalogue_names(written, name):
+    assert device_name(written) == name
+
+
+def test_corpus_rows_cite_public_sources_and_leave_out_later_releases():
+    rows = list(csv.DictReader(io.StringIO(public_text(CORPUS))))
+    assert len(rows) > 1000
+    for r in rows:
+        assert r["source"] and r["url"].startswith("https://"), r
+        text = (r["source"] + r["framework"]).lower()
+        assert "mlperf" not in text and "inferencex" not in text
+        assert not any(f"tensorrt-llm v1.{k}" in text for k in range(10)), r["framework"]
+        assert "/work/" not in ",".join(r.values())
+    assert {r["split"] for r in rows} == {"train", "test"}
+    v17 = {r["split"] for r in rows if r["source"] == "trtllm-perf-overview-v0.17"}
+    v20 = {r["split"] for r in rows if r["source"] == "trtllm-perf-overview-v0.20"}
+    assert v17 == {"train"} and v20 == {"test"}
+
+
+def test_corpus_parses_and_unknown_names_stay_as_not_modelled():
+    points, _, _ = load_measurements()
+    reasons = {status(m) for m in points}
+    assert "not modelled: unknown model mistralai/Mistral-7B-v0.1" in reasons
+    assert "not modelled: unknown device RTX-3090" in reasons
+    assert any(m.model == "llama-3.1-70b" and m.model_as_written == "meta-llama/Llama-3.1-70B" for m in points)
+
+
+SHARED_HEAD = ("source,url,framework,device,gpus,tp,pp,ep,dp,model,weight_format,kv_format,input_tokens,"
+               "output_tokens,concurrency,request_rate,scenario,metric,value,unit,percentile,lever,pair_id,notes\n")
+
+
+def test_builder_converts_units_names_and_cells_and_drops_later_releases(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text(SHARED_HEAD + "\n".join([
+        'a,github.com/x/y,TensorRT-LLM v0.14,H100 SXM (80GB HBM3),4,4,,,,meta-llama/Llama-3.1-70B,BF16,,467,256,,'
+        '"inf (all prompts at once)","online serving, 500 requests at fixed QPS",total_throughput,1406,'
+        '"tok/s (input+output, total across 4 GPUs)",,,,',
+        'b,arXiv 2503.01840 (EAGLE-3) Table 3,SGLang,H100 (80GB),,,,,,deepseek-ai/DeepSeek-V3,FP8 (native),,'
+        '"~20000 (+-15%)",,,,decode,output_throughput,22282,output tok/s per node (8 GPUs),,,,',
+        'c,github.com/x/z,TensorRT-LLM v1.2.0rc1 (trtllm-serve),H100,1,1,,,,meta-llama/Llama-3.1-8B,FP8,,1,1,,,'
+        ',tpot,3,ms,mean,,,',
+        'd,github.com/x/w,vLLM,A100 80GB,1,1,,,,Qwen/Qwen3-8B,FP8,,128,4,,1,,tpot,3,ms,mean,'
+        'cfg:with,P1,']) + "\n")
+    out = tmp_path / "out.csv"
+    assert _builder().main([str(src), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["source"] for r in rows] == ["a", "b", "d"]          # the TensorRT-LLM 1.2 row is left out
+    a, b, d = rows
+    assert (a["device"], a["unit"], a["gpus"], a["request_rate"], a["requests"]) == ("H100", "tok/s", "4", "inf",
+                                                                                      "500")
+    assert a["url"] == "https://github.com/x/y" and a["value"] == "1406"
+    assert (b["unit"], float(b["value"]), b["input_tokens"]) == ("tok/s/gpu", 22282 / 8, "20000")
+    assert b["url"] == "https://arxiv.org/abs/2503.01840" and "(computed)" in b["notes"]
+    assert (b["weight_format"], b["compute_format"]) == ("fp8", "fp8")
+    assert (d["weight_format"], d["compute_format"]) == ("fp8", "bf16")  # A100 has no FP8 tensor cores
+    assert (d["lever"], d["pair_id"], d["percentile"]) == ("cfg:with", "P1", "mean")
+    parsed = parse_measurements(out.read_text(), "out.csv")
+    assert parsed[0].value_si == 1406 and parsed[0].request_rate == float("inf")
+    assert parsed[1].value_si == pytest.approx(22282 / 8)
+
+
+def test_a_paired_row_needs_its_side():
+    head = "source,device,model,metric,value,unit,lever,pair_id\n"
+    with pytest.raises(InputError) as exc:
+        parse_measurements(head + "s,H100,llama-3.1-8b,speedup,2,x,fp8 kv,P1\n", "f.csv")
+    assert str(exc.value).startswith("f.csv row 1 (line 2): lever = 'fp8 kv' is not allowed; expected a lever ending")

@@ -1,0 +1,152 @@
+"""The max-throughput steady state, the profile fit (recovery of known efficiencies), framework profiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sweepkit.catalogue import get_device, get_model
+from sweepkit.catalogue.efficiency import load_profile, packaged_profile
+from sweepkit.cli import main
+from sweepkit.costmodel.arrays import device_arrays, model_arrays
+from sweepkit.costmodel.efficiency import efficiency_arrays
+from sweepkit.costmodel.passes import Work
+from sweepkit.costmodel.steps import pass_cost
+from sweepkit.validation import Measurement, parse_measurements
+from sweepkit.validation.framework_fit import calibrate_framework, fittable
+from sweepkit.validation.profiles import REFERENCE, row_profile
+from sweepkit.validation.steady import measured_throughput, reference_throughput, row_inputs, running
+
+TRUE = {("H100", "fp8"): dict(gemm_eff_max=0.65, gemm_tokens_half=200.0, moe_eff_max=0.5, moe_tokens_half=100.0,
+                              attn_prefill_eff=0.6, weight_bw_eff=0.82, kv_bw_eff=0.7, link_eff=0.9,
+                              allreduce_overhead_s=5e-6, tp_loss=0.03)}
+OVERHEADS = dict(step_overhead_s=1.0e-3, token_overhead_s=5e-7)
+PAIRS = ((128, 128), (128, 2048), (1000, 1000), (2048, 128), (5000, 500), (500, 2000))
+
+
+def _row(model, tp, isl, osl, value=1.0, framework="TensorRT-LLM", split="train", source="s") -> Measurement:
+    return Measurement(source=source, device="H100", model=model, metric="max_output_throughput", value=value,
+                       unit="tok/s", value_si=value, row=1, framework=framework, tp=tp, gpus=tp, weight_format="fp8",
+                       kv_format="fp8", compute_format="fp8", input_tokens=isl, output_tokens=osl, split=split)
+
+
+def test_running_requests_are_the_tightest_of_batch_kv_and_token_budget():
+    # Llama-3.1-8B fp8 on one H100 under TensorRT-LLM's rule: 0.9 x (80 GB - weights) / 65,536 B per position.
+    m = get_model("llama-3.1-8b")
+    cap = 0.9 * (80e9 - m.resident_params * 1.0) / m.kv_bytes_per_token(1.0)
+    with jax.enable_x64(True):
+        rows = row_inputs([_row("llama-3.1-8b", 1, i, o) for i, o in ((1000, 1000), (128, 128), (5000, 500))],
+                          1024, 8192)
+        n = np.asarray(jax.vmap(running)(rows))
+    assert n == pytest.approx([min(1024, cap / 2000, 8192 / 2), 1024, min(cap / 5500, 8192 / 11)], rel=1e-9)
+
+
+def test_reference_steady_state_is_one_roofline_pass_over_its_mean_step():
+    # n rows at I + O/2 context, n/O prompts of I tokens: throughput = n / t_pass (pass_cost, reference constants).
+    m = _row("llama-3.1-8b", 1, 1000, 1000, framework="vLLM")   # the engine's KV rule (f_free = 0)
+    with jax.enable_x64(True):
+        rows = row_inputs([m], 1024, 8192)
+        got = float(jax.vmap(reference_throughput)(rows)[0])
+        n = float(jax.vmap(running)(rows)[0])
+        f = jnp.float64
+        work = Work(f(n + n * 1000 / 1000), f(2 * (n * 1500 + n) + n / 1000 * 1000 * 1001),
+                    f(n * 1500 + n + n / 1000 * 1000))
+        t = float(pass_cost(work, model_arrays(get_model("llama-3.1-8b"), f), device_arrays(get_device("H100"), f),
+                            f(1), f(1), f(1), f(2)).t_s)
+    assert got == pytest.approx(n / t, rel=1e-9)
+
+
+def _synthetic(pairs=PAIRS):
+    rows = [_row(model, tp, i, o) for model, tps in (("llama-3.1-8b", (1, 2)), ("llama-3.1-70b", (2, 4, 8)),
+                                                     ("mixtral-8x7b", (1, 4)))
+            for tp in tps for i, o in pairs]
+    truth = dataclasses.replace(packaged_profile(), entries=TRUE, overheads=OVERHEADS)
+    with jax.enable_x64(True):
+        eff = efficiency_arrays([truth.fields("H100", "fp8")] * len(rows))
+        values = np.asarray(jax.vmap(measured_throughput)(row_inputs(rows, 1024, 8192), eff))
+    return [dataclasses.replace(m, value=float(v), value_si=float(v), row=k + 1)
+            for k, (m, v) in enumerate(zip(rows, values))]
+
+
+def test_fit_recovers_generated_rows_and_predicts_held_out_pairs():
+    rows = _synthetic()
+    train = [dataclasses.replace(m, split="test" if (m.input_tokens, m.output_tokens) == (500, 2000) else "train")
+             for m in rows]
+    fit = calibrate_framework(train, "TensorRT-LLM", file="synthetic.csv", sha256="-")
+    assert np.median(np.abs(fit.before_pct)) > 10.0                    # the seed is far from the truth
+    assert np.max(np.abs(fit.after_pct)) < 1.0                         # held-out pair included
+    got = fit.profile.fields("H100", "fp8")
+    for k in ("gemm_eff_max", "gemm_tokens_half", "weight_bw_eff", "kv_bw_eff"):
+        assert got[k] == pytest.approx(TRUE[("H100", "fp8")][k], rel=0.05), k
+    # tp_loss, link_eff and allreduce_overhead_s all stretch tp > 1 steps: only their sum is pinned down.
+    assert got["tp_loss"] == pytest.approx(0.03, rel=0.25)
+    assert fit.profile.fields("B200", "fp4") == packaged_profile().fields("B200", "fp4") | fit.profile.overheads
+
+
+def test_a_profile_prices_only_its_framework_and_never_fits_excluded_sources():
+    trt = dataclasses.replace(packaged_profile(), framework="TensorRT-LLM")
+    assert row_profile(_row("llama-3.1-8b", 1, 128, 128), trt) is trt
+    assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="vLLM"), trt) is None     # serving engine
+    assert row_profile(_row("llama-3.1-8b", 1, 128, 128), REFERENCE) is None
+    assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="SGLang"), None) is None
+    for source in ("MLPerf Inference v5.0 closed, NVIDIA", "trtllm-perf-overview-v1.0", "InferenceX H100"):
+        assert not fittable(_row("llama-3.1-8b", 1, 128, 128, source=source))
+    assert fittable(_row("llama-3.1-8b", 1, 128, 128, source="trtllm-perf-overview-v0.17"))
+
+
+HEAD = ("source,device,model,metric,value,unit,framework,tp,gpus,weight_format,kv_format,compute_format,"
+        "input_tokens,output_tokens,split\n")
+
+
+def test_calibrate_framework_writes_a_profile_that_validate_reads(tmp_path):
+    rows = _synthetic(PAIRS[:3])
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEAD + "".join(f"syn,H100,{m.model},max_output_throughput,{m.value!r},tok/s,TensorRT-LLM,{m.tp},"
+                                  f"{m.gpus},fp8,fp8,fp8,{m.input_tokens},{m.output_tokens},train\n" for m in rows)
+                   + "syn,H100,llama-3.1-8b,max_output_throughput,1000,tok/s,vLLM,1,1,fp8,fp8,fp8,128,128,test\n")
+    out = tmp_path / "trt.toml"
+    res = CliRunner().invoke(main, ["calibrate", str(csv), "--framework", "TensorRT-LLM", "--out", str(out),
+                                    "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    table = json.loads(res.stdout)
+    assert [r["slice"] for r in table] == ["H100 dense fp8", "H100 moe fp8"]
+    assert all(r["abs_error_after_pct"] < 1.0 < r["abs_error_before_pct"] for r in table)
+    profile = load_profile(out)
+    assert profile.framework == "TensorRT-LLM" and "m.csv" in profile.source
+    res = CliRunner().invoke(main, ["validate", "--measurements", str(csv), "--profile", str(out), "--no-serving",
+                                    "--warehouse", str(tmp_path / "wh"), "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert all(abs(r["error_pct"]) < 1.0 for r in got[:-1])
+    assert got[-1]["status"] == "not simulated (--no-serving)"          # vLLM: not this profile's framework
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--framework", "SGLang"], "max_output_throughput rows with framework 'SGLang' and split = train"),
+    ([], "calibrate needs --device DEVICE"),
+])
+def test_calibrate_without_rows_or_target_is_one_line(tmp_path, args, message):
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEAD + "syn,H100,llama-3.1-8b,max_output_throughput,1000,tok/s,vLLM,1,1,fp8,fp8,fp8,128,128,train\n")
+    res = CliRunner().invoke(main, ["calibrate", str(csv), *args, "--out", str(tmp_path / "p.toml")])
+    assert res.exit_code == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_validate_with_a_bad_profile_file_is_one_line(tmp_path):
+    bad = tmp_path / "p.toml"
+    bad.write_text("[profile]\nname = 'x'\n[framework]\nstep_overhead_s = 0.001\n")
+    csv = tmp_path / "m.csv"
+    csv.write_text(parse_free := HEAD + "syn,H100,llama-3.1-8b,max_output_throughput,1000,tok/s,vLLM,1,1,fp8,fp8,"
+                                        "fp8,128,128,test\n")
+    assert parse_measurements(parse_free, "m.csv")
+    res = CliRunner().invoke(main, ["validate", "--measurements", str(csv), "--profile", str(bad), "--no-serving",
+                                    "--warehouse", str(tmp_path / "wh")])
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines() == [f"Error: {bad} [framework]: missing field token_overhead_s (a "
+                                               "profile's table needs step_overhead_s, token_overhead_s)"]
