@@ -9,23 +9,23 @@ are dispatched to their experts and combined back by all-to-alls). Identity layo
 
 A pass of T tokens (F FLOPs, weight bytes W, other bytes O as :mod:`sweepkit.costmodel.passes` counts them)
 is priced as a roofline over the n GPUs of the slowest GPU's work times n, with imbalance
-I = max / mean expert load over the EP ranks (1 where ep = 1) and r copies of each token's KV across
-attention-TP (MLA: r = tp, one latent head; GQA: r = max(1, tp / H_kv)):
+I = max / mean expert load over the EP ranks (1 where ep = 1) and r_kv copies of each token's KV across
+attention-TP (MLA: r_kv = tp, one latent head; GQA: r_kv = max(1, tp / H_kv)):
 
     F_n = F + 2 k P_e T (I - 1)
     W_n = W + (dp - 1) P_rep w + P_e w (min(E, I E_read(T)) - E_read(T))      P_rep = P_mm - k P_e
-    O_n = O + K kv (r - 1)
+    O_n = O + K kv (r_kv - 1)
 
-With the identity layout (dp = ep = I = r = 1) the added terms are exact zeros. Communication per pipeline
+With the identity layout (dp = ep = I = r_kv = 1) the added terms are exact zeros. Communication per pipeline
 slot: 2 L - L_moe a all-reduces over tp of (T / dp) D x 2 bytes, and with a = [dp > 1] two all-to-alls
 (dispatch, combine) per MoE layer. A GPU sends t = T / n tokens, each to the c distinct remote ranks its
-k experts live on, c = ep (1 - (1 - 1/ep)^k) (ep - 1) / ep (uniform routing); the busiest rank moves I
+k experts live on, c_ep = ep (1 - (1 - 1/ep)^k) (ep - 1) / ep (uniform routing); the busiest rank moves I
 times the mean. Of its peers, (g - 1)/(ep - 1) share its scale-up domain of g = min(ep, domain) GPUs and
 (ep - g)/(ep - 1) sit across the scale-out network; both fabrics move at once:
 
-    bytes = t c D b I,   t_a2a = max(bytes s_in / link, bytes s_out / scale_out) + lat_link + [ep > g] lat_out
+    bytes = t c_ep D b_a2a I,   t_a2a = max(bytes s_in / link, bytes s_out / scale_out) + lat_link + [ep > g] lat_out
 
-with b = 1 (FP8) for dispatch where the matmuls run in FP8 or FP4 and b = 2 (BF16) for combine, as DeepEP
+with b_a2a = 1 (FP8) for dispatch where the matmuls run in FP8 or FP4 and b_a2a = 2 (BF16) for combine, as DeepEP
 does; 0 at ep = 1.
 
 References:
@@ -76,7 +76,7 @@ class Layout:
 
     Attributes:
       dp: attention data-parallel ranks.  ep: expert-parallel ranks.  imbalance: I, max / mean expert load.
-      moe_layers: L_moe.  kv_replicas: r, copies of a token's KV across attention-TP.
+      moe_layers: L_moe.  kv_replicas: r_kv, copies of a token's KV across attention-TP.
       dispatch_bytes, combine_bytes: bytes per activation value of the two all-to-alls.
       domain_gpus: GPUs of the replica per scale-up domain.  scale_out_bytes_per_s, scale_out_latency_s:
         the network between domains, per GPU.
@@ -96,21 +96,20 @@ class Layout:
 
 def scale_up_domain(device: Device) -> int:
     """GPUs per scale-up domain of ``device`` (its catalogue field, else :data:`SCALE_UP_DOMAIN`)."""
-    return int(getattr(device, "scale_up_domain", 0) or getattr(device, "scale_up_domain_gpus", 0)
-               or SCALE_UP_DOMAIN)
+    return int(getattr(device, "scaleup_domain_gpus", 0) or SCALE_UP_DOMAIN)
 
 
 def scale_out(device: Device, name: str | None = None) -> tuple[float, float]:
     """(bytes/s, latency s) per GPU of interconnect ``name``, or the device's own, else InfiniBand NDR."""
     if name:
         return INTERCONNECTS[name]
-    bw = getattr(device, "scale_out_bytes_per_s", 0.0)
+    bw = getattr(device, "scaleout_bytes_per_s", 0.0)
     return (float(bw), INTERCONNECTS[DEFAULT_INTERCONNECT][1]) if bw else INTERCONNECTS[DEFAULT_INTERCONNECT]
 
 
 def kv_replicas(model: Model, tp: int) -> float:
-    """r: MLA caches one latent per token that every attention-TP GPU needs (r = tp); GQA splits its H_kv
-    heads over tp and copies them once tp exceeds H_kv (r = max(1, tp / H_kv))."""
+    """r_kv: MLA caches one latent per token that every attention-TP GPU needs (r_kv = tp); GQA splits its H_kv
+    heads over tp and copies them once tp exceeds H_kv (r_kv = max(1, tp / H_kv))."""
     return float(tp) if model.is_mla else max(1.0, tp / model.n_kv_heads)
 
 
@@ -192,7 +191,7 @@ def layout_work(lay: Layout, net: ModelArrays, tokens: jax.Array, kv_tokens: jax
 
 
 def remote_copies(ep: jax.Array, k: jax.Array) -> jax.Array:
-    """c = ep (1 - (1 - 1/ep)^k) (ep - 1) / ep: distinct remote ranks a token's k experts land on (uniform
+    """c_ep = ep (1 - (1 - 1/ep)^k) (ep - 1) / ep: distinct remote ranks a token's k experts land on (uniform
     routing; one copy per destination rank); 0 at ep = 1, below min(k, ep - 1).
 
     Example:
@@ -204,7 +203,7 @@ def remote_copies(ep: jax.Array, k: jax.Array) -> jax.Array:
 
 def all_to_all_bytes(lay: Layout, tokens_per_gpu: jax.Array, d_model: jax.Array, k: jax.Array,
                      bytes_per_value: jax.Array) -> jax.Array:
-    """Bytes the busiest GPU sends in one all-to-all: t c D b I (0 at ep = 1)."""
+    """Bytes the busiest GPU sends in one all-to-all: t c_ep D b_a2a I (0 at ep = 1)."""
     return tokens_per_gpu * remote_copies(lay.ep, k) * d_model * bytes_per_value * _imbalance(lay)
 
 
@@ -238,13 +237,13 @@ def layout_resident_bytes(lay: Layout, target: ModelArrays, draft: ModelArrays, 
 
 def layout_kv_capacity_tokens(lay: Layout, dev: DeviceArrays, gpus: jax.Array, target: ModelArrays,
                               draft: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array) -> jax.Array:
-    """KV token positions the replica's ``gpus`` hold: (HBM x gpus x mem_util - resident) / (r x KV per token).
+    """KV token positions the replica's ``gpus`` hold: (HBM x gpus x mem_util - resident) / (r_kv x KV per token).
 
     Each DP rank holds its own requests' KV, so MLA capacity grows with dp while attention-TP copies it.
 
     Example:
-      DeepSeek-V3 (61 layers x (512 + 64) values per token) in FP8 on 8 x H200 as DEP8 holds r = 1 copy;
-      as TP8, r = 8 copies: the same free bytes hold 8 x fewer tokens.
+      DeepSeek-V3 (61 layers x (512 + 64) values per token) in FP8 on 8 x H200 as DEP8 holds r_kv = 1 copy;
+      as TP8, r_kv = 8 copies: the same free bytes hold 8 x fewer tokens.
     """
     free = dev.hbm_capacity_bytes * gpus * MEM_UTIL - layout_resident_bytes(lay, target, draft, weight_bytes)
     per_token = kv_bytes_per_token(target, draft, kv_bytes) * lay.kv_replicas
