@@ -11,8 +11,9 @@ from types import MappingProxyType
 from typing import Iterator, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
+from sweepkit.catalogue.aliases import resolve, unknown
 from sweepkit.catalogue.formats import get_format
-from sweepkit.errors import InputError, bad_value
+from sweepkit.errors import InputError
 
 _NUMERIC = (
     "peak_flops_per_s", "hbm_bytes_per_s", "hbm_capacity_bytes", "tdp_w", "idle_w",
@@ -31,7 +32,10 @@ class Device:
     flops_efficiency (MFU, seed 0.55), bandwidth_efficiency (MBU, seed 0.80), pass_overhead_s (fixed per
     target pass, seed 0.5 ms), link_* (scale-up link, one direction), price_usd_per_gpu_hour (illustrative),
     compute_speedup (format -> native multiple of the bf16 rate), token_overhead_s (fixed seconds per token
-    position of a target pass beyond the roofline: sampling, scheduling; 0 unless calibrated).
+    position of a target pass beyond the roofline: sampling, scheduling; 0 unless calibrated),
+    scaleup_domain_gpus (GPUs one NVLink/xGMI/PCIe switch domain joins at link_bytes_per_s: 8 for an HGX or
+    OAM board, 72 for an NVL72 rack), scaleout_bytes_per_s (network bandwidth per GPU between domains, one
+    direction: 400 Gb/s InfiniBand/RoCE NDR = 50e9 B/s, 800 Gb/s ConnectX-8 = 100e9 B/s).
     """
 
     name: str
@@ -55,6 +59,8 @@ class Device:
     price_illustrative: bool = True
     compute_speedup: Mapping[str, float] = field(default_factory=dict)
     token_overhead_s: float = 0.0
+    scaleup_domain_gpus: int = 8
+    scaleout_bytes_per_s: float = 50e9
 
     def speedup(self, compute_format: str) -> float:
         """Native compute multiple of ``compute_format`` over bf16 (1.0 where the format is not native)."""
@@ -67,11 +73,19 @@ class Device:
         return self.peak_flops_per_s * self.flops_efficiency / (self.hbm_bytes_per_s * self.bandwidth_efficiency)
 
 
+def _domain(raw: dict) -> int:
+    value = raw.get("scaleup_domain_gpus", 8)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 20:
+        raise ValueError(f"scaleup_domain_gpus = {value!r} is not allowed; expected an integer in [1, 1,048,576]")
+    return value
+
+
 def _device(name: str, raw: dict) -> Device:
     kw = {k: float(raw[k]) for k in _NUMERIC}
     return Device(name=name, description=raw["description"], source=raw["source"], link=raw["link"],
                   price_illustrative=bool(raw.get("price_illustrative", True)),
                   token_overhead_s=float(raw.get("token_overhead_s", 0.0)),
+                  scaleup_domain_gpus=_domain(raw), scaleout_bytes_per_s=float(raw.get("scaleout_bytes_per_s", 50e9)),
                   compute_speedup=MappingProxyType({k: float(v) for k, v in raw.get("compute_speedup", {}).items()}),
                   **kw)
 
@@ -134,6 +148,7 @@ def device_names() -> list[str]:
 def get_device(name: str, field: str = "device") -> Device:
     """Look a device up by name; unknown names raise :class:`InputError` listing the known ones."""
     devices = {**load_devices(), **_OVERLAY}
-    if name not in devices:
-        raise bad_value(field, name, devices)
-    return devices[name]
+    key = resolve(name, "devices", devices)
+    if key is None:
+        raise unknown(field, name, devices)
+    return devices[key]

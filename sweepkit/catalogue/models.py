@@ -11,6 +11,10 @@ Mixture of experts (sweepkit.catalogue.sparse): a MoE layer holds E routed exper
 SwiGLU of width F_e: 3 D F_e) and a router (E D); a token uses k routed experts. P_mm then counts the
 ACTIVE parameters (k + S experts per MoE layer): the FLOPs of a token. Resident = every expert. Multi-head
 latent attention caches d_c + d_r values per token per layer (the latent and the RoPE key).
+
+Windowed attention (sweepkit.catalogue.attention): L_w of the L layers attend to at most the last W
+positions (sliding window or attention chunk); a pass then reads at most W + 1 KV positions per row on those
+layers. The cache is sized for every layer at the full context (a paged cache without per-layer eviction).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
+from sweepkit.catalogue.aliases import resolve, unknown
+from sweepkit.catalogue.attention import canonical_config, mtp_layers, window_fields
 from sweepkit.catalogue.sparse import mla_attention_params, mla_fields, moe_fields
 from sweepkit.errors import InputError, bad_value
 
@@ -43,6 +49,13 @@ class Model:
         part (E = 0: a dense model); dense_layers counts the layers with a dense FFN of width F.
       kv_lora_rank (d_c), q_lora_rank, qk_rope_head_dim (d_r), qk_nope_head_dim, v_head_dim: MLA
         (d_c = 0: GQA attention).
+      sliding_window (W), window_layers (L_w): L_w layers attend to at most W positions (0: none).
+      attention_sinks: one learned sink logit per head and layer (gpt-oss).
+      mtp_layers: multi-token-prediction layers the checkpoint ships beside the L layers (not counted in
+        the parameters; the ``mtp`` draft prices one).
+      native_weight_format: the format the published checkpoint stores its quantised weights in
+        (``quantization_config.quant_method``: mxfp4 -> fp4, fp8 -> fp8; "" for bf16). gpt-oss keeps
+        attention, router and embeddings in bf16: a grid's weight_format applies to all weights alike.
     """
 
     name: str
@@ -68,6 +81,11 @@ class Model:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    sliding_window: int = 0
+    window_layers: int = 0
+    attention_sinks: bool = False
+    mtp_layers: int = 0
+    native_weight_format: str = ""
 
     @property
     def is_moe(self) -> bool:
@@ -89,11 +107,12 @@ class Model:
 
     @property
     def attention_params(self) -> int:
-        """One attention block: 2 D q_dim + 2 D kv_dim (+ q,k,v biases), or the MLA projections."""
+        """One attention block: 2 D q_dim + 2 D kv_dim (+ q,k,v biases, + H sink logits), or the MLA projections."""
+        sinks = self.n_heads if self.attention_sinks else 0
         if self.is_mla:
-            return mla_attention_params(self.d_model, self.n_heads, self.__dict__)
+            return mla_attention_params(self.d_model, self.n_heads, self.__dict__) + sinks
         bias = (self.q_dim + 2 * self.kv_dim) if self.qkv_bias else 0
-        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias
+        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias + sinks
 
     @property
     def attention_width(self) -> int:
@@ -170,12 +189,29 @@ class Model:
             return float(self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim)) * kv_bytes_per_value
         return 2.0 * self.n_layers * self.kv_dim * kv_bytes_per_value
 
+    def window_kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
+        """The windowed layers' share of :meth:`kv_bytes_per_token`: 2 L_w H_kv d_h x bytes (0 without windows).
+
+        gpt-oss-120b bf16: 2 x 18 x 8 x 64 x 2 = 36,864 B of the 73,728 B per token."""
+        if self.is_mla:
+            return 0.0
+        return 2.0 * self.window_layers * self.kv_dim * kv_bytes_per_value
+
+    def window_kv_read_tokens(self, kv_tokens: float, rows: float) -> float:
+        """KV positions a windowed layer reads when full layers read ``kv_tokens`` over ``rows`` rows of one
+        new position each: min(K, rows (W + 1)). K without windows."""
+        if not self.window_layers:
+            return float(kv_tokens)
+        return float(min(kv_tokens, rows * (self.sliding_window + 1)))
+
     def with_layers(self, n_layers: int, name: str | None = None) -> "Model":
         """The same architecture with another depth (the MTP draft is the target with one layer).
 
         The last ``n_layers`` layers are kept: a MoE target's one-layer copy is a MoE layer."""
         dense = max(0, self.dense_layers - (self.n_layers - n_layers))
-        fields = {**self.__dict__, "n_layers": n_layers, "dense_layers": dense,
+        windowed = max(0, self.window_layers - (self.n_layers - n_layers))
+        fields = {**self.__dict__, "n_layers": n_layers, "dense_layers": dense, "mtp_layers": 0,
+                  "window_layers": windowed, "sliding_window": self.sliding_window if windowed else 0,
                   "name": name or f"{self.name}[{n_layers}L]"}
         return Model(**fields)
 
@@ -202,9 +238,23 @@ class Draft:
         return self.kind != "none"
 
 
+_QUANT_METHODS = {"mxfp4": "fp4", "fp8": "fp8"}
+
+
+def _native_format(config: Mapping[str, Any], where: str) -> str:
+    quant = config.get("quantization_config")
+    if quant is None:
+        return ""
+    method = quant.get("quant_method") if isinstance(quant, dict) else None
+    if not isinstance(method, str):
+        raise bad_value("quantization_config", quant, "a table with a quant_method string", where=where)
+    return _QUANT_METHODS.get(method.casefold(), "")
+
+
 def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where: str | None = None) -> Model:
     """Build a :class:`Model` from the fields of a HF ``config.json``; bad or missing fields raise InputError."""
     where = where or f"model {name!r}"
+    config = canonical_config(config, where)
     missing = [k for k in _REQUIRED if k not in config]
     if missing:
         raise InputError(f"{where}: config.json is missing {', '.join(missing)}; a dense decoder config needs "
@@ -223,7 +273,9 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
         raise bad_value("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}", where=where)
     head_dim = positive_int("head_dim", d // heads if d % heads == 0 else None)
     layers = positive_int("num_hidden_layers")
-    sparse = {**moe_fields(config, layers, where), **mla_fields(config, where)}
+    sparse = {**moe_fields(config, layers, where), **mla_fields(config, where),
+              **window_fields(config, layers, where), "mtp_layers": mtp_layers(config, where),
+              "native_weight_format": _native_format(config, where)}
     return Model(
         name=name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv_heads,
         head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),
@@ -284,7 +336,7 @@ def load_models_file(path: str | Path, where: str | None = None) -> list[str]:
     if not isinstance(entries, dict) or not entries or set(raw) != {"models"}:
         raise InputError(f"{where}: expected only [models.<name>] tables of HF config fields")
     for name, fields in entries.items():
-        if name in load_models():
+        if resolve(name, "models", load_models()) is not None:
             raise bad_value(f"models.{name}", name, "a name the catalogue does not have", where=where)
         if not isinstance(fields, dict):
             raise bad_value(f"models.{name}", fields, "a table of HF config fields", where=where)
@@ -320,7 +372,10 @@ def get_model(name: str, field: str = "model") -> Model:
         return _REGISTERED[name]
     if isinstance(name, str) and is_config_path(name):
         return register_model(load_hf_config(name, name=name))
-    raise bad_value(field, name, [*models, "a path to a HF config.json"])
+    key = resolve(name, "models", models)
+    if key is not None:
+        return models[key]
+    raise unknown(field, name, models, ["a HF id of a catalogue model", "a path to a HF config.json"])
 
 
 def draft_names() -> list[str]:
@@ -334,8 +389,10 @@ def get_draft(name: str, target: Model, field: str = "draft") -> Draft:
     if name == "mtp":
         mtp = target.with_layers(1, name=f"{target.name}-mtp")
         return Draft(kind="mtp", name="mtp", model=mtp, resident_params=target.params_per_layer)
-    if name not in load_models() and not (isinstance(name, str) and (name in _REGISTERED or is_config_path(name))):
-        raise bad_value(field, name, draft_names() + ["a path to a HF config.json"])
+    known = isinstance(name, str) and (name in _REGISTERED or is_config_path(name)
+                                       or resolve(name, "models", load_models()) is not None)
+    if not known:
+        raise unknown(field, name, draft_names(), ["a path to a HF config.json"])
     model = get_model(name, field)
     if model.vocab != target.vocab:
         raise InputError(f"{field} = {name!r} has vocab {model.vocab} but target {target.name!r} has "

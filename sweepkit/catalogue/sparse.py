@@ -6,7 +6,8 @@ Field names by family (all optional; a config without them is a dense GQA model)
   ``num_experts`` (Qwen3-MoE); experts per token k: ``num_experts_per_tok``; shared experts:
   ``n_shared_experts`` (DeepSeek); expert FFN width: ``moe_intermediate_size`` (else ``intermediate_size``);
 - dense layers: the first ``first_k_dense_replace`` layers (DeepSeek), ``mlp_only_layers`` and every layer
-  i with (i + 1) mod ``decoder_sparse_step`` != 0 (Qwen-MoE);
+  i with (i + 1) mod ``decoder_sparse_step`` != 0 (Qwen-MoE; Llama-4's ``interleave_moe_layer_step`` is the
+  same rule), or every layer not in an explicit ``moe_layers`` list (Llama-4);
 - MLA: ``kv_lora_rank`` d_c, ``q_lora_rank`` (null: full-rank queries), ``qk_rope_head_dim`` d_r,
   ``qk_nope_head_dim``, ``v_head_dim``.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from sweepkit.errors import bad_value
+from sweepkit.errors import InputError, bad_value
 
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 
@@ -31,15 +32,48 @@ def _int(config: Mapping[str, Any], key: str, where: str, minimum: int = 1, defa
     return value
 
 
+def _layer_list(config: Mapping[str, Any], key: str, n_layers: int, where: str) -> list[int]:
+    value = config.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layers
+                                              for i in value):
+        raise bad_value(key, value, f"a list of layer indices in [0, num_hidden_layers = {n_layers})", where=where)
+    return value
+
+
 def _dense_layers(config: Mapping[str, Any], n_layers: int, where: str) -> int:
     """Layers with a dense FFN among ``n_layers`` (the others are MoE layers)."""
     first = _int(config, "first_k_dense_replace", where, minimum=0, default=0)
-    step = _int(config, "decoder_sparse_step", where, default=1)
-    only = config.get("mlp_only_layers") or []
-    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
-        raise bad_value("mlp_only_layers", only, "a list of layer indices", where=where)
+    if first >= n_layers:
+        raise bad_value("first_k_dense_replace", first, f"an integer in [0, num_hidden_layers = {n_layers})",
+                        where=where)
+    if config.get("moe_layers"):
+        return n_layers - len(set(_layer_list(config, "moe_layers", n_layers, where)))
+    step_key = "interleave_moe_layer_step" if config.get("interleave_moe_layer_step") is not None \
+        else "decoder_sparse_step"
+    step = _int(config, step_key, where, default=1)
+    only = _layer_list(config, "mlp_only_layers", n_layers, where)
     sparse = [i for i in range(n_layers) if i >= first and i not in only and (i + 1) % step == 0]
+    if not sparse:
+        raise InputError(f"{where}: {step_key} = {step}, first_k_dense_replace = {first} and mlp_only_layers "
+                         f"leave no MoE layer among num_hidden_layers = {n_layers}")
     return n_layers - len(sparse)
+
+
+def _check_expert_counts(config: Mapping[str, Any], where: str) -> None:
+    """Two expert-count keys that disagree, or expert groups that do not divide the experts, are errors."""
+    given = {k: config[k] for k in _EXPERT_KEYS if config.get(k) is not None}
+    if len(set(map(repr, given.values()))) > 1:
+        shown = ", ".join(f"{k} = {v!r}" for k, v in given.items())
+        raise InputError(f"{where}: {shown} disagree; give one expert count per MoE layer")
+    groups = config.get("n_group")
+    if groups is not None:
+        experts = next(iter(given.values()))
+        groups = _int(config, "n_group", where)
+        if experts % groups:
+            raise bad_value("n_group", groups, f"a divisor of the expert count {experts}", where=where)
+        top = _int(config, "topk_group", where, default=groups)
+        if top > groups:
+            raise bad_value("topk_group", top, f"an integer in [1, n_group = {groups}]", where=where)
 
 
 def moe_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str, int]:
@@ -49,8 +83,12 @@ def moe_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str
     """
     key = next((k for k in _EXPERT_KEYS if config.get(k) is not None), None)
     if key is None:
+        if config.get("n_shared_experts"):
+            raise bad_value("n_shared_experts", config["n_shared_experts"], "0 or absent in a config without "
+                            f"routed experts (one of {', '.join(_EXPERT_KEYS)})", where=where)
         return {}
     experts = _int(config, key, where)
+    _check_expert_counts(config, where)
     per_token = _int(config, "num_experts_per_tok", where)
     if per_token > experts:
         raise bad_value("num_experts_per_tok", per_token, f"an integer in [1, {key} = {experts}]", where=where)

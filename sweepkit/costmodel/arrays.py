@@ -34,6 +34,8 @@ class DeviceArrays:
     link_latency_s: jax.Array
     link_energy_per_bit_j: jax.Array
     token_overhead_s: jax.Array
+    scaleup_domain_gpus: jax.Array
+    scaleout_bytes_per_s: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -49,6 +51,8 @@ class ModelArrays:
       present: 1.0 for a real network, 0.0 for the ``none`` draft (all costs vanish).
       routed_expert_params: P_e, one routed expert over all MoE layers (0 for a dense network).
       n_experts, experts_per_token: E and k of the MoE layers (0 for a dense network).
+      window_kv_values_per_token: 2 L_w H_kv d_h, the windowed layers' part of kv_values_per_token (0: none).
+      window_tokens: W, the positions a windowed layer attends to (0: none).
     """
 
     n_layers: jax.Array
@@ -61,6 +65,8 @@ class ModelArrays:
     routed_expert_params: jax.Array
     n_experts: jax.Array
     experts_per_token: jax.Array
+    window_kv_values_per_token: jax.Array
+    window_tokens: jax.Array
 
 
 _DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
@@ -83,13 +89,15 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
     if model is None:
         return dict(n_layers=0.0, d_model=0.0, q_dim=0.0, matmul_params=0.0, resident_params=0.0,
                     kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
-                    experts_per_token=0.0)
+                    experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
                 resident_params=float(model.resident_params if resident is None else resident),
                 kv_values_per_token=float(model.kv_bytes_per_token(1.0)), present=1.0,
                 routed_expert_params=float(model.routed_expert_params), n_experts=float(model.n_experts),
-                experts_per_token=float(model.experts_per_token))
+                experts_per_token=float(model.experts_per_token),
+                window_kv_values_per_token=float(model.window_kv_bytes_per_token(1.0)),
+                window_tokens=float(model.sliding_window))
 
 
 def model_arrays(model: Model | Draft | None | list, dtype=None, *, host: bool = False) -> ModelArrays:

@@ -90,11 +90,28 @@ def streamed_params(tokens: jax.Array, model: ModelArrays) -> jax.Array:
                                                                - model.experts_per_token)
 
 
-def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
-    """F = 2 P_mm T + 2 L q A; Bytes = P_read w + T D w + K kv (zero where the network is absent).
+def kv_values_read(work: Work, model: ModelArrays) -> jax.Array:
+    """KV values a pass reads: K (kv - kv_w) + min(K, T (W + 1)) kv_w, kv_w the windowed layers' share.
 
-    P_read = :func:`streamed_params` (P_mm for a dense network)."""
+    A windowed layer reads at most W + 1 positions per row; T >= rows bounds the rows, so the cap is exact
+    for decode (T = b: every row at least W deep, or none) and an upper bound for verify and prefill.
+    Without windows (kv_w = 0) this is K kv.
+
+    Example:
+      gpt-oss-120b, W = 128, decode of 8 rows at 4,096 cached each: full layers read 32,776 positions,
+      windowed layers min(32,776, 8 x 129) = 1,032.
+    """
+    window = jnp.minimum(work.kv_tokens, work.tokens * (model.window_tokens + 1.0))
+    return (work.kv_tokens * (model.kv_values_per_token - model.window_kv_values_per_token)
+            + window * model.window_kv_values_per_token)
+
+
+def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
+    """F = 2 P_mm T + 2 L q A; Bytes = P_read w + T D w + KV_read kv (zero where the network is absent).
+
+    P_read = :func:`streamed_params` (P_mm for a dense network); KV_read = :func:`kv_values_read` (K kv
+    without windowed layers)."""
     flops = 2.0 * model.matmul_params * work.tokens + 2.0 * model.n_layers * model.q_dim * work.attn_pairs
     bytes_ = (streamed_params(work.tokens, model) * weight_bytes + work.tokens * model.d_model * weight_bytes
-              + work.kv_tokens * model.kv_values_per_token * kv_bytes)
+              + kv_values_read(work, model) * kv_bytes)
     return flops * model.present, bytes_ * model.present

@@ -11,7 +11,12 @@ from sweepkit.catalogue import (
 from sweepkit.errors import InputError
 
 
-@pytest.mark.parametrize("name", model_names())
+# Model cards that print a coarser total than 1% (Kimi-K2 "1T"; Llama-4 Scout "109B", vision encoder included):
+# tests/catalogue/test_modern_models.py checks them at the card's printed precision.
+COARSE_CARDS = {"kimi-k2", "llama-4-scout"}
+
+
+@pytest.mark.parametrize("name", [n for n in model_names() if n not in COARSE_CARDS])
 def test_parameter_counts_within_one_percent_of_official(name):
     # Official totals: hardware.md sec. 3 ([S36]-[S40]): 8.03 B, 70.55 B, 1.24 B, 3.21 B, 7.62 B.
     model = get_model(name)
@@ -44,7 +49,9 @@ def test_seed_residency_of_70b_at_tp4():
 
 def test_formats_bytes_per_value():
     # the reference simulator (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim), "Formats": bf16 2, fp8 1, int8 1, int4 0.515625 (AWQ g128), fp4 0.53125 (MXFP4).
-    expected = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.515625, "fp4": 0.53125}
+    # nvfp4 0.5 + 1/16 (one E4M3 scale per 16), fp6 0.75 + 1/32 (OCP MX v1.0).
+    expected = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.515625, "fp4": 0.53125, "nvfp4": 0.5625,
+                "fp6": 0.78125}
     assert {f: get_format(f).bytes_per_value for f in format_names()} == expected
 
 

@@ -1,0 +1,141 @@
+"""Attention variants and family spellings of a HF ``config.json``: windows, chunks, sinks, MTP layers.
+
+A windowed layer attends to at most the last W positions (sliding window, W = ``sliding_window``) or to the
+positions of its own chunk (chunked attention, W = ``attention_chunk_size``), so a decode step reads at most
+W + 1 KV positions per row on that layer, whatever the context. Which layers are windowed:
+
+- ``layer_types`` (gpt-oss, recent transformers): ``sliding_attention`` / ``chunked_attention`` entries;
+- Llama-4 (``attention_chunk_size``): the RoPE layers, i.e. every layer but each ``no_rope_layer_interval``-th
+  (``no_rope_layers``: 1 marks a RoPE layer), 36 of 48;
+- Qwen2/Qwen3 (``use_sliding_window``): false means none; true means layers from ``max_window_layers`` on;
+- otherwise a ``sliding_window`` integer windows every layer (Mistral-7B-v0.1).
+
+Attention sinks (gpt-oss) are one learned logit per head and layer: H parameters per layer, no cached
+positions. MTP layers (``num_nextn_predict_layers``, DeepSeek-V3/R1, GLM-4.5) are stored with the checkpoint
+but are not part of the model cards' totals; sweepkit counts them apart (Model.mtp_layers).
+
+Family spellings mapped to the DeepSeek/Mixtral names the loader reads (:func:`canonical_config`):
+``text_config`` (Llama-4, multimodal checkpoints) is read as the model; Llama-4's ``intermediate_size`` is
+the expert width and ``intermediate_size_mlp`` the dense FFN width, with one shared expert per MoE layer;
+gpt-oss's ``experts_per_token`` is ``num_experts_per_tok``; Qwen-MoE's ``shared_expert_intermediate_size``
+is a whole number of shared experts of ``moe_intermediate_size``.
+
+References:
+  OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card", arXiv 2508.10925, sec. 2 (alternating banded window of
+  128 tokens, learned attention sinks); Meta, Llama-4 model card (huggingface.co/meta-llama/
+  Llama-4-Scout-17B-16E, chunked attention of 8192, interleaved MoE); Jiang et al., "Mistral 7B",
+  arXiv 2310.06825, sec. 2 (sliding window 4096); DeepSeek-AI, arXiv 2412.19437, sec. 2.2 (MTP).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from sweepkit.errors import InputError, bad_value
+
+_WINDOWED = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+_LAYER_TYPES = ("full_attention", *_WINDOWED)
+_LLAMA4 = ("llama4", "llama4_text")
+
+
+def _int(config: Mapping[str, Any], key: str, where: str, minimum: int = 1, default: Any = None) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise bad_value(key, value, f"an integer >= {minimum}", where=where)
+    return value
+
+
+def canonical_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The config with family spellings mapped to the names :func:`model_from_hf_config` reads.
+
+    Args:
+      config: the fields of a HF ``config.json`` (or a models.toml entry).  where: label for messages.
+
+    Returns:
+      A new dict; a config without family spellings comes back unchanged.
+    """
+    out = dict(config)
+    text = out.get("text_config")
+    if "hidden_size" not in out and text is not None:
+        if not isinstance(text, dict):
+            raise bad_value("text_config", type(text).__name__, "a JSON object of the language model's fields",
+                            where=where)
+        out = {**{k: v for k, v in out.items() if k != "text_config"}, **text}
+    if out.get("intermediate_size_mlp") is not None and out.get("moe_intermediate_size") is None:
+        out["moe_intermediate_size"] = out.get("intermediate_size")
+        out["intermediate_size"] = out["intermediate_size_mlp"]
+    if out.get("model_type") in _LLAMA4 and out.get("n_shared_experts") is None:
+        out["n_shared_experts"] = 1
+    if out.get("num_experts_per_tok") is None and out.get("experts_per_token") is not None:
+        out["num_experts_per_tok"] = out["experts_per_token"]
+    shared = out.get("shared_expert_intermediate_size")
+    if shared is not None and out.get("n_shared_experts") is None:
+        width = _int(out, "moe_intermediate_size", where, default=out.get("intermediate_size"))
+        shared = _int(out, "shared_expert_intermediate_size", where, minimum=0)
+        if shared % width:
+            raise bad_value("shared_expert_intermediate_size", shared,
+                            f"a multiple of moe_intermediate_size = {width} (whole shared experts)", where=where)
+        out["n_shared_experts"] = shared // width
+    return out
+
+
+def _from_layer_types(config: Mapping[str, Any], n_layers: int, where: str) -> tuple[int, int]:
+    types = config["layer_types"]
+    if not isinstance(types, list) or len(types) != n_layers or any(t not in _LAYER_TYPES for t in types):
+        shown = types if not isinstance(types, list) else f"a list of {len(types)} entries"
+        raise bad_value("layer_types", shown, f"a list of num_hidden_layers = {n_layers} entries, each one of "
+                        f"{', '.join(_LAYER_TYPES)}", where=where)
+    kinds = {t for t in types if t in _WINDOWED}
+    if len(kinds) > 1:
+        raise InputError(f"{where}: layer_types mixes {' and '.join(sorted(kinds))}; sweepkit models one window "
+                         f"kind per model")
+    if not kinds:
+        return 0, 0
+    key = _WINDOWED[kinds.pop()]
+    return _int(config, key, where), sum(t in _WINDOWED for t in types)
+
+
+def _llama4_chunked_layers(config: Mapping[str, Any], n_layers: int, where: str) -> int:
+    flags = config.get("no_rope_layers") or []
+    if flags:
+        if not isinstance(flags, list) or len(flags) != n_layers or any(f not in (0, 1) for f in flags):
+            raise bad_value("no_rope_layers", flags, f"a list of num_hidden_layers = {n_layers} flags 0 or 1",
+                            where=where)
+        return sum(flags)
+    interval = _int(config, "no_rope_layer_interval", where, default=4)
+    return sum((i + 1) % interval != 0 for i in range(n_layers))
+
+
+def window_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str, Any]:
+    """Model fields of windowed attention: sliding_window (W), window_layers, attention_sinks.
+
+    ``{}`` for a model whose every layer attends to the whole context and has no sinks.
+
+    Example:
+      gpt-oss-120b (36 layers alternating sliding/full, window 128): W = 128, 18 windowed layers.
+    """
+    out: dict[str, Any] = {}
+    sinks = config.get("attention_sinks", config.get("model_type") == "gpt_oss")
+    if not isinstance(sinks, bool):
+        raise bad_value("attention_sinks", sinks, "true or false", where=where)
+    if sinks:
+        out["attention_sinks"] = True
+    if config.get("layer_types") is not None:
+        window, layers = _from_layer_types(config, n_layers, where)
+    elif config.get("attention_chunk_size") is not None:
+        window, layers = _int(config, "attention_chunk_size", where), _llama4_chunked_layers(config, n_layers, where)
+    elif config.get("sliding_window") is None or config.get("use_sliding_window") is False:
+        window, layers = 0, 0
+    elif config.get("use_sliding_window") is True:
+        first = _int(config, "max_window_layers", where, minimum=0, default=0)
+        window, layers = _int(config, "sliding_window", where), max(0, n_layers - first)
+    else:
+        window, layers = _int(config, "sliding_window", where), n_layers
+    if layers:
+        out.update(sliding_window=window, window_layers=layers)
+    return out
+
+
+def mtp_layers(config: Mapping[str, Any], where: str) -> int:
+    """Multi-token-prediction layers the checkpoint ships (``num_nextn_predict_layers``; 0 without)."""
+    return _int(config, "num_nextn_predict_layers", where, minimum=0, default=0)
