@@ -130,7 +130,7 @@ def _layout_terms(inst: Instance, work: Work):
     """(dF, dW, dO) the layout adds to the pass (:func:`sweepkit.costmodel.layout.layout_work`); 0 without one."""
     if inst.layout is None:
         return 0.0, 0.0, 0.0
-    return layout_work(inst.layout, inst.target, work.tokens, work.kv_tokens, inst.weight_bytes, inst.kv_bytes)
+    return layout_work(inst.layout, inst.target, work, inst.weight_bytes, inst.kv_bytes)
 
 
 def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):

@@ -13,7 +13,7 @@ from sweepkit.costmodel.layout import (INTERCONNECTS, all_to_all_bytes, all_to_a
                                        layout_kv_capacity_tokens, layout_work, make_layout, per_gpu_weight_bytes,
                                        remote_copies)
 from sweepkit.costmodel.memory import MEM_UTIL
-from sweepkit.costmodel.passes import chunk_work, combine, decode_work, experts_read
+from sweepkit.costmodel.passes import Work, chunk_work, combine, decode_work, experts_read
 from sweepkit.costmodel.steps import instance, target_pass
 from sweepkit.errors import InputError
 
@@ -70,15 +70,16 @@ def test_all_to_all_bytes_and_time_closed_forms():
 def test_per_rank_expert_bytes_and_flops_closed_form():
     net = model_arrays(DSV3, F)
     t = F(64.0)
+    work = Work(t, F(0.0), F(1000.0))             # 64 positions reading 1,000 KV tokens
     e_read = float(experts_read(t, net))
     p_e, k, w = DSV3.routed_expert_params, DSV3.experts_per_token, 1.0
     for imb in (1.0, 1.3, 8.0):
-        d_f, d_w, d_o = layout_work(_lay(tp=8, ep=8, imbalance=imb), net, t, F(1000.0), F(w), F(1.0))
+        d_f, d_w, d_o = layout_work(_lay(tp=8, ep=8, imbalance=imb), net, work, F(w), F(1.0))
         assert float(d_f) == pytest.approx(2 * k * p_e * 64 * (imb - 1), rel=1e-12)
         assert float(d_w) == pytest.approx(p_e * w * (min(256, imb * e_read) - e_read), rel=1e-12, abs=1e-3)
         assert float(d_o) == pytest.approx(1000 * 61 * 576 * 7, rel=1e-12)   # TP8 copies the latent 8 times
     # DEP8: the non-expert weights once per DP rank; no KV copies
-    d_f, d_w, d_o = layout_work(_lay(dp=8, ep=8), net, t, F(1000.0), F(w), F(1.0))
+    d_f, d_w, d_o = layout_work(_lay(dp=8, ep=8), net, work, F(w), F(1.0))
     rep = DSV3.matmul_params - k * p_e
     assert (float(d_f), float(d_o)) == (0.0, 0.0) and float(d_w) == pytest.approx(7 * rep * w, rel=1e-12)
     # per GPU: 671 B of FP8 weights over TP8 = 83.9 GB; DEP8 keeps the ~17 B non-expert ones on every GPU
