@@ -32,7 +32,7 @@ MOE = load_levers(DATA / "levers-moe.toml")
 def test_moe_grids_load_and_every_lever_is_valid_on_every_device():
     for name in ("moe-tradeoffs.toml", "moe-tradeoffs-qwen3.toml"):
         grid = load_serving_grid(GRIDS / name)         # checks every (device, lever) configuration
-        assert {lv.name for lv in grid.levers} == set(MOE) and grid.n_points == 5 * (3 * len(MOE) - 2)
+        assert {lv.name for lv in grid.levers} == set(MOE) and grid.n_points == 5 * (3 * len(MOE) - 3)
     res = resolve(DS, MOE["wide-ep-disagg"])
     assert (res["dp"], res["ep"], res["prefill_dp"], res["prefill_ep"], res["expert_imbalance"]) == (16, 16, 8, 8, 1.05)
 
