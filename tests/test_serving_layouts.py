@@ -96,6 +96,8 @@ def test_bad_clusters_and_interconnects_get_one_line_errors():
         assert "\n" not in str(exc.value)
     with pytest.raises(InputError, match="scale_out = 'myrinet' is not allowed; expected one of"):
         parse_lever({"scale_out": "myrinet"}, "levers.toml [levers.x]")
+    with pytest.raises(InputError, match=r"expert_imbalance = 0.5 is not allowed; expected a number in \[1, 16\]"):
+        parse_lever({"expert_imbalance": 0.5}, "levers.toml [levers.x]")
 
 
 def test_simulated_dep8_run_prices_its_steps_with_the_layout():

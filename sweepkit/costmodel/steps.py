@@ -18,7 +18,10 @@ micro-batch re-reads its stage's weights; O the KV and activation bytes), and
 
 with 2 L / pp ring all-reduces of S = (T / mb) D x 2 bytes per slot, each 2 (tp-1)/tp x S / link + 2 (tp-1) x
 latency, and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is one tensor-parallel pass:
-the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`).
+the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`). An instance with a
+:class:`~sweepkit.costmodel.layout.Layout` spreads each slot over tp x dp GPUs, adds the layout's work
+(expert imbalance, weights copied per attention-DP rank, KV copied over attention-TP) and prices the MoE
+all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none.
 
 Two views of the same pass: :func:`target_pass` and :func:`draft_pass` give (seconds, dynamic joules:
 compute, HBM and link; the serving engine charges idle power once per GPU over the whole horizon), while
