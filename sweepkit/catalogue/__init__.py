@@ -4,7 +4,7 @@ Pipeline position: **catalogue** -> cost model -> sweep -> warehouse -> queries 
 """
 
 from sweepkit.catalogue.devices import (
-    Device, device_names, devices_file, get_device, load_devices, load_devices_file,
+    Device, device_key, device_names, devices_file, get_device, load_devices, load_devices_file,
 )
 from sweepkit.catalogue.formats import Format, format_names, get_format, load_formats
 from sweepkit.catalogue.models import (
@@ -18,12 +18,13 @@ from sweepkit.catalogue.models import (
     load_models_file,
     load_models,
     model_from_hf_config,
+    model_key,
     model_names,
     register_model,
 )
 
 __all__ = [
-    "Device", "Draft", "Format", "Model",
+    "Device", "Draft", "Format", "Model", "device_key", "model_key",
     "device_names", "devices_file", "draft_names", "format_names", "model_names",
     "get_device", "get_draft", "get_format", "get_model",
     "is_config_path", "load_devices", "load_devices_file", "load_formats", "load_hf_config", "load_models",

@@ -2,7 +2,8 @@
 
 A name resolves, in order: as a catalogue key; through ``aliases.toml`` after normalising (case folded,
 runs of spaces, hyphens and underscores made one space); the same without a trailing parenthesised note
-("H200 (141GB HBM3)" -> "H200"); and, for a HF id ``org/Name``, as the catalogue key equal to ``Name`` or to
+("H200 (141GB HBM3)" -> "H200") or cut at its first parenthesis or comma ("H100 (80GB), 8 per node" ->
+"H100"); and, for a HF id ``org/Name``, as the catalogue key equal to ``Name`` or to
 ``Name`` less one ``-Instruct`` / ``-hf`` / ``-chat`` / ``-Base`` suffix (case folded). Unknown names get
 the catalogue's error listing the known names, with the closest ones first.
 """
@@ -19,6 +20,7 @@ from sweepkit.errors import InputError, bad_value
 
 _SUFFIXES = ("-instruct", "-hf", "-chat", "-base")
 _NOTE = re.compile(r"\s*\([^()]*\)\s*$")
+_HEAD = re.compile(r"\s+\(|,")
 
 
 def normalise(name: str) -> str:
@@ -62,7 +64,7 @@ def resolve(name: str, kind: str, known: Iterable[str]) -> str | None:
         return name
     table = _table(kind)
     folded = {k.casefold(): k for k in known}
-    for candidate in dict.fromkeys([name, _NOTE.sub("", name)]):
+    for candidate in dict.fromkeys([name, _NOTE.sub("", name), _HEAD.split(name, 1)[0]]):
         key = normalise(candidate)
         if key in table and table[key] in known:
             return table[key]

@@ -1,4 +1,4 @@
-"""Attention variants and family spellings of a HF ``config.json``: windows, chunks, sinks, MTP layers.
+"""Attention variants and family spellings of a HF ``config.json``: windows, chunks, sinks, MTP, quantisation.
 
 A windowed layer attends to at most the last W positions (sliding window, W = ``sliding_window``) or to the
 positions of its own chunk (chunked attention, W = ``attention_chunk_size``), so a decode step reads at most
@@ -139,3 +139,18 @@ def window_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[
 def mtp_layers(config: Mapping[str, Any], where: str) -> int:
     """Multi-token-prediction layers the checkpoint ships (``num_nextn_predict_layers``; 0 without)."""
     return _int(config, "num_nextn_predict_layers", where, minimum=0, default=0)
+
+
+_QUANT_METHODS = {"mxfp4": "fp4", "fp8": "fp8"}
+
+
+def native_weight_format(config: Mapping[str, Any], where: str) -> str:
+    """The sweepkit format of the checkpoint's quantised weights (``quantization_config.quant_method``:
+    mxfp4 -> fp4, fp8 -> fp8); "" for an unquantised (bf16) checkpoint or another method."""
+    quant = config.get("quantization_config")
+    if quant is None:
+        return ""
+    method = quant.get("quant_method") if isinstance(quant, dict) else None
+    if not isinstance(method, str):
+        raise bad_value("quantization_config", quant, "a table with a quant_method string", where=where)
+    return _QUANT_METHODS.get(method.casefold(), "")

@@ -145,6 +145,11 @@ def device_names() -> list[str]:
     return list({**load_devices(), **_OVERLAY})
 
 
+def device_key(name: str) -> str | None:
+    """The device name a spelling stands for (``GB200 NVL72`` -> ``GB200``; a devices file's names too), or None."""
+    return resolve(name, "devices", {**load_devices(), **_OVERLAY})
+
+
 def get_device(name: str, field: str = "device") -> Device:
     """Look a device up by name; unknown names raise :class:`InputError` listing the known ones."""
     devices = {**load_devices(), **_OVERLAY}

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.aliases import resolve, unknown
-from sweepkit.catalogue.attention import canonical_config, mtp_layers, window_fields
+from sweepkit.catalogue.attention import canonical_config, mtp_layers, native_weight_format, window_fields
 from sweepkit.catalogue.sparse import mla_attention_params, mla_fields, moe_fields
 from sweepkit.errors import InputError, bad_value
 
@@ -197,13 +197,6 @@ class Model:
             return 0.0
         return 2.0 * self.window_layers * self.kv_dim * kv_bytes_per_value
 
-    def window_kv_read_tokens(self, kv_tokens: float, rows: float) -> float:
-        """KV positions a windowed layer reads when full layers read ``kv_tokens`` over ``rows`` rows of one
-        new position each: min(K, rows (W + 1)). K without windows."""
-        if not self.window_layers:
-            return float(kv_tokens)
-        return float(min(kv_tokens, rows * (self.sliding_window + 1)))
-
     def with_layers(self, n_layers: int, name: str | None = None) -> "Model":
         """The same architecture with another depth (the MTP draft is the target with one layer).
 
@@ -238,19 +231,6 @@ class Draft:
         return self.kind != "none"
 
 
-_QUANT_METHODS = {"mxfp4": "fp4", "fp8": "fp8"}
-
-
-def _native_format(config: Mapping[str, Any], where: str) -> str:
-    quant = config.get("quantization_config")
-    if quant is None:
-        return ""
-    method = quant.get("quant_method") if isinstance(quant, dict) else None
-    if not isinstance(method, str):
-        raise bad_value("quantization_config", quant, "a table with a quant_method string", where=where)
-    return _QUANT_METHODS.get(method.casefold(), "")
-
-
 def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where: str | None = None) -> Model:
     """Build a :class:`Model` from the fields of a HF ``config.json``; bad or missing fields raise InputError."""
     where = where or f"model {name!r}"
@@ -275,7 +255,7 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
     layers = positive_int("num_hidden_layers")
     sparse = {**moe_fields(config, layers, where), **mla_fields(config, where),
               **window_fields(config, layers, where), "mtp_layers": mtp_layers(config, where),
-              "native_weight_format": _native_format(config, where)}
+              "native_weight_format": native_weight_format(config, where)}
     return Model(
         name=name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv_heads,
         head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),
@@ -376,6 +356,11 @@ def get_model(name: str, field: str = "model") -> Model:
     if key is not None:
         return models[key]
     raise unknown(field, name, models, ["a HF id of a catalogue model", "a path to a HF config.json"])
+
+
+def model_key(name: str) -> str | None:
+    """The catalogue key a model alias or HF id stands for (``openai/gpt-oss-120b`` -> ``gpt-oss-120b``), or None."""
+    return resolve(name, "models", load_models())
 
 
 def draft_names() -> list[str]:

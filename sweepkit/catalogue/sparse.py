@@ -61,7 +61,7 @@ def _dense_layers(config: Mapping[str, Any], n_layers: int, where: str) -> int:
 
 def _check_expert_counts(config: Mapping[str, Any], where: str) -> None:
     """Two expert-count keys that disagree, or expert groups that do not divide the experts, are errors."""
-    given = {k: config[k] for k in _EXPERT_KEYS if config.get(k) is not None}
+    given = {k: config[k] for k in _EXPERT_KEYS if config.get(k) not in (None, 0)}
     if len(set(map(repr, given.values()))) > 1:
         shown = ", ".join(f"{k} = {v!r}" for k, v in given.items())
         raise InputError(f"{where}: {shown} disagree; give one expert count per MoE layer")
@@ -79,9 +79,9 @@ def _check_expert_counts(config: Mapping[str, Any], where: str) -> None:
 def moe_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str, int]:
     """Model fields of the MoE part: n_experts, experts_per_token, n_shared_experts, moe_d_ff, dense_layers.
 
-    A config without an expert count gives ``{}`` (a dense model).
+    A config without an expert count (or with 0 experts) gives ``{}`` (a dense model).
     """
-    key = next((k for k in _EXPERT_KEYS if config.get(k) is not None), None)
+    key = next((k for k in _EXPERT_KEYS if config.get(k) not in (None, 0)), None)
     if key is None:
         if config.get("n_shared_experts"):
             raise bad_value("n_shared_experts", config["n_shared_experts"], "0 or absent in a config without "

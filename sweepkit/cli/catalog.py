@@ -29,6 +29,9 @@ def devices(fmt: str) -> None:
         "tdp_w": [d.tdp_w for d in ds],
         "ridge_flop_per_byte": [round(d.ridge_flop_per_byte, 1) for d in ds],
         "usd_per_gpu_hour": [d.price_usd_per_gpu_hour for d in ds],
+        "scaleup_domain_gpus": [d.scaleup_domain_gpus for d in ds],
+        "scaleout_gbit_per_s": [d.scaleout_bytes_per_s * 8 / 1e9 for d in ds],
+        "native_formats": [" ".join(f"{k}x{v:g}" for k, v in d.compute_speedup.items()) for d in ds],
     }), fmt, title="devices")
 
 
@@ -37,14 +40,19 @@ def devices(fmt: str) -> None:
 def models(fmt: str) -> None:
     """List the models a grid's model (and draft) axis may name, with their shapes.
 
+    experts: routed / per token + shared; attention: gqa or mla, and the layers with a window; aliases: other
+    names (HF ids) that resolve to the model. A HF id "org/Name" also matches the model named Name.
+
     \b
     Example: sweepkit models --format csv
     """
     import pyarrow as pa
 
     from sweepkit.catalogue import load_models
+    from sweepkit.catalogue.aliases import alias_table
 
     ms = list(load_models().values())
+    aliases = alias_table("models")
     emit(pa.table({
         "model": [m.name for m in ms],
         "params_b": [round(m.resident_params / 1e9, 3) for m in ms],
@@ -56,6 +64,12 @@ def models(fmt: str) -> None:
         "d_ff": [m.d_ff for m in ms],
         "vocab": [m.vocab for m in ms],
         "kv_bytes_per_token_bf16": [int(m.kv_bytes_per_token()) for m in ms],
+        "experts": [f"{m.n_experts}/{m.experts_per_token}+{m.n_shared_experts}" if m.is_moe else "" for m in ms],
+        "attention": [("mla" if m.is_mla else "gqa") + (f" window {m.sliding_window} on {m.window_layers}L"
+                                                       if m.window_layers else "") for m in ms],
+        "mtp_layers": [m.mtp_layers for m in ms],
+        "native_weight_format": [m.native_weight_format or "bf16" for m in ms],
+        "aliases": [" ".join(sorted(k for k, v in aliases.items() if v == m.name)) for m in ms],
     }), fmt, title="models")
 
 

@@ -15,6 +15,10 @@ K KV tokens read. Per kind of pass:
 
 A mixed step adds the T, A, K of its parts and reads the weights once. verify with c = 1 equals decode.
 
+Windowed attention (sliding window or attention chunk of W positions on L_w of the L layers): those layers
+read at most min(K, T (W + 1)) KV positions and do at most min(A, 2 T (W + 1)) attention pairs
+(:func:`kv_values_read`, :func:`attention_flops`); L_w = 0 gives the formulas above exactly.
+
 Mixture of experts: P_mm counts the k active experts per MoE layer (FLOPs), but a pass of T tokens reads
 every expert some token routes to. With uniform routing (k distinct experts of E per token, tokens
 independent) the expected number of distinct experts a MoE layer reads is
@@ -106,12 +110,27 @@ def kv_values_read(work: Work, model: ModelArrays) -> jax.Array:
             + window * model.window_kv_values_per_token)
 
 
-def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
-    """F = 2 P_mm T + 2 L q A; Bytes = P_read w + T D w + KV_read kv (zero where the network is absent).
+def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
+    """2 L q A, less what windowed layers skip: 2 L_w q (A - min(A, 2 T (W + 1))).
 
-    P_read = :func:`streamed_params` (P_mm for a dense network); KV_read = :func:`kv_values_read` (K kv
-    without windowed layers)."""
-    flops = 2.0 * model.matmul_params * work.tokens + 2.0 * model.n_layers * model.q_dim * work.attn_pairs
+    A token attends to at most W + 1 positions on a windowed layer, so those layers do at most 2 T (W + 1)
+    attention pairs (exact once every new token has W positions behind it). Without windows (L_w = 0): 2 L q A.
+
+    Example:
+      gpt-oss-120b prefill chunk of 2,048 tokens after 30,720 cached: A = 2,048 x 63,489; the 18 windowed
+      layers do 2 x 2,048 x 129 pairs each.
+    """
+    capped = jnp.minimum(work.attn_pairs, 2.0 * work.tokens * (model.window_tokens + 1.0))
+    return (2.0 * model.n_layers * model.q_dim * work.attn_pairs
+            - 2.0 * model.window_layers * model.q_dim * (work.attn_pairs - capped))
+
+
+def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
+    """F = 2 P_mm T + F_attn; Bytes = P_read w + T D w + KV_read kv (zero where the network is absent).
+
+    P_read = :func:`streamed_params` (P_mm for a dense network); F_attn = :func:`attention_flops` and
+    KV_read = :func:`kv_values_read` (2 L q A and K kv without windowed layers)."""
+    flops = 2.0 * model.matmul_params * work.tokens + attention_flops(work, model)
     bytes_ = (streamed_params(work.tokens, model) * weight_bytes + work.tokens * model.d_model * weight_bytes
               + kv_values_read(work, model) * kv_bytes)
     return flops * model.present, bytes_ * model.present

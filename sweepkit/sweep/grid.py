@@ -58,8 +58,9 @@ from typing import Any
 
 import numpy as np
 
-from sweepkit.catalogue import (device_names, devices_file, draft_names, format_names, get_draft, get_model,
-                                is_config_path, load_hf_config, load_models_file, model_names, register_model)
+from sweepkit.catalogue import (device_key, device_names, devices_file, draft_names, format_names, get_draft,
+                                get_model, is_config_path, load_hf_config, load_models_file, model_key, model_names,
+                                register_model)
 from sweepkit.errors import InputError, bad_value
 from sweepkit import acceptance as _acceptance
 from sweepkit.inputs import read_text
@@ -292,6 +293,9 @@ def _check_value(axis: str, v: Any, where: str) -> Any:
         allowed = _NAME_AXES[axis]()
         if isinstance(v, str) and axis in ("model", "draft") and is_config_path(v):
             return v                                        # loaded (and checked) by _load_configs
+        key = {"device": device_key, "model": model_key, "draft": model_key}.get(axis, lambda _: None)(v)
+        if v not in allowed and key in allowed:
+            return key                                      # an alias or HF id: the catalogue name
         if not isinstance(v, str) or v not in allowed:
             extra = ["a path to a HF config.json"] if axis in ("model", "draft") else []
             raise bad_value(field_name, _short(v), list(allowed) + extra, where=where)

@@ -143,12 +143,12 @@ def _value(raw: dict, where: str) -> float:
 
 
 def _name(raw: dict, key: str, where: str, check) -> str:
+    """The catalogue name of a row's device or model (an alias or HF id gives the name it stands for)."""
     value = raw[key].strip()
     try:
-        check(value, key)
+        return check(value, key).name
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
-    return value
 
 
 def _row(raw: dict, row: int, where: str) -> Measurement:

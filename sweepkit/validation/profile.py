@@ -52,7 +52,7 @@ def calibrated_device(base: Device, name: str, values: tuple[float, ...], *, fil
 def _toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float):
+    if isinstance(value, (int, float)):
         return repr(value)
     return json.dumps(str(value))
 
