@@ -58,7 +58,7 @@ class Progress:
                            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
                            TimeRemainingColumn(), console=Console(file=self.stream), transient=False)
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         self.t0 = self.last = time.perf_counter()
         if self.bar is not None:
             self.bar.start()

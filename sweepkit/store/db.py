@@ -128,7 +128,7 @@ def gate(path: Path | None, *, exclusive: bool, timeout_s: float | None = OPEN_T
                 break
             except BlockingIOError:
                 if waiter.expired():
-                    raise TimeoutError(f"{path}: another process kept the warehouse locked for {timeout_s:.0f} s")
+                    raise TimeoutError(f"{path}: another process kept the warehouse locked for {timeout_s:.0f} s") from None
                 time.sleep(0.002 + 0.01 * random.random())
         yield
     finally:

@@ -38,7 +38,7 @@ class started:  # noqa: N801 - used like a function: started(iterator)
             yield self._first.pop()
             yield from self._items
 
-    def __iter__(self) -> "started":
+    def __iter__(self) -> started:
         return self
 
     def __next__(self) -> Any:

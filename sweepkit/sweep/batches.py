@@ -46,7 +46,7 @@ class _Slabs:
         self._slabs: list[np.ndarray] = []
         self._leases: list[weakref.ref | None] = []
 
-    def take(self, nbytes: int) -> "_Cursor":
+    def take(self, nbytes: int) -> _Cursor:
         """A cursor over a free slab of at least ``nbytes`` (a new one when none is free)."""
         for i, slab in enumerate(self._slabs):
             if slab.nbytes >= nbytes and (self._leases[i] is None or self._leases[i]() is None):
@@ -64,7 +64,7 @@ class _Slabs:
         return [lease is not None and lease() is not None for lease in self._leases]
 
 
-def _lease(slab: np.ndarray) -> tuple["_Cursor", weakref.ref]:
+def _lease(slab: np.ndarray) -> tuple[_Cursor, weakref.ref]:
     """A cursor over a new array on ``slab``'s memory, and a weak reference that dies with that array."""
     lease = np.frombuffer(memoryview(slab), np.uint8)
     return _Cursor(lease), weakref.ref(lease)
@@ -130,7 +130,7 @@ def _zero_copy(x: np.ndarray, shape: tuple[int, int, int], dtype) -> bool:
     return x.shape == shape and x.dtype == dtype and x.flags.c_contiguous
 
 
-def _broadcast(x: np.ndarray, shape: tuple[int, int, int], dtype, cursor: "_Cursor") -> np.ndarray:
+def _broadcast(x: np.ndarray, shape: tuple[int, int, int], dtype, cursor: _Cursor) -> np.ndarray:
     """x ([k], [k, g] or [k, g, a]) -> a flat array of shape's product, repeated along the missing axes."""
     x = np.asarray(x)
     if _zero_copy(x, shape, dtype):

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import duckdb
@@ -56,7 +56,7 @@ print("DONE", run_id, flush=True)
 SEED = (ROOT / "grids/seed.toml").read_text()
 
 
-@lru_cache(maxsize=None)
+@cache
 def engine_batches(text: str, chunk: int) -> tuple[pa.RecordBatch, ...]:
     """The real engine's output for a grid, computed once per test session (compiles are the slow part)."""
     return tuple(iter_decode_chunks(parse_grid(text, "t.toml"), chunk))
