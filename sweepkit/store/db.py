@@ -64,7 +64,7 @@ def last_commit_matches(con: duckdb.DuckDBPyConnection, root: str, version: str)
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, *, force: bool = False) -> None:
     """Run schema.sql on a read-write connection unless the database already holds this very text
-    (``warehouse_meta.schema_sha256``; saves ~50 ms of DDL on every commit) and ``force`` is False."""
+    (``warehouse_meta.schema_sha256``: a commit then runs no DDL) and ``force`` is False."""
     text = schema_sql()
     digest = hashlib.sha256(text.encode()).hexdigest()
     has_meta = _has_table(con, "warehouse_meta")
