@@ -79,11 +79,12 @@ def lever_cells(table: pa.Table, device: str) -> dict[str, dict[str, dict[str, t
 
 def lever_titles() -> dict[str, str]:
     """Lever name -> its one-line description from the packaged lever catalogue (empty where unreadable)."""
-    try:
-        from sweepkit.serving.levers import load_levers
+    from sweepkit.errors import InputError
+    from sweepkit.serving.levers import load_levers
 
+    try:
         return {name: lever.description for name, lever in load_levers().items()}
-    except Exception:       # a title is a courtesy: the tables print without it
+    except (InputError, OSError):       # a title is a courtesy: the tables print without it
         return {}
 
 

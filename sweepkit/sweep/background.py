@@ -6,7 +6,7 @@ import threading
 from typing import Any, Iterator
 
 
-class started:  # noqa: N801 - used like a function: started(iterator)
+class started:  # used like a function: started(iterator)
     """Iterate ``items``, the first one computed on a background thread started at once.
 
     A sweep's first batch waits for the compiled chunk to load and for its first evaluation; the caller

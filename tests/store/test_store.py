@@ -310,7 +310,7 @@ def test_two_readers_query_while_a_run_writes(tmp_path):
     for r in readers:
         r_out, r_err = r.communicate(timeout=120)
         assert r.returncode == 0, r_err
-        seen = eval(r_out)                                     # noqa: S307 - our own child's list of ints
+        seen = eval(r_out)                                     # our own child's list of ints
         assert set(seen) == {60, 60 + n_slow}                 # before and after; never a partial run
     assert count(wh) == 60 + n_slow
 
