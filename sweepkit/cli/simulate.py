@@ -43,7 +43,8 @@ def _print_matrix(wh, run_id: str, fmt: str, device: str | None, lever: str | No
         device = reference_device(_grid_toml(wh, run_id), devices)
     table = run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False)
     if lever is not None:
-        _check_lever(table, lever)
+        if devices:                 # (without a serving run the note above says so, and nothing prints)
+            _check_lever(table, lever)
         table = table.filter(pc.equal(table["lever"], lever))
     if people and device is not None:
         from sweepkit.cli.lever_tables import render
@@ -164,6 +165,15 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
     from sweepkit.serving.run import load_serving_grid, run_grid
 
     spec = load_serving_grid(grid)
+    if lever is not None and lever not in [lv.name for lv in spec.levers if lv.name != spec.baseline]:
+        from sweepkit.errors import bad_value
+
+        raise bad_value("--lever", lever, "a lever of the grid other than its baseline: " + ", ".join(
+            lv.name for lv in spec.levers if lv.name != spec.baseline))
+    if device is not None and device not in spec.devices:
+        from sweepkit.errors import bad_value
+
+        raise bad_value("--device", device, "a device of the grid: " + ", ".join(spec.devices))
     wh = open_warehouse(warehouse, parquet_uri=parquet_uri)
     run_id = None if force or resume else wh.committed_run("serving", spec.sha256)
     if run_id is not None:
