@@ -126,7 +126,7 @@ def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
     if not serving:
         note("no serving run in this warehouse yet: sweepkit simulate GRID makes one")
         return []
-    return wh.query("select distinct device from serving where run_id = $r order by device",
+    return wh.query("select distinct device from capacity where run_id = $r order by device",
                     {"r": serving[0]}).column(0).to_pylist()
 
 
