@@ -9,6 +9,7 @@ every machine format (csv, json, markdown).
 
 from __future__ import annotations
 
+import sys
 import tomllib
 
 import pyarrow as pa
@@ -118,8 +119,8 @@ def render(table: pa.Table, device: str, lever: str | None = None, console=None)
         for m in metrics:
             t.add_column(HEADERS.get(m, m), justify="right")
         for workload, by_metric in workloads.items():
-            t.add_row(workload, *(Text(by_metric.get(m, ("", None))[0], style=STYLES.get(by_metric.get(m, ("", None))[1], ""))
-                                  for m in metrics))
+            shown_cells = [by_metric.get(m, ("", None)) for m in metrics]
+            t.add_row(workload, *(Text(text, style=STYLES.get(verdict, "")) for text, verdict in shown_cells))
         console.print(t)
         console.print()
         shown += 1
@@ -129,8 +130,6 @@ def render(table: pa.Table, device: str, lever: str | None = None, console=None)
 
 
 def _isatty() -> bool:
-    import sys
-
     return sys.stdout.isatty()
 
 
@@ -156,6 +155,7 @@ def render_best(best: pa.Table, device: str, console=None) -> None:
     """The best lever per workload on ``device`` (sweepkit/queries/best_lever.sql), in a few columns."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if console is None:
         console = Console() if _isatty() else Console(width=160)
@@ -168,14 +168,9 @@ def render_best(best: pa.Table, device: str, console=None) -> None:
             continue
         t.add_row(r["workload"], r["lever"], _g(r["gain_x"], "x"), _g(r["goodput_per_gpu_per_s"]),
                   _g(r["cost_per_mtok_usd"]), _g(r["energy_per_token_j"]))
-    console.print(_bold(f"Best lever per workload on {device} (most goodput per GPU at capacity)"))
+    console.print()
+    console.print(Text(f"Best lever per workload on {device} (most goodput per GPU at capacity)", style="bold"))
     console.print(t)
-
-
-def _bold(text: str):
-    from rich.text import Text
-
-    return Text(text, style="bold")
 
 
 def _g(value, suffix: str = "") -> str:
