@@ -12,6 +12,7 @@ ends) is an estimate: it is printed with ``~`` and raised to what is done when t
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -46,6 +47,7 @@ class Progress:
         self.every_s, self.done = every_s, 0
         self.t0 = self.last = time.perf_counter()
         self.lines = 0
+        self._lock = threading.Lock()       # work may be counted from several threads (capacity searches)
         is_tty = getattr(self.stream, "isatty", lambda: False)()
         self.bar = self.task = None
         if terminal if terminal is not None else is_tty:
@@ -75,7 +77,11 @@ class Progress:
             self.bar = None
 
     def advance(self, n: int = 1) -> None:
-        """Count ``n`` more units done; redraw the bar, or write a line when one is due."""
+        """Count ``n`` more units done; redraw the bar, or write a line when one is due (thread-safe)."""
+        with self._lock:
+            self._advance(n)
+
+    def _advance(self, n: int) -> None:
         first = self.done == 0
         self.done += n
         if self.estimate and self.total is not None and self.done >= self.total:
