@@ -61,9 +61,10 @@ final as (
         * exclude (capacity_metric, lever_goodput, baseline_goodput) replace (coalesce(caveats, '') as caveats),
         case verdict when 'better' then '✓' when 'worse' then '✗' when 'same' then '=' else '' end as mark,
         case when change_pct is null or not isfinite(change_pct) then 'n/a (' || missing || ')'
-             else (case when change_pct >= 0 then '+' else '' end) || round(change_pct)::bigint || '%' end
-            || case when coalesce(caveats, '') = '' then '' else ' ' || caveats end
-            || case when share_agreeing is null then '' else ' (' || round(100 * share_agreeing)::bigint || '%)' end
+             else (case when change_pct >= 0 then '+' else '' end) || round(change_pct)::bigint || '%'
+                  || case when coalesce(caveats, '') = '' then '' else ' ' || caveats end
+                  || case when share_agreeing is null then ''
+                          else ' (' || round(100 * share_agreeing)::bigint || '%)' end end
             as label
     from agreeing
 )
