@@ -25,10 +25,10 @@
 --   change_p50          %, median of the draws' change
 --   change_p90          %, 90th percentile of the draws' change
 --   verdict_text        the verdict with the share of draws agreeing, e.g. better (94%)
---   share_agreeing      share of draws with the cell's verdict, 0..1 (null without bands)
---   mark                ✓ better, ✗ worse, = same
 --   missing             why a cell has no change: no capacity (no load meets the SLOs: no cost or energy per
 --                       token), baseline: no capacity, no value, no baseline value
+--   share_agreeing      share of draws with the cell's verdict, 0..1 (null without bands)
+--   mark                ✓ better, ✗ worse, = same; empty for a cell without a change
 --   label               change and caveat marks as the seed prints them, e.g. +27% α; with [serving.bands]
 --                       the share of draws agreeing with the verdict follows, e.g. +27% α (94%); a cell
 --                       without a change says why, e.g. n/a (no capacity)
