@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -197,7 +197,7 @@ class Model:
             return 0.0
         return 2.0 * self.window_layers * self.kv_dim * kv_bytes_per_value
 
-    def with_layers(self, n_layers: int, name: str | None = None) -> "Model":
+    def with_layers(self, n_layers: int, name: str | None = None) -> Model:
         """The same architecture with another depth (the MTP draft is the target with one layer).
 
         The last ``n_layers`` layers are kept: a MoE target's one-layer copy is a MoE layer."""
@@ -280,7 +280,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> Model:
     return model_from_hf_config(config, name=name or path.parent.name or path.stem, where=str(path))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_models() -> dict[str, Model]:
     raw = read_packaged("models.toml")["models"]
     return {k: model_from_hf_config(v, name=k, where=f"models.toml [models.{k}]") for k, v in raw.items()}

@@ -47,7 +47,7 @@ COMMANDS: dict[str, str] = {
 
 COMPUTING = ("run", "simulate", "trace", "report", "serve")
 """Commands that run JAX programs: they get the persistent compilation cache (``sweepkit.jaxcache``); the
-others never import JAX (~2 s saved on every ``sql``, ``query``, ``runs``, ...)."""
+others never import JAX, so that ``sql``, ``query``, ``runs``, ... start without its import time."""
 
 
 class SweepkitGroup(click.Group):

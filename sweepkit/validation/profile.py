@@ -41,7 +41,7 @@ def calibrated_device(base: Device, name: str, values: tuple[float, ...], *, fil
                       rows: list[int], error_before_pct: float, error_after_pct: float,
                       date: dt.date | None = None) -> Device:
     """``base`` with the fitted parameters (NAMES order), renamed, its ``source`` carrying the lineage."""
-    date = date or dt.datetime.now(dt.timezone.utc).date()
+    date = date or dt.datetime.now(dt.UTC).date()
     lineage = (f"calibrated from {base.name} by sweepkit calibrate on {date.isoformat()}: {file} "
                f"(sha256 {sha256}), rows {row_ranges(rows)}; median |error| {error_before_pct:.1f}% -> "
                f"{error_after_pct:.1f}%; base source: {base.source}")
