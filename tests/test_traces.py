@@ -254,3 +254,12 @@ def test_replay_simulates_the_trace_times_and_its_closed_form_hit_rate(tmp_path)
     B = lanes.n_sessions
     assert np.allclose(np.asarray(st0.arrival_s)[:rp.sessions], rp.start_s)     # turn 0 of each session
     assert not np.isfinite(np.asarray(st0.arrival_s)[rp.sessions:B]).any()      # padding never arrives
+
+
+def test_the_replay_grid_parses_from_a_fresh_checkout():
+    from sweepkit.serving.run import load_serving_grid
+
+    grid = load_serving_grid(ROOT / "grids" / "mooncake-replay.toml")
+    (w,) = grid.workloads
+    assert w.replay.requests == 12_031 and w.replay.rate_per_s == pytest.approx(2.1422, abs=1e-4)
+    assert [lv.name for lv in grid.levers] == ["baseline", "paged", "prefix-cache", "prefix-cache-session"]

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "sweepkit.cli.simulate:simulate", "matrix": "sweepkit.cli.simulate:matrix",
     "validate": "sweepkit.cli.validate:validate", "calibrate": "sweepkit.cli.calibrate:calibrate",
     "serve": "sweepkit.cli.serve:serve",
+    "workload": "sweepkit.cli.workload:workload",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 
