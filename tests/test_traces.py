@@ -263,3 +263,9 @@ def test_the_replay_grid_parses_from_a_fresh_checkout():
     (w,) = grid.workloads
     assert w.replay.requests == 12_031 and w.replay.rate_per_s == pytest.approx(2.1422, abs=1e-4)
     assert [lv.name for lv in grid.levers] == ["baseline", "paged", "prefix-cache", "prefix-cache-session"]
+
+
+@pytest.mark.parametrize("name, fmt", [("mooncake_tiny.jsonl", "mooncake"), ("azure_tiny.csv", "azure"),
+                                       ("generic_sessions.csv", "generic")])
+def test_formats_are_detected_from_the_first_line(name, fmt):
+    assert load_replay(DATA / name).fmt == fmt

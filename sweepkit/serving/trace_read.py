@@ -175,6 +175,15 @@ def _records(f, syntax: str, path: str) -> Iterator[tuple[int, dict]]:
         yield n, dict(zip(header, (c.strip() for c in row)))
 
 
+def trace_format(path: str | Path) -> str:
+    """The format of a trace file, detected from its first non-blank line (:func:`detect`)."""
+    with _open(Path(path)) as f:
+        for line in f:
+            if line.strip():
+                return detect(line)[0]
+    return "generic"
+
+
 def read_rows(path: str | Path, fmt: str | None = None) -> Iterator[Row]:
     """Stream the validated rows of a trace file, in arrival order, times from the first row's (t = 0).
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from sweepkit.errors import InputError
-from sweepkit.serving.trace_read import MOONCAKE_BLOCK_TOKENS, read_rows
+from sweepkit.serving.trace_read import MOONCAKE_BLOCK_TOKENS, read_rows, trace_format
 
 MAX_TURNS = 8
 """Default turns per replayed session (a longer conversation continues as a new session; the prefix cache's
@@ -229,7 +229,7 @@ def load_replay(path: str | Path, fmt: str | None = None, block_tokens: int | No
     n = len(st.session)
     if n == 0:
         raise InputError(f"{path}: the trace holds no request; expected one request per line")
-    return _replay(st, str(path), fmt or "detected")
+    return _replay(st, str(path), fmt or trace_format(path))
 
 
 def _replay(st: _Chains, path: str, fmt: str) -> Replay:
