@@ -175,7 +175,8 @@ _REPLAY_FIELDS = {"description", "source", "ttft_slo_s", "tpot_slo_s", "offline"
 
 def _replayed(name: str, raw: dict, where: str, base: Path | None) -> Workload:
     """A workload that replays a trace: its lengths, sessions and times are the trace's (the descriptive
-    length and think fields are its means, coefficients of variation and maxima)."""
+    length and think fields are its new input per turn (prompt less its chain), output and gaps between
+    turns: means, coefficients of variation and maxima, as :mod:`sweepkit.serving.trace_fit` fits them)."""
     check_keys(raw, _REPLAY_FIELDS, {"source", "ttft_slo_s", "tpot_slo_s", "replay"}, where)
     path = Path(string(raw, "replay", where))
     if not path.is_absolute() and base is not None:
@@ -193,7 +194,7 @@ def _replayed(name: str, raw: dict, where: str, base: Path | None) -> Workload:
         raise InputError(f"{where}: replay {str(path)!r} has every request at one instant; expected arrivals "
                          f"spread in time (or offline = true)")
     has = np.arange(rp.prompt.shape[1])[None, :] < rp.turns[:, None]
-    x, y, think = rp.prompt[has], rp.output[has], rp.think_s[:, 1:][has[:, 1:]]
+    x, y, think = np.maximum(rp.prompt - rp.chain, 1)[has], rp.output[has], rp.think_s[:, 1:][has[:, 1:]]
     cv = lambda v: float(np.std(v) / np.mean(v)) if np.mean(v) > 0 else 0.0  # noqa: E731
     return Workload(
         name=name, description=str(raw.get("description", name)), source=string(raw, "source", where),
