@@ -269,3 +269,16 @@ def test_the_replay_grid_parses_from_a_fresh_checkout():
                                        ("generic_sessions.csv", "generic")])
 def test_formats_are_detected_from_the_first_line(name, fmt):
     assert load_replay(DATA / name).fmt == fmt
+
+
+def test_generic_sessions_with_blocks_reuse_what_they_share(tmp_path):
+    path = tmp_path / "g.csv"
+    path.write_text("t_s,input_tokens,output_tokens,session_id,hash_ids\n"
+                    "12.5,2100,80,u17,0 41 42 43 44\n13.0,700,9,u18,0 50\n14.0,2600,20,u17,0 41 42 43 44 45\n"
+                    "20.0,1000,5,u17,0 41 60\n")
+    rp = load_replay(path)
+    # u17's second turn shares 5 blocks (2,560 tokens); its third shares 2, less than its chain: a new session
+    assert rp.turns.tolist() == [2, 1, 1] and rp.chain[0].tolist() == [512, 2560]
+    assert rp.think_s[0, 1] == pytest.approx(1.5) and rp.start_s.tolist() == [0.0, 0.5, 7.5]
+    # the trace holds min(2 x 512, 1,000 - 1) = 999 tokens of the last row; the replay credits its system prompt
+    assert rp.reuse.chained_tokens == 512 + 2560 + 512 and rp.reuse.trace_tokens == 512 + 2560 + 999
