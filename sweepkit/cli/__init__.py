@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "validate": "sweepkit.cli.validate:validate", "calibrate": "sweepkit.cli.calibrate:calibrate",
     "serve": "sweepkit.cli.serve:serve",
     "verify": "sweepkit.cli.verify:verify",
+    "workload": "sweepkit.cli.workload:workload",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 
