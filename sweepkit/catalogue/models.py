@@ -368,7 +368,13 @@ def draft_names() -> list[str]:
 
 
 def get_draft(name: str, target: Model, field: str = "draft") -> Draft:
-    """Resolve a draft name against its target: ``none``, ``mtp`` or a catalogue model sharing the vocab."""
+    """Resolve a draft name against its target: ``none``, ``mtp`` or a catalogue model sharing the vocab.
+
+    ``mtp`` is one extra target layer sharing the embedding and LM head, on any target: on a checkpoint that
+    ships MTP layers (``Model.mtp_layers`` > 0: DeepSeek-V3/R1, GLM-4.5, GLM-4.5-Air) it prices that layer;
+    on any other (Llama, Qwen, gpt-oss, Kimi-K2) it is a modelled hypothetical head, as the seed chapter's
+    MTP head on llama-3-8b is, and is accepted without a warning so the seed's grids reproduce.
+    """
     if name == "none":
         return Draft(kind="none", name="none", model=None, resident_params=0)
     if name == "mtp":

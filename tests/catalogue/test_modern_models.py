@@ -15,12 +15,14 @@ Card figures (as printed; the tolerance is 1% or half a unit of the last printed
 """
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
 from sweepkit.catalogue import get_model, load_hf_config, model_from_hf_config
 from sweepkit.errors import InputError
+from sweepkit.evaluate import evaluate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hf"
 
@@ -202,3 +204,12 @@ def test_qwen_moe_shared_expert_width_is_whole_experts():
 def test_zero_experts_is_a_dense_model():
     # Some dense configs carry num_experts = 0 (e.g. Qwen2-style configs of dense checkpoints).
     assert not model_from_hf_config(_base(num_experts=0, num_experts_per_tok=0)).is_moe
+
+
+def test_mtp_on_a_model_without_mtp_layers_is_the_seeds_hypothetical_head_without_a_warning():
+    # The seed chapter prices an MTP head on llama-3-8b (mtp_layers = 0); grids/seed.toml relies on it.
+    assert get_model("llama-3-8b").mtp_layers == 0 and get_model("glm-4.5").mtp_layers == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = evaluate(device="H100", model="llama-3-8b", draft="mtp", batch=1, context=512, gamma=3, alpha=0.7)
+    assert round(r["s_per_token_spec"] * 1e3, 3) == 3.076

@@ -65,8 +65,10 @@ def test_gpt_oss_long_context_fits_where_full_reservation_would_not():
     # gpt-oss-120b, fp4 weights on one H100 at 131,072 tokens per row: the batch that fits is
     # floor(capacity / n_held), about twice floor(capacity / n).
     n = 131072
-    point = lambda b: evaluate(device="H100", model="gpt-oss-120b", batch=b, context=n - 1,  # noqa: E731
-                               weight_format="fp4")
+
+    def point(batch):
+        return evaluate(device="H100", model="gpt-oss-120b", batch=batch, context=n - 1, weight_format="fp4")
+
     cap = point(1)["kv_capacity_tokens"]
     b_fit = int(cap // 65600.5)
     assert b_fit > cap // n >= 0 and b_fit >= 1
