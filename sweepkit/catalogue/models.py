@@ -27,7 +27,8 @@ from typing import Any, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.aliases import resolve, unknown
-from sweepkit.catalogue.attention import canonical_config, mtp_layers, native_weight_format, window_fields
+from sweepkit.catalogue.attention import (canonical_config, expert_weight_format, mtp_layers, native_weight_format,
+                                         window_fields)
 from sweepkit.catalogue.sparse import mla_attention_params, mla_fields, moe_fields
 from sweepkit.errors import InputError, bad_value
 
@@ -54,8 +55,10 @@ class Model:
       mtp_layers: multi-token-prediction layers the checkpoint ships beside the L layers (not counted in
         the parameters; the ``mtp`` draft prices one).
       native_weight_format: the format the published checkpoint stores its quantised weights in
-        (``quantization_config.quant_method``: mxfp4 -> fp4, fp8 -> fp8; "" for bf16). gpt-oss keeps
-        attention, router and embeddings in bf16: a grid's weight_format applies to all weights alike.
+        (``quantization_config.quant_method``: mxfp4 -> fp4, fp8 -> fp8; "" for bf16).
+      expert_weight_format: the format the routed experts keep whatever the weight_format of the other
+        weights (gpt-oss: fp4, MXFP4 experts beside bf16 attention, router and embeddings); experts are
+        then held and read at min(w, w_e) bytes per value. "": every weight in the weight_format.
     """
 
     name: str
@@ -86,6 +89,7 @@ class Model:
     attention_sinks: bool = False
     mtp_layers: int = 0
     native_weight_format: str = ""
+    expert_weight_format: str = ""
 
     @property
     def is_moe(self) -> bool:
@@ -256,6 +260,8 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
     sparse = {**moe_fields(config, layers, where), **mla_fields(config, where),
               **window_fields(config, layers, where), "mtp_layers": mtp_layers(config, where),
               "native_weight_format": native_weight_format(config, where)}
+    sparse["expert_weight_format"] = expert_weight_format(config, sparse["native_weight_format"],
+                                                          sparse.get("n_experts", 0) > 0, where)
     return Model(
         name=name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv_heads,
         head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),

@@ -19,14 +19,18 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.costmodel.passes import expert_bytes_saved
 
 MEM_UTIL = 0.9
 """Fraction of HBM the serving engine may use (seed SimConfig mem_util)."""
 
 
 def resident_bytes(target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array) -> jax.Array:
-    """Weights held in HBM over the whole instance: target plus what the draft adds, in the weight format."""
-    return (target.resident_params + draft.resident_params * draft.present) * weight_bytes
+    """Weights held in HBM over the whole instance: target plus what the draft adds, in the weight format;
+    routed experts kept in their own format (w_e > 0) cost E P_e min(w, w_e) instead of E P_e w."""
+    return ((target.resident_params + draft.resident_params * draft.present) * weight_bytes
+            + expert_bytes_saved(target.n_experts * target.routed_expert_params, target, weight_bytes)
+            + expert_bytes_saved(draft.n_experts * draft.routed_expert_params, draft, weight_bytes) * draft.present)
 
 
 def kv_bytes_per_token(target: ModelArrays, draft: ModelArrays, kv_bytes: jax.Array) -> jax.Array:

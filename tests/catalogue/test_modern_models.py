@@ -175,6 +175,9 @@ def _base(**extra) -> dict:
     (dict(sliding_window=0), "sliding_window = 0 is not allowed; expected an integer >= 1"),
     (dict(quantization_config="mxfp4"), "quantization_config = 'mxfp4' is not allowed"),
     (dict(attention_sinks="yes"), "attention_sinks = 'yes' is not allowed; expected true or false"),
+    (dict(expert_weight_format="fp4"), "expert_weight_format = 'fp4' is not allowed; expected absent"),
+    (dict(num_local_experts=8, num_experts_per_tok=2, expert_weight_format="fp5"),
+     "expert_weight_format = 'fp5' is not allowed; expected .*nvfp4"),
 ])
 def test_bad_moe_and_attention_configs_are_one_line(tmp_path, extra, message):
     path = _write(tmp_path, _base(**extra))
