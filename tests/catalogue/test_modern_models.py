@@ -108,6 +108,7 @@ def test_layouts_from_the_configs():
     oss = get_model("gpt-oss-120b")
     assert (oss.sliding_window, oss.window_layers, oss.attention_sinks) == (128, 18, True)
     assert oss.native_weight_format == "fp4" and get_model("deepseek-v3").native_weight_format == "fp8"
+    assert oss.expert_weight_format == "fp4" and get_model("deepseek-v3").expert_weight_format == ""
     kimi = get_model("kimi-k2")
     assert (kimi.is_mla, kimi.n_dense_layers, kimi.n_experts, kimi.n_shared_experts) == (True, 1, 384, 1)
     assert kimi.mtp_layers == 0
