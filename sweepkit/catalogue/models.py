@@ -29,6 +29,7 @@ from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.aliases import resolve, unknown
 from sweepkit.catalogue.attention import (canonical_config, expert_weight_format, mtp_layers, native_weight_format,
                                          window_fields)
+from sweepkit.catalogue.formats import get_format
 from sweepkit.catalogue.sparse import mla_attention_params, mla_fields, moe_fields
 from sweepkit.errors import InputError, bad_value
 
@@ -180,6 +181,18 @@ class Model:
     def resident_params(self) -> int:
         """Parameters held in HBM: all matmul weights (every expert) plus the input embedding unless tied."""
         return self.total_matmul_params + (0 if self.tied_embeddings else self.embedding_params)
+
+    def resident_weight_bytes(self, bytes_per_value: float) -> float:
+        """Bytes of the resident weights in a format of ``bytes_per_value`` w: resident params x w, with the
+        routed experts at min(w, w_e) where the model keeps them in ``expert_weight_format``.
+
+        gpt-oss-120b in bf16: 2.13 B params x 2 + 114.66 B expert params x 0.53125 = 60.69 GiB (model card:
+        60.8 GiB)."""
+        if not self.expert_weight_format:
+            return self.resident_params * bytes_per_value
+        experts = self.n_experts * self.routed_expert_params
+        w_e = min(bytes_per_value, get_format(self.expert_weight_format).bytes_per_value)
+        return (self.resident_params - experts) * bytes_per_value + experts * w_e
 
     @property
     def active_params(self) -> int:

@@ -88,7 +88,7 @@ def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str) -
         raise InputError(f"{where}: tp = {tp} is not allowed; expected a divisor of {model}'s {target.n_heads} "
                          f"attention heads ({', '.join(map(str, divisors))})")
     fmt = raw.get("weight_format", "bf16")
-    per_gpu_bytes = target.resident_params * get_format(fmt, "weight_format").bytes_per_value / tp
+    per_gpu_bytes = target.resident_weight_bytes(get_format(fmt, "weight_format").bytes_per_value) / tp
     from sweepkit.costmodel.memory import MEM_UTIL
 
     for name in devices:

@@ -95,3 +95,18 @@ def test_experts_in_their_own_format_never_cost_more(name, w, ctx, batch):
     assert float(b_mixed) <= float(b_uniform) and float(r_mixed) <= float(r_uniform)
     if w <= MXFP4:
         assert float(b_mixed) == float(b_uniform) and float(r_mixed) == float(r_uniform)
+
+
+def test_the_catalogue_and_the_serving_cluster_fit_use_the_same_checkpoint_bytes():
+    # One H100 may use 0.9 x 80 GB = 72 GB: gpt-oss-120b's bf16 checkpoint (65.17 GB) fits, all-bf16 (233.6 GB)
+    # would not; llama-3-70b in bf16 (141 GB) is still refused with tp = 1.
+    from sweepkit.errors import InputError
+    from sweepkit.serving.cluster import parse_cluster
+
+    m = get_model("gpt-oss-120b")
+    assert m.resident_weight_bytes(2.0) == _closed_form("gpt-oss-120b", 2.0)
+    assert get_model("llama-3-8b").resident_weight_bytes(2.0) == get_model("llama-3-8b").resident_params * 2.0
+    cluster = parse_cluster({"model": "gpt-oss-120b", "instances": 1, "tp": 1, "devices": ["H100"]}, "c.toml")
+    assert cluster.weight_format == "bf16"
+    with pytest.raises(InputError, match="llama-3-70b's bf16 weights take"):
+        parse_cluster({"model": "llama-3-70b", "instances": 1, "tp": 1, "devices": ["H100"]}, "c.toml")
