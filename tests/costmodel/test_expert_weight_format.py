@@ -110,3 +110,22 @@ def test_the_catalogue_and_the_serving_cluster_fit_use_the_same_checkpoint_bytes
     assert cluster.weight_format == "bf16"
     with pytest.raises(InputError, match="llama-3-70b's bf16 weights take"):
         parse_cluster({"model": "llama-3-70b", "instances": 1, "tp": 1, "devices": ["H100"]}, "c.toml")
+
+
+def test_a_models_file_may_name_the_experts_format(tmp_path, monkeypatch):
+    # A DeepSeek-V3-shaped model with its routed experts in NVFP4 (0.5625 B) and everything else in fp8.
+    import json
+    import tomllib
+    from importlib.resources import files
+
+    raw = tomllib.loads(files("sweepkit.catalogue").joinpath("models.toml").read_text())["models"]["deepseek-v3"]
+    fields = {k: v for k, v in raw.items() if k not in ("quantization_config", "official_params",
+                                                         "official_active_params")}
+    body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
+    (tmp_path / "mine.toml").write_text(f'[models.v3-nvfp4-experts]\n{body}\nexpert_weight_format = "nvfp4"\n')
+    monkeypatch.chdir(tmp_path)
+    r = evaluate(device="B200", model="v3-nvfp4-experts", weight_format="fp8", tp=8, models_file="mine.toml")
+    m = get_model("deepseek-v3")
+    experts = m.n_experts * m.routed_expert_params
+    assert r["weight_bytes_per_device"] * 8 == pytest.approx((m.resident_params - experts) * 1.0 + experts * 0.5625,
+                                                             rel=1e-12)
