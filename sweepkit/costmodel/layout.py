@@ -251,6 +251,11 @@ def layout_kv_capacity_tokens(lay: Layout, dev: DeviceArrays, gpus: jax.Array, t
 
 
 def per_gpu_weight_bytes(model: Model, tp: int, dp: int, pp: int, weight_bytes_per_value: float) -> float:
-    """Weight bytes on one GPU: the non-expert weights over tp, the experts over tp x dp, layers over pp."""
+    """Weight bytes on one GPU: the non-expert weights over tp, the experts over tp x dp, layers over pp.
+
+    Routed experts are stored at min(w, w_e) where the model keeps them in its ``expert_weight_format``
+    (:meth:`sweepkit.catalogue.Model.resident_weight_bytes`)."""
     experts = model.n_experts * model.routed_expert_params
-    return ((model.resident_params - experts) / tp + experts / (tp * dp)) * weight_bytes_per_value / pp
+    total = model.resident_weight_bytes(weight_bytes_per_value)
+    expert_bytes = total - (model.resident_params - experts) * weight_bytes_per_value
+    return ((total - expert_bytes) / tp + expert_bytes / (tp * dp)) / pp

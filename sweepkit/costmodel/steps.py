@@ -47,8 +47,8 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.layout import Layout, layout_work, moe_all_to_all
-from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, combine, decode_work, flops_and_bytes, streamed_params,
-                                       verify_work)
+from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, combine, decode_work, expert_bytes_saved,
+                                       expert_params_read, flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.roofline import PassCost, roofline
 
 
@@ -144,7 +144,8 @@ def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
     if not inst.pipelined:
         return 1.0, 1.0, flops + d_f, bytes_ + d_w + d_o
     net, pp = inst.target, inst.pp
-    w_bytes = (streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes * net.present
+    w_bytes = ((streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes
+               + expert_bytes_saved(expert_params_read(work.tokens, net), net, inst.weight_bytes)) * net.present
     mb = jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens))
     return pp, mb, (flops + d_f) / (mb * pp), (w_bytes + d_w) / pp + (bytes_ - w_bytes + d_o) / (mb * pp)
 
