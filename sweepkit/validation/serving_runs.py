@@ -39,6 +39,7 @@ from sweepkit.serving.config import check
 from sweepkit.serving.lanes import WARMUP_FRACTION, run_configs
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.validation.measurements import Measurement
+from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import (
     MAX_BATCH, REQUESTS, constrained_rate, point_config, point_workload)
 
@@ -116,8 +117,8 @@ def metric_value(m: Measurement, metrics: dict) -> float:
 
 
 def _setup_key(m: Measurement) -> tuple:
-    return (m.device, m.model, m.tp, m.gpus, m.weight_format, m.kv_format, m.compute_format, m.input_tokens,
-            m.output_tokens)
+    return (m.device, m.model, m.tp, m.pp, m.ep, m.dp, m.gpus, m.weight_format, m.kv_format, m.compute_format,
+            m.input_tokens, m.output_tokens)
 
 
 def _load_kind(m: Measurement) -> tuple:
@@ -170,7 +171,7 @@ def evaluate_serving_points(points: list[Measurement], progress: Callable[[int],
                 out[i] = metric_value(points[i], mets[points[i].request_rate])
         elif kind[0] == "closed":
             c, n = kind[1], kind[2]
-            inst = max(1, m0.gpus // m0.tp)
+            inst = row_layout(m0).instances
             lanes, w = _simulate(m0, n, True, [1.0], max_batch=max(1, math.ceil(c / inst)))
             met = run_metrics(lanes, 0, w, m0, whole=True, closed=c)
             for i in rows:
