@@ -73,7 +73,8 @@ def main() -> None:
     t1 = time.perf_counter()
     laid = _price(rows)
     t2 = time.perf_counter()
-    err = lambda v, m: abs(v / m.value_si - 1.0)
+    def err(v, m):
+        return abs(v / m.value_si - 1.0)
     print(f"{'row':>5} {'source':26} {'model':12} {'dev':6} {'metric':16} {'layout':22} {'measured':>10} "
           f"{'tp-only':>10} {'layout':>10}")
     for m in rows:
@@ -84,7 +85,8 @@ def main() -> None:
             desc = "-"
             why = str(exc)
         a, b = tp_only.get(m.row), laid.get(m.row)
-        fmt = lambda v: f"{v:10.4g}" if v is not None else f"{'-':>10}"
+        def fmt(v):
+            return f"{v:10.4g}" if v is not None else f"{'-':>10}"
         print(f"{m.row:5d} {m.source[:26]:26} {m.model[:12]:12} {m.device[:6]:6} {m.metric[:16]:16} {desc:22} "
               f"{m.value_si:10.4g} {fmt(a)} {fmt(b)}")
         if b is None:

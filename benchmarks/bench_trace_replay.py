@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--device", default="H100")
     ap.add_argument("--speed", type=float, default=0.5)
     a = ap.parse_args()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, _c0 = time.perf_counter(), time.process_time()
     w = load_workloads(a.workloads)[a.workload]
     t_load, rp = time.perf_counter() - t0, w.replay
     cluster = load_cluster()
@@ -47,7 +47,7 @@ def main() -> None:
     res = resolve(cluster, cfg.lever)
     kv, n_inst = kv_tokens(cluster, cfg, res), res["total_instances"]
     lru = {k: lru_reuse(rp.path, k * kv, rp.block_tokens) for k in (1, n_inst)}
-    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+    print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
           f"{os.cpu_count()} CPUs")
     print(f"trace: {rp.requests:,} requests, {rp.sessions:,} sessions x <= {w.turns} turns, "
           f"{rp.rate_per_s:.4f} sessions/s; read in {t_load:.2f} s")

@@ -118,7 +118,7 @@ def _azure_time(value, where: str) -> float:
     text = str(value).strip()
     head, dot, frac = text.partition(".")
     try:
-        t = dt.datetime.fromisoformat(head + (dot + frac[:6] if dot else "")).replace(tzinfo=dt.timezone.utc)
+        t = dt.datetime.fromisoformat(head + (dot + frac[:6] if dot else "")).replace(tzinfo=dt.UTC)
     except ValueError:
         raise InputError(f"{where}: TIMESTAMP = {text!r} is not allowed; expected a date and time like "
                          f"'2023-11-16 18:15:46.6805900'") from None

@@ -132,26 +132,3 @@ def constrained_rate(m: Measurement, run, saturated_req_s: float, requests: int)
         if not fails.size:
             break
     return best
-
-
-def evaluate_serving(m: Measurement, requests: int | None = None) -> float:
-    """The serving engine's value of ``m`` (base SI: tokens/s or seconds); ``serving_status(m)`` is MODELLED.
-
-    One row of :func:`sweepkit.validation.serving_runs.evaluate_serving_points` (its docstring gives the
-    loads: all at once, Poisson, a closed loop of ``concurrency`` users, p99 limits).
-
-    Example:
-      >>> from sweepkit.validation import parse_measurements
-      >>> csv = ("source,device,model,metric,value,unit,input_tokens,output_tokens,request_rate\\n"
-      ...        "demo,H100,llama-3.1-8b,ttft,20,ms,128,16,1\\n")
-      >>> 0 < evaluate_serving(parse_measurements(csv, "demo.csv")[0], requests=16) < 0.1
-      True
-
-    Args:
-      requests: requests simulated (default min(the row's ``requests``, REQUESTS)).
-    """
-    import dataclasses
-
-    from sweepkit.validation.serving_runs import evaluate_serving_points
-
-    return evaluate_serving_points([dataclasses.replace(m, requests=requests or m.requests)])[0]

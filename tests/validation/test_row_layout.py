@@ -15,12 +15,8 @@ from sweepkit.errors import InputError
 from sweepkit.serving.config import pool_layout, resolve
 from sweepkit.validation import parse_measurements
 from sweepkit.validation.row_layout import RowLayout, row_layout
-from sweepkit.validation.serving_points import (
-    MODELLED,
-    evaluate_serving,
-    point_config,
-    serving_status,
-)
+from sweepkit.validation.serving_points import MODELLED, point_config, serving_status
+from sweepkit.validation.serving_runs import evaluate_serving
 
 HEAD = ("source,device,model,metric,value,unit,weight_format,kv_format,compute_format,gpus,tp,pp,ep,dp,"
         "input_tokens,output_tokens,requests,request_rate\n")
