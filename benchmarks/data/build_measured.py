@@ -21,8 +21,9 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
   remark goes to notes; cells without one ("ShareGPT", "multi-node") are left empty, the text goes to notes;
   request_rate "inf (all prompts at once)" -> inf; "N requests" in the scenario -> requests;
 - split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
-  every other row by a hash of its setup (source, model, device, gpus, formats, lengths): train when the
-  first byte of its SHA-256 is even, so every metric and load of one setup falls on the same side.
+  every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
+  even, so every metric, load, format and length of one model on one system falls on the same side, and
+  so do both sides of a lever pair.
 """
 
 from __future__ import annotations
@@ -149,8 +150,7 @@ def split_of(out: dict) -> str:
         return "train"
     if out["source"] == "trtllm-perf-overview-v0.20":
         return "test"
-    key = "|".join(out[k] for k in ("source", "model", "device", "gpus", "weight_format", "kv_format",
-                                    "input_tokens", "output_tokens"))
+    key = "|".join(out[k] for k in ("source", "model", "device", "gpus"))
     return "train" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "test"
 
 

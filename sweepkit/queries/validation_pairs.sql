@@ -17,7 +17,7 @@
 --   lever                 the lever, without its :with / :without suffix
 --   source                where the with side was published
 --   metric                the measured metric (docs/validation.md)
---   statistic             mean | 50 | 90 | 99 for latencies, empty otherwise
+--   statistic             mean | 50 | 90 | 99 (null for throughputs)
 --   unit                  unit of the four values
 --   measured_without      the measured value without the lever
 --   measured_with         the measured value with the lever
@@ -88,7 +88,16 @@ paired as (
 
 final as (
     select
-        *,
+        pair_id,
+        lever,
+        source,
+        metric,
+        nullif(statistic, '') as statistic,
+        unit,
+        measured_without,
+        measured_with,
+        modelled_without,
+        modelled_with,
         100.0 * (measured_with / measured_without - 1.0) as measured_change_pct,
         100.0 * (modelled_with / modelled_without - 1.0) as predicted_change_pct,
         case

@@ -124,7 +124,7 @@ FEED: dict[str, tuple[str, list[Column]]] = {
         _c("lever", "VARCHAR", "the lever, without its :with / :without suffix"),
         _c("source", "VARCHAR", "where the measurement was published"),
         _c("metric", "VARCHAR", "measured metric (docs/validation.md)"),
-        _c("statistic", "VARCHAR", "mean | 50 | 90 | 99 for latencies, empty otherwise"),
+        _c("statistic", "VARCHAR", "mean | 50 | 90 | 99 (null for throughputs)"),
         _c("unit", "VARCHAR", "unit of the four values"),
         _c("measured_without", "DOUBLE", "measured value without the lever (unit)"),
         _c("measured_with", "DOUBLE", "measured value with the lever (unit)"),

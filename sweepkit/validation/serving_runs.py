@@ -7,19 +7,19 @@ Loads, per row (module sweepkit.validation.serving_points for the cluster and wo
 
     max_output_throughput, request_rate = inf   every request at t = 0 (whole run measured)
     request_rate = lambda                        Poisson arrivals (the engine's measured window)
-    concurrency = C                              a closed loop of C users without think time (below)
+    concurrency = U                              a closed loop of U users without think time (below)
     p99 limits (MLPerf Server)                   the highest Poisson rate meeting them (serving_points)
 
-A closed loop of C users, each sending its next request when the last one finishes, is the same schedule
-as every request queued at t = 0 behind a cap of C running requests (FCFS, fixed lengths): request k
-(k >= C) starts when the (k - C)-th request to finish finishes. The run is simulated that way (a cap of
-ceil(C / instances) per instance) and each request's latency is measured from that start:
+A closed loop of U users, each sending its next request when the last one finishes, is the same schedule
+as every request queued at t = 0 behind a cap of U running requests (FCFS, fixed lengths): request k
+(k >= U) starts when the (k - U)-th request to finish finishes. The run is simulated that way (a cap of
+ceil(U / instances) per instance) and each request's latency is measured from that start:
 
-    start_k = 0 (k < C),  start_k = finish_(k - C) (sorted finish times, k >= C)
+    start_k = 0 (k < U),  start_k = finish_(k - U) (sorted finish times, k >= U)
     TTFT_k = first_k - start_k,   E2E_k = finish_k - start_k
 
-N = max(C, min(requests, 4 C, :data:`~sweepkit.validation.serving_points.REQUESTS`)) requests, so a loop
-runs about four waves (one for a static batch of C = requests).
+N = max(U, min(requests, 4 U, :data:`~sweepkit.validation.serving_points.REQUESTS`)) requests, so a loop
+runs about four waves (one for a static batch of U = requests).
 
 Statistics: ``mean`` or the 50/90/99th percentile over the measured requests; TPOT_k = (E2E_k - TTFT_k) /
 (output - 1); ITL from the engine's inter-token histogram (mean = sum of bin centres x counts / gaps);
@@ -72,7 +72,7 @@ def run_metrics(lanes, r: int, w, m: Measurement, whole: bool, closed: int | Non
     """Per-request latency statistics and throughputs of lane ``r`` (configuration 0).
 
     Returns a dict: ``output_tok_s`` (and everything :func:`lane_metrics` gives), ``total_tok_s``, and
-    ``{ttft,tpot,itl,e2e_latency}_{mean,50,90,99}`` in seconds. ``closed``: C of a closed loop (module
+    ``{ttft,tpot,itl,e2e_latency}_{mean,50,90,99}`` in seconds. ``closed``: U, the users of a closed loop (module
     docstring), None for arrivals as simulated; ``whole``: every request measured (no warm-up window).
     """
     dev = get_device(m.device)
@@ -123,7 +123,7 @@ def _setup_key(m: Measurement) -> tuple:
 
 
 def _load_kind(m: Measurement) -> tuple:
-    """('offline', N) | ('poisson', N) | ('closed', C, N) | ('limits', row) for one row."""
+    """('offline', N) | ('poisson', N) | ('closed', U, N) | ('limits', row) for one row."""
     n = max(2, min(m.requests or REQUESTS, REQUESTS))
     if m.metric == "max_output_throughput" or m.request_rate == float("inf"):
         return ("offline", n)

@@ -117,3 +117,15 @@ def test_pairs_and_targets_from_a_table():
     assert t["overall"]["n"] == 3 and t["overall"]["median_abs_error_pct"] == pytest.approx(8.33)
     assert t["tensorrt_llm_test"]["n"] == 0
     assert "| A | x | output_throughput  | +50.0% | -10.0% | differ |" in markdown(rows)
+
+
+def test_progress_off_a_terminal_is_a_plain_line_every_tenth(capsys):
+    from sweepkit.cli.validate import RowProgress
+
+    p = RowProgress(20, label="rows")
+    for _ in range(10):
+        p(2)
+    p.close()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 10 and lines[-1].startswith("rows: 20/20 rows")
+    assert "ETA" in lines[0] and "ETA" not in lines[-1]

@@ -78,7 +78,8 @@ def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     res = cli("validate", "--no-serving", "--warehouse", str(wh), "--format", "json")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
-    assert len(rows) == len(load_measurements()[0]) and {"source", "setup", "measured", "modelled", "error_pct"} <= set(rows[0])
+    assert len(rows) == len(load_measurements()[0])
+    assert {"source", "setup", "measured", "modelled", "error_pct"} <= set(rows[0])
     assert "median |error| 14.7% over 20 points" in res.stderr       # the catalogue's seed efficiencies
     points = load_measurements()[0]
     # Max-throughput rows of TensorRT-LLM are priced by its shipped efficiency profile, serving engine or not.
@@ -174,9 +175,9 @@ def test_a_grid_names_a_devices_file_and_the_run_records_it(tmp_path):
 def test_calibrate_without_rows_for_the_device_is_one_line(tmp_path):
     res = cli("calibrate", "--device", "A100", "--out", str(tmp_path / "x.toml"))
     assert res.exit_code == 2 and not (tmp_path / "x.toml").exists()
-    assert res.stderr.strip() == ("Error: sweepkit:public.csv+measured.csv: 0 modelled rows with device = 'A100' and split = "
-                                  "train; a fit needs at least 2 (step_time or decode_tok_s rows; --all-rows uses "
-                                  "every split)")
+    assert res.stderr.strip() == ("Error: sweepkit:public.csv+measured.csv: 0 modelled rows with device = 'A100' "
+                                  "and split = train; a fit needs at least 2 (step_time or decode_tok_s rows; "
+                                  "--all-rows uses every split)")
 
 
 @pytest.mark.parametrize("command", ["validate", "calibrate"])
