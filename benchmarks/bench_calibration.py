@@ -10,6 +10,12 @@ held-out schemes, each of two folds, so every row is predicted once by a profile
               then never fitted: it keeps the seed)
     pairs     fit on half of the (ISL, OSL) pairs, test on the other half, and the reverse
 
+and a third of one fold per device:
+
+    device    fit on every other device, test on this one: the device has no fitted entry and is priced
+              by the family rule (sweepkit/catalogue/families.toml: B200 from Hopper, GH200 from H200/H100,
+              A100 and L40S from nothing, i.e. the seed)
+
 Per slice (device x dense/MoE x compute format) it prints the rows and median |error| % (signed median in
 brackets) of: the reference roofline at the reference constants in the steady state (what the serving
 engine computes for these rows, within a few % on a sample: --engine), the seed profile (the same
@@ -91,8 +97,11 @@ def main() -> None:
     pairs = sorted({(m.input_tokens, m.output_tokens) for m in rows})
     parity = {p: i % 2 for i, p in enumerate(pairs)}
     by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework)
-    print(f"median |error| % (signed median %); fits {t_v:.1f} s (version folds), {t_p:.1f} s (pair folds)")
-    report(rows, {"reference": ref, "seed profile": seed, "held-out:version": version, "held-out:pairs": by_pair})
+    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework)
+    print(f"median |error| % (signed median %); fits {t_v:.1f} s (version folds), {t_p:.1f} s (pair folds), "
+          f"{t_d:.1f} s (device folds)")
+    report(rows, {"reference": ref, "seed profile": seed, "held-out:version": version, "held-out:pairs": by_pair,
+                  "held-out:device": by_device})
     if args.engine:
         print(f"\nserving engine (reference constants) on {args.engine} rows vs the steady state:")
         for i in np.linspace(0, len(rows) - 1, args.engine).astype(int):

@@ -40,9 +40,17 @@ class Profile:
     sources: dict = dataclasses.field(default_factory=dict)
 
     def fields(self, device: str, compute_format: str) -> dict[str, float]:
-        """The per-format fields for ``device`` in ``compute_format`` (an entry over the default), plus the
-        framework overheads."""
-        return {**self.default, **self.entries.get((device, compute_format), {}), **self.overheads}
+        """The per-format fields for ``device`` in ``compute_format`` (its entry, else the entries it inherits
+        by :mod:`sweepkit.catalogue.families`, over the default), plus the framework overheads."""
+        return {**self.default, **{k: v for k, (v, _) in self.origins(device, compute_format).items()},
+                **self.overheads}
+
+    def origins(self, device: str, compute_format: str) -> dict:
+        """{field: (value, (device, format) of the entry it comes from)} for the fields an entry sets
+        (:func:`sweepkit.catalogue.families.inherited`); the others come from the default."""
+        from sweepkit.catalogue.families import inherited
+
+        return inherited(self.entries, device, compute_format, FIELDS)
 
 
 def framework_key(name: str) -> str:

@@ -4,7 +4,8 @@ Rows used: ``max_output_throughput`` of the framework (:func:`sweepkit.catalogue
 of the row's ``framework``), no draft, serving status MODELLED, split = train (every split with
 ``all_rows``), never MLPerf Inference v5.x, InferenceX or TensorRT-LLM >= 1.0 rows (:data:`NOT_FITTED`).
 The fit (:func:`sweepkit.validation.profile_fit.fit_profile`) starts from ``start`` (the seed table unless
-given); slices of (device, compute format) without a training row keep the start's fields.
+given); slices of (device, compute format) without a training row keep the start's fields, and a slice
+without MoE rows is written without MoE fields (:data:`MOE_FIELDS`, inherited from its family).
 The errors are reported per slice: device x model class (dense or MoE) x compute format.
 """
 
@@ -24,6 +25,11 @@ from sweepkit.validation.profile_fit import ProfileFit, fit_profile
 from sweepkit.validation.profiles import fitted_profile, profile_values
 from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
 from sweepkit.validation.steady import row_inputs
+
+
+MOE_FIELDS = ("moe_eff_max", "moe_tokens_half")
+"""Fields a slice's entry leaves out when its training rows hold no MoE model: they are then inherited
+(:mod:`sweepkit.catalogue.families`, MoE efficiency as the sibling's ratio to dense), not the prior's value."""
 
 
 def slice_of(m: Measurement) -> str:
@@ -87,8 +93,11 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
     with jax.enable_x64(True):
         res = fit_profile(row_inputs(train, MAX_BATCH, TOKEN_BUDGET), [m.value_si for m in train],
                           [(m.device, m.compute_format) for m in train], start)
+    moe = {(m.device, m.compute_format) for m in train if get_model(m.model).n_experts > 0}
+    slices = {k: v if k in moe else {f: x for f, x in v.items() if f not in MOE_FIELDS}
+              for k, v in res.slices.items()}
     med = lambda r: float(100 * np.median(np.abs(np.expm1(r))))  # noqa: E731
-    prof = fitted_profile(start, framework, res.slices, res.overheads, file=file, sha256=sha256,
+    prof = fitted_profile(start, framework, slices, res.overheads, file=file, sha256=sha256,
                           rows=[m.row for m in train], error_before_pct=med(res.residuals_before),
                           error_after_pct=med(res.residuals_after))
     return FrameworkFit(profile=prof, fit=res, train=train, rows=rows, before_pct=errors_pct(rows, start),
