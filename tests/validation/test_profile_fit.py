@@ -86,7 +86,9 @@ def test_fit_recovers_generated_rows_and_predicts_held_out_pairs():
         assert got[k] == pytest.approx(TRUE[("H100", "fp8")][k], rel=0.05), k
     # tp_loss, link_eff and allreduce_overhead_s all stretch tp > 1 steps: only their sum is pinned down.
     assert got["tp_loss"] == pytest.approx(0.03, rel=0.25)
-    assert fit.profile.fields("B200", "fp4") == packaged_profile().fields("B200", "fp4") | fit.profile.overheads
+    # An unfitted slice inherits its family's fitted entry (B200 -> Hopper), never another vendor's.
+    assert fit.profile.fields("B200", "fp4") == fit.profile.fields("H100", "fp8")
+    assert fit.profile.fields("MI300X", "fp8") == packaged_profile().fields("MI300X", "fp8") | fit.profile.overheads
 
 
 def test_a_profile_prices_only_its_framework_and_never_fits_excluded_sources():
