@@ -32,10 +32,11 @@ REFERENCE = "reference"
 def steady_row(m: Measurement) -> bool:
     """Whether the analytic steady state prices ``m``: a max-throughput row, or a loaded row (output or total
     tokens/s, mean or median TPOT / ITL) at a fixed concurrency or a burst (``request_rate = inf``); no
-    draft, serving status MODELLED."""
+    draft, no pipeline or expert parallelism or data-parallel attention, serving status MODELLED."""
     loaded = (m.metric in LOADED and (m.concurrency is not None or (m.request_rate or 0.0) == float("inf"))
               and (m.metric not in ("tpot", "itl") or str(m.percentile) in ("mean", "50", "50.0")))
-    return ((m.metric == "max_output_throughput" or loaded) and m.draft == "none"
+    layout = m.pp == 1 and m.ep == 1 and (m.dp == 1 or m.dp * m.tp == m.gpus)    # replicas of tp only
+    return ((m.metric == "max_output_throughput" or loaded) and m.draft == "none" and layout
             and serving_status(m) == MODELLED)
 
 
