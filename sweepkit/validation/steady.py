@@ -21,12 +21,12 @@ reference roofline's target pass over the combined work (:func:`reference_throug
 engine prices each step with). Written for ONE row; ``jax.vmap`` stacks rows; differentiable in the
 efficiencies (n depends on memory only).
 
-A loaded row (a fixed concurrency C, or a burst of C requests: ``request_rate = inf``) runs at most C / replicas
-requests per replica, n = min(C / replicas, ...) above; its steady step gives
+A loaded row (a fixed concurrency c, or a burst of c requests: ``request_rate = inf``) runs at most c / replicas
+requests per replica, n = min(c / replicas, ...) above; its steady step gives
 
     output tokens/s = replicas n / t_step,  total tokens/s = output x (I + O) / O,  TPOT = ITL = t_step
 
-(Little's law: C requests each in flight for about O steps of t_step complete C / (O t_step) per second).
+(Little's law: c requests each in flight for about O steps of t_step complete c / (O t_step) per second).
 :func:`row_value` returns the one a row measures (``metric_kind``, :data:`METRIC_KINDS`).
 
 References:
@@ -57,7 +57,7 @@ from sweepkit.costmodel.steps import pass_cost
 class RowInputs:
     """One max-throughput row as scalars: device, model, tp (devices per replica), replicas, I and O
     (tokens), bytes per weight and KV value, the format speed-up k, the batch cap, the step token budget,
-    f_free (0: the serving engine's KV rule), the concurrency C (requests; inf for a max-throughput row) and
+    f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row) and
     the metric the row measures (:data:`METRIC_KINDS`)."""
 
     device: DeviceArrays
@@ -77,7 +77,7 @@ class RowInputs:
 
 
 def running(row: RowInputs) -> jax.Array:
-    """n = min(b_max, C_kv / (I + O), N_tok / (1 + I / O), C / replicas): requests one replica runs at once
+    """n = min(b_max, C / (I + O), N_tok / (1 + I / O), c / replicas): requests one replica runs at once
     (>= 1)."""
     absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
     engine = kv_capacity_tokens(row.device, row.tp, row.model, absent, row.weight_bytes, row.kv_bytes)
@@ -139,7 +139,7 @@ METRIC_KINDS = {"max_output_throughput": 0, "output_throughput": 0, "total_throu
 
 
 def concurrency(m) -> float:
-    """C of a row: its ``concurrency``, else its ``requests`` when all arrive at once (``request_rate = inf``),
+    """c of a row: its ``concurrency``, else its ``requests`` when all arrive at once (``request_rate = inf``),
     else inf (a max-throughput row, or a burst of an unstated number of requests)."""
     if m.concurrency is not None:
         return float(m.concurrency)
@@ -149,7 +149,7 @@ def concurrency(m) -> float:
 
 def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64) -> RowInputs:
     """Stack :class:`~sweepkit.validation.measurements.Measurement` rows (leading axis) of the metrics in
-    :data:`METRIC_KINDS`; each row's f_free from its framework (:data:`KV_FREE_FRACTION`), C from
+    :data:`METRIC_KINDS`; each row's f_free from its framework (:data:`KV_FREE_FRACTION`), c from
     :func:`concurrency`."""
     devs = [get_device(m.device) for m in points]
 
