@@ -42,7 +42,8 @@ from sweepkit.catalogue.efficiency import packaged_profile  # noqa: E402
 from sweepkit.validation import load_measurements  # noqa: E402
 from sweepkit.validation.framework_fit import (calibrate_framework, errors_pct, fittable,  # noqa: E402
                                                framework_rows, slice_of)
-from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET, evaluate_serving  # noqa: E402
+from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET  # noqa: E402
+from sweepkit.validation.serving_runs import evaluate_serving  # noqa: E402
 from sweepkit.validation.steady import reference_throughput, row_inputs  # noqa: E402
 
 

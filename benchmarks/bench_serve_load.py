@@ -184,7 +184,7 @@ def main() -> None:
         stop()
     hostile_names = {n for n, _, _ in hostile()}
     by = collections.Counter(out["status"].values())
-    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+    print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
           f"python {sys.version.split()[0]}")
     print(f"{a.clients} legitimate ({a.whatif} what-ifs) + {len(hostile_names)} hostile requests at once, "
           f"2 slowloris connections held, {wall:.1f} s")

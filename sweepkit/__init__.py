@@ -5,7 +5,7 @@ Pipeline: catalogue -> cost model -> sweep -> warehouse -> queries -> reports.
 
 __version__ = "0.1.0"
 
-from sweepkit import xla_options  # noqa: E402  (before anything starts a JAX backend)
+from sweepkit import xla_options  # before anything starts a JAX backend
 
 xla_options.apply()
 

@@ -77,7 +77,8 @@ def evaluate(*, device: str, model: str, draft: str = "none", batch: int = 1, co
 
 def _point(dev, target, drf, wfmt, kfmt, compute_format: str, batch: int, context: int, gamma: int,
            alphas, tp: int) -> dict[str, Any]:
-    """The validated point through the float64 cost model (JAX is imported here, on first use: ~2 s)."""
+    """The validated point through the float64 cost model (JAX is imported here, on first use:
+    importing sweepkit does not import JAX)."""
     import jax
     import jax.numpy as jnp
 

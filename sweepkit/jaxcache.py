@@ -39,10 +39,9 @@ def enable_persistent_cache() -> Path | None:
 
 
 # ---------------------------------------------------------------------------------------- executables
-# JAX's cache above saves the XLA compile, but a warm process still traces and lowers the program first
-# (0.45 s for the sweep chunk of grids/large.toml, before its first row). For the few programs the CLI runs
-# per grid shape, the compiled executable itself is kept: serialised after its first compile and loaded
-# back (0.2 s) without tracing. The key covers everything the program depends on: sweepkit's version and
+# JAX's cache above saves the XLA compile, but a warm process still traces and lowers the program first,
+# before its first row. For the few programs the CLI runs per grid shape, the compiled executable itself is
+# kept: serialised after its first compile and loaded back without tracing. The key covers everything the program depends on: sweepkit's version and
 # code (its syntax trees: an edit of comments or docstrings keeps the cache), jax/jaxlib versions, the
 # backend, device kind and count, the host CPU, x64, XLA_FLAGS, the function, its static arguments and
 # argument shapes, and the devices it runs on when not all of them.
@@ -81,7 +80,7 @@ def source_digest() -> str | None:
     comments, docstrings and line numbers: :func:`code_text`), so that editing prose keeps the cached
     programs; None when the sources are not there to read (a .pyc-only or zipped install: then nothing is
     cached). Each module's code digest is remembered by the sha256 of its bytes in ``code-digests.json``
-    next to the executables (parsing all of them took 0.55-0.73 s, reading the memo 6 ms). Computed once per
+    next to the executables, so that a process parses only the modules whose bytes changed. Computed once per
     process, under a lock: the lane threads ask for it together, and CPython 3.11's parser is not safe to
     run on several threads at once ("AST constructor recursion depth mismatch")."""
     with _DIGEST_LOCK:

@@ -13,9 +13,8 @@ scatter, sort or custom fusion. By default (``SWEEPKIT_XLA_OPTIONS`` unset or ``
   (:data:`ENGINE_COMPILE_OPTIONS`, per program);
 - writes the engine's indexed updates without scatters or sorts (:mod:`sweepkit.serving.updates`).
 
-A chat lane spends 0-37% less CPU this way (the median lever 24%; a baseline lane 0.30 -> 0.22 CPU-s;
-MTP 0.36 -> 0.28), and its programs build in about the same time (the seed's 15 H100 points: 2 programs in
-24 and 38 s, against 34 s kernel by kernel; docs/performance.md, 2026-12-04). ``SWEEPKIT_XLA_OPTIONS=0`` runs the engine kernel by kernel, with
+A lane then spends less CPU than kernel by kernel, and its programs build in about the same time
+(docs/performance.md). ``SWEEPKIT_XLA_OPTIONS=0`` runs the engine kernel by kernel, with
 scatters: the same results to rounding (LLVM orders some float sums differently). The backend options are
 added only for the jaxlib releases they were checked on (:data:`CHECKED_JAXLIB`; XLA aborts the process on a
 backend option it does not know), not where a GPU or TPU backend is installed (:data:`ACCELERATOR_PLUGINS`),

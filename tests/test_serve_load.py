@@ -20,12 +20,12 @@ import uvicorn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import bench_serve_load as load
+import bench_serve_load as load  # noqa: E402
 
-from sweepkit.cli.serve import bind, url
-from sweepkit.serve.api import build_context
-from sweepkit.serve.app import create_app
-from sweepkit.serve.limits import Limits
+from sweepkit.cli.serve import bind, url  # noqa: E402
+from sweepkit.serve.api import build_context  # noqa: E402
+from sweepkit.serve.app import create_app  # noqa: E402
+from sweepkit.serve.limits import Limits  # noqa: E402
 
 EXPECTED = {"bad-json": 400, "array": 400, "unknown-field": 400, "deep-nesting": 400, "not-utf8": 400, "nan": 400,
             "huge-int": 400, "lever-types": 400, "empty": 400, "null": 400, "1MiB-declared": 413,

@@ -130,7 +130,8 @@ def test_simulate_prints_the_share_and_a_plain_matrix_is_unchanged(banded, tmp_p
     assert res.exit_code == 0, res.output
     cells = json.loads(res.stdout)
     assert list(cells[0]) == ["device", "lever", "workload", "metric", "unit", "baseline_value", "lever_value",
-                              "change_pct", "verdict", "caveats"]
+                              "change_pct", "verdict", "caveats", "missing"]    # missing: its latencies are 0
+    assert {c["missing"] for c in cells if c["metric"] == "ttft_p99"} == {"no baseline value"}
     assert next(c for c in cells if c["metric"] == "goodput")["verdict"] == "better"
 
 

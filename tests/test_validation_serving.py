@@ -16,7 +16,7 @@ from sweepkit.costmodel.passes import chunk_work, combine, decode_work
 from sweepkit.costmodel.steps import pass_cost
 from sweepkit.errors import InputError
 from sweepkit.validation import MODELLED, parse_measurements, status
-from sweepkit.validation.serving_points import evaluate_serving
+from sweepkit.validation.serving_runs import evaluate_serving
 
 HEAD = ("source,device,model,metric,value,unit,weight_format,kv_format,compute_format,input_tokens,"
         "output_tokens,requests,request_rate,concurrency,percentile\n")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Iterable
 
 from sweepkit.catalogue._toml import read_packaged
@@ -32,7 +32,7 @@ def normalise(name: str) -> str:
     return re.sub(r"[\s\-_]+", " ", name.strip().casefold())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _table(kind: str) -> dict[str, str]:
     return {normalise(k): v for k, v in read_packaged("aliases.toml")[kind].items()}
 

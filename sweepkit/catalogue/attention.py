@@ -154,3 +154,25 @@ def native_weight_format(config: Mapping[str, Any], where: str) -> str:
     if not isinstance(method, str):
         raise bad_value("quantization_config", quant, "a table with a quant_method string", where=where)
     return _QUANT_METHODS.get(method.casefold(), "")
+
+
+def expert_weight_format(config: Mapping[str, Any], native: str, moe: bool, where: str) -> str:
+    """The format a MoE checkpoint keeps its routed experts in whatever the weight format of the rest; "" if none.
+
+    An explicit ``expert_weight_format`` (a sweepkit format name) wins; otherwise a quantised MoE checkpoint
+    whose ``quantization_config.modules_to_not_convert`` keeps attention unquantised (``self_attn``: gpt-oss,
+    MXFP4 experts with bf16 attention, router and embeddings) has its experts in the native format.
+    """
+    from sweepkit.catalogue.formats import format_names
+
+    explicit = config.get("expert_weight_format")
+    if explicit is not None:
+        if not moe or explicit not in format_names():
+            allowed = format_names() if moe else "absent (the model has no routed experts)"
+            raise bad_value("expert_weight_format", explicit, allowed, where=where)
+        return explicit
+    quant = config.get("quantization_config")
+    kept = quant.get("modules_to_not_convert") if isinstance(quant, dict) else None
+    if not (moe and native and isinstance(kept, list)):
+        return ""
+    return native if any(isinstance(m, str) and "self_attn" in m for m in kept) else ""

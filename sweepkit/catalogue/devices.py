@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Iterator, Mapping
@@ -90,7 +90,7 @@ def _device(name: str, raw: dict) -> Device:
                   **kw)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_devices() -> dict[str, Device]:
     raw = read_packaged("devices.toml")["devices"]
     return {k: _device(k, v) for k, v in raw.items()}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -109,7 +109,7 @@ def parse_profile(text: str, name: str) -> Profile:
                    sources=sources)
 
 
-@lru_cache(maxsize=None)
+@cache
 def packaged_profile(file: str = SEED) -> Profile:
     """A profile shipped in sweepkit/catalogue (the seed table by default)."""
     text = resources.files("sweepkit.catalogue").joinpath(file).read_text(encoding="utf-8")

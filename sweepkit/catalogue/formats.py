@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.errors import bad_value
@@ -24,7 +24,7 @@ class Format:
     description: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_formats() -> dict[str, Format]:
     raw = read_packaged("formats.toml")["formats"]
     return {k: Format(name=k, bytes_per_value=float(v["bytes_per_value"]), description=v["description"])

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.aliases import resolve, unknown
-from sweepkit.catalogue.attention import canonical_config, mtp_layers, native_weight_format, window_fields
+from sweepkit.catalogue.attention import (canonical_config, expert_weight_format, mtp_layers, native_weight_format,
+                                         window_fields)
+from sweepkit.catalogue.formats import get_format
 from sweepkit.catalogue.sparse import mla_attention_params, mla_fields, moe_fields
 from sweepkit.errors import InputError, bad_value
 
@@ -54,8 +56,10 @@ class Model:
       mtp_layers: multi-token-prediction layers the checkpoint ships beside the L layers (not counted in
         the parameters; the ``mtp`` draft prices one).
       native_weight_format: the format the published checkpoint stores its quantised weights in
-        (``quantization_config.quant_method``: mxfp4 -> fp4, fp8 -> fp8; "" for bf16). gpt-oss keeps
-        attention, router and embeddings in bf16: a grid's weight_format applies to all weights alike.
+        (``quantization_config.quant_method``: mxfp4 -> fp4, fp8 -> fp8; "" for bf16).
+      expert_weight_format: the format the routed experts keep whatever the weight_format of the other
+        weights (gpt-oss: fp4, MXFP4 experts beside bf16 attention, router and embeddings); experts are
+        then held and read at min(w, w_e) bytes per value. "": every weight in the weight_format.
     """
 
     name: str
@@ -86,6 +90,7 @@ class Model:
     attention_sinks: bool = False
     mtp_layers: int = 0
     native_weight_format: str = ""
+    expert_weight_format: str = ""
 
     @property
     def is_moe(self) -> bool:
@@ -177,6 +182,18 @@ class Model:
         """Parameters held in HBM: all matmul weights (every expert) plus the input embedding unless tied."""
         return self.total_matmul_params + (0 if self.tied_embeddings else self.embedding_params)
 
+    def resident_weight_bytes(self, bytes_per_value: float) -> float:
+        """Bytes of the resident weights in a format of ``bytes_per_value`` w: resident params x w, with the
+        routed experts at min(w, w_e) where the model keeps them in ``expert_weight_format``.
+
+        gpt-oss-120b in bf16: 2.13 B params x 2 + 114.66 B expert params x 0.53125 = 60.69 GiB (model card:
+        60.8 GiB)."""
+        if not self.expert_weight_format:
+            return self.resident_params * bytes_per_value
+        experts = self.n_experts * self.routed_expert_params
+        w_e = min(bytes_per_value, get_format(self.expert_weight_format).bytes_per_value)
+        return (self.resident_params - experts) * bytes_per_value + experts * w_e
+
     @property
     def active_params(self) -> int:
         """Parameters one token uses (the input embedding included unless tied); = resident for dense."""
@@ -197,7 +214,7 @@ class Model:
             return 0.0
         return 2.0 * self.window_layers * self.kv_dim * kv_bytes_per_value
 
-    def with_layers(self, n_layers: int, name: str | None = None) -> "Model":
+    def with_layers(self, n_layers: int, name: str | None = None) -> Model:
         """The same architecture with another depth (the MTP draft is the target with one layer).
 
         The last ``n_layers`` layers are kept: a MoE target's one-layer copy is a MoE layer."""
@@ -256,6 +273,8 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
     sparse = {**moe_fields(config, layers, where), **mla_fields(config, where),
               **window_fields(config, layers, where), "mtp_layers": mtp_layers(config, where),
               "native_weight_format": native_weight_format(config, where)}
+    sparse["expert_weight_format"] = expert_weight_format(config, sparse["native_weight_format"],
+                                                          sparse.get("n_experts", 0) > 0, where)
     return Model(
         name=name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv_heads,
         head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),
@@ -280,7 +299,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> Model:
     return model_from_hf_config(config, name=name or path.parent.name or path.stem, where=str(path))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_models() -> dict[str, Model]:
     raw = read_packaged("models.toml")["models"]
     return {k: model_from_hf_config(v, name=k, where=f"models.toml [models.{k}]") for k, v in raw.items()}
@@ -368,7 +387,13 @@ def draft_names() -> list[str]:
 
 
 def get_draft(name: str, target: Model, field: str = "draft") -> Draft:
-    """Resolve a draft name against its target: ``none``, ``mtp`` or a catalogue model sharing the vocab."""
+    """Resolve a draft name against its target: ``none``, ``mtp`` or a catalogue model sharing the vocab.
+
+    ``mtp`` is one extra target layer sharing the embedding and LM head, on any target: on a checkpoint that
+    ships MTP layers (``Model.mtp_layers`` > 0: DeepSeek-V3/R1, GLM-4.5, GLM-4.5-Air) it prices that layer;
+    on any other (Llama, Qwen, gpt-oss, Kimi-K2) it is a modelled hypothetical head, as the seed chapter's
+    MTP head on llama-3-8b is, and is accepted without a warning so the seed's grids reproduce.
+    """
     if name == "none":
         return Draft(kind="none", name="none", model=None, resident_params=0)
     if name == "mtp":

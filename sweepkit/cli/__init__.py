@@ -42,12 +42,13 @@ COMMANDS: dict[str, str] = {
     "validate": "sweepkit.cli.validate:validate", "calibrate": "sweepkit.cli.calibrate:calibrate",
     "serve": "sweepkit.cli.serve:serve",
     "verify": "sweepkit.cli.verify:verify",
+    "workload": "sweepkit.cli.workload:workload",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 
 COMPUTING = ("run", "simulate", "trace", "report", "serve")
 """Commands that run JAX programs: they get the persistent compilation cache (``sweepkit.jaxcache``); the
-others never import JAX (~2 s saved on every ``sql``, ``query``, ``runs``, ...)."""
+others never import JAX, so that ``sql``, ``query``, ``runs``, ... start without its import time."""
 
 
 class SweepkitGroup(click.Group):

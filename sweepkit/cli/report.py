@@ -6,6 +6,7 @@ import click
 import pyarrow as pa
 
 from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.progress import Progress
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -25,10 +26,11 @@ def report(out_dir: str, no_png: bool, warehouse: str | None, fmt: str) -> None:
     \b
     Example: sweepkit run grids/seed.toml --warehouse /tmp/wh && sweepkit trace --warehouse /tmp/wh && sweepkit report --warehouse /tmp/wh --out /tmp/report
     """
-    from sweepkit.report.build import build_report
+    from sweepkit.report.build import SECTIONS, build_report
 
     wh = open_warehouse(warehouse, reading=True)
-    result = build_report(wh, out_dir, png=not no_png)
+    with Progress("building the report", len(SECTIONS), "sections") as bar:
+        result = build_report(wh, out_dir, png=not no_png, progress=bar.advance)
     for section in result["empty"]:
         note(f"{section}: no data yet (the report shows a panel instead)")
     for section, message in result["damaged"].items():

@@ -11,60 +11,79 @@ import click
 
 from sweepkit.cli.common import (Interrupts, emit, format_option, note, open_warehouse, parquet_uri_option,
                                  warehouse_option)
+from sweepkit.cli.progress import Progress
 from sweepkit.cli.scale import run_in_parts, scale_options, wants_parts
 
 
-def _progress(total: int):
-    """A rich progress bar on stderr (simulations); None when stderr is not a terminal."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        return None
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed} sims"),
-                    TimeElapsedColumn(), console=console)
-
-
-class _Ticker:
-    """Progress without a terminal (a log, CI): one stderr line when the first simulations are done (so a
-    log shows the run has started), then at most one every ``every_s`` seconds."""
-
-    def __init__(self, name: str, every_s: float = 10.0):
-        self.name, self.every_s, self.done = name, every_s, 0
-        self.t0 = self.last = time.perf_counter()
-
-    def __call__(self, n: int) -> None:
-        first = self.done == 0
-        self.done += n
-        now = time.perf_counter()
-        if first or now - self.last >= self.every_s:
-            self.last = now
-            note(f"simulating {self.name}: {self.done} sims, {now - self.t0:.0f} s")
+SIMS_PER_POINT = 7
+"""Simulations per grid point the progress bar's estimate assumes (grids/tradeoffs.toml: 2,457 for 350 points);
+the estimate rises as a run passes it."""
 
 
 def _batches(table):
     return iter(table.to_batches())
 
 
-def _print_matrix(wh, run_id: str, fmt: str, device: str | None) -> None:
+def _print_matrix(wh, run_id: str, fmt: str, device: str | None, lever: str | None = None,
+                  long: bool = False) -> None:
+    """The matrix on stdout: per lever a workloads x metrics table for one device (``--format table``), or
+    the long rows (``--long`` and every machine format)."""
     from sweepkit.store import run_query
 
     devices = _check_matrix_args(wh, run_id, device)
     import pyarrow.compute as pc
 
-    table = run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False)
-    table = _with_bands(table, fmt)
     if device:
         if device not in devices:
             note(f"device {device} is not in this serving run (its devices: {', '.join(devices) or 'none'})")
-    emit(table, fmt, title="Lever matrix: change from the baseline (capacity metrics at capacity, "
-                           "latencies at the reference load)")
-    if fmt in ("table", "markdown"):   # json and csv print the matrix alone
+    people = fmt == "table" and not long
+    if people and device is None:
+        from sweepkit.cli.lever_tables import reference_device
+
+        device = reference_device(_grid_toml(wh, run_id), devices)
+    table = run_query(wh, "matrix", {"run_id": run_id, "device": device}, parse_text=False)
+    if lever is not None:
+        if devices:                 # (without a serving run the note above says so, and nothing prints)
+            _check_lever(table, lever)
+        table = table.filter(pc.equal(table["lever"], lever))
+    if people and device is not None:
+        from sweepkit.cli.lever_tables import render
+
+        if len(devices) > 1:
+            note(f"showing {device} (this run's devices: {', '.join(devices)}; --device picks one)")
+        render(table, device, lever)
+    else:
+        emit(_with_bands(table, fmt), fmt, title="Lever matrix: change from the baseline (capacity metrics at "
+                                                 "capacity, latencies at the reference load)")
+    if fmt in ("table", "markdown") and lever is None:   # json and csv print the matrix alone
         best = run_query(wh, "best_lever", {"run_id": run_id})
         if device:
             best = best.filter(pc.equal(best["device"], device))
+        if people and device is not None:
+            from sweepkit.cli.lever_tables import render_best
+
+            render_best(best, device)
+            return
         emit(best, fmt, title="Best lever per workload and device (goodput per GPU at capacity; queries/best_lever.sql)")
+
+
+def _grid_toml(wh, run_id: str) -> str | None:
+    rows = wh.query("select grid_toml from runs where kind = 'serving' and ($r = 'latest' or run_id = $r) "
+                    "order by ended_at desc limit 1", {"r": run_id}).column(0).to_pylist()
+    return rows[0] if rows else None
+
+
+def _check_lever(table, lever: str) -> None:
+    """``--lever`` must name a lever of the run's matrix (the baseline has no row of its own).
+
+    Raises:
+      InputError: a lever not in the run.
+    """
+    from sweepkit.errors import bad_value
+
+    levers = list(dict.fromkeys(table["lever"].to_pylist()))
+    if lever not in levers:
+        raise bad_value("--lever", lever, f"a lever of this run's matrix: {', '.join(levers) or 'none'}")
 
 
 BAND_COLUMNS = ("draws", "share_better", "share_worse", "share_same", "change_p10", "change_p50", "change_p90",
@@ -74,7 +93,10 @@ BAND_COLUMNS = ("draws", "share_better", "share_worse", "share_same", "change_p1
 
 def _with_bands(table, fmt: str):
     """The matrix as printed: without bands the band columns are left out (the matrix as before bands
-    existed); with bands a table or Markdown shows the verdict with its share of draws, e.g. better (94%)."""
+    existed), and so is ``missing`` where every cell has its change; with bands a table or Markdown shows the
+    verdict with its share of draws, e.g. better (94%)."""
+    if "missing" in table.column_names and table["missing"].null_count == table.num_rows:
+        table = table.drop_columns(["missing"])     # every cell has its change: the matrix as before
     if table.num_rows == 0 or table["draws"].null_count == table.num_rows:
         return table.drop_columns(list(BAND_COLUMNS))
     if fmt in ("table", "markdown"):
@@ -104,8 +126,15 @@ def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
     if not serving:
         note("no serving run in this warehouse yet: sweepkit simulate GRID makes one")
         return []
-    return wh.query("select distinct device from serving where run_id = $r order by device",
+    return wh.query("select distinct device from capacity where run_id = $r order by device",
                     {"r": serving[0]}).column(0).to_pylist()
+
+
+def matrix_options(f):
+    """``--lever NAME`` and ``--long``, shared by ``simulate`` and ``matrix``."""
+    f = click.option("--long", "long", is_flag=True,
+                     help="Print the long rows (device x lever x workload x metric) instead of the lever tables.")(f)
+    return click.option("--lever", default=None, metavar="NAME", help="Only this lever's table (or rows).")(f)
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -113,16 +142,20 @@ def _check_matrix_args(wh, run_id: str, device: str | None) -> list[str]:
 @warehouse_option
 @parquet_uri_option
 @click.option("--force", is_flag=True, help="Run again even if this grid (same text, same sweepkit) is committed.")
-@click.option("--device", default=None, help="Print only this device's rows of the matrix.")
+@click.option("--device", default=None,
+              help="The device whose lever tables print (default: the grid's reference device, H100); with "
+                   "--long or a machine format, only this device's rows (default: every device).")
+@matrix_options
 @format_option
 @scale_options
-def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: bool, device: str | None, fmt: str,
-             executor: str | None, address: str | None, workers: int | None, resume: str | None,
+def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: bool, device: str | None,
+             lever: str | None, long: bool, fmt: str, executor: str | None, address: str | None, workers: int | None, resume: str | None,
              retries: int) -> None:
     """Simulate a serving GRID (TOML): capacity searches + reference loads, into the warehouse; print the matrix.
 
     A grid already committed with the same text and sweepkit version is reused unless --force.
-    Progress goes to stderr; the matrix to stdout. --executor local|ray runs each (workload, device)
+    Progress goes to stderr; the matrix to stdout: per lever a workloads x metrics table for one device
+    (--device, --lever; --long or a machine format for the long rows). --executor local|ray runs each (workload, device)
     capacity search as a resumable part (docs/scale-out.md). A grid with [serving.bands] also simulates its
     draws (table serving_draws) and prints each verdict with its share of draws, e.g. better (94%).
 
@@ -132,6 +165,15 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
     from sweepkit.serving.run import load_serving_grid, run_grid
 
     spec = load_serving_grid(grid)
+    if lever is not None and lever not in [lv.name for lv in spec.levers if lv.name != spec.baseline]:
+        from sweepkit.errors import bad_value
+
+        raise bad_value("--lever", lever, "a lever of the grid other than its baseline: " + ", ".join(
+            lv.name for lv in spec.levers if lv.name != spec.baseline))
+    if device is not None and device not in spec.devices:
+        from sweepkit.errors import bad_value
+
+        raise bad_value("--device", device, "a device of the grid: " + ", ".join(spec.devices))
     wh = open_warehouse(warehouse, parquet_uri=parquet_uri)
     run_id = None if force or resume else wh.committed_run("serving", spec.sha256)
     if run_id is not None:
@@ -141,8 +183,9 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
                               resume=resume, retries=retries)
     else:                                   # float64 is scoped by the serving entry points (run_configs)
         t0 = time.perf_counter()
-        bar = _progress(spec.n_points)
+        bar = Progress(f"simulating {spec.name}", spec.n_points * SIMS_PER_POINT, "sims", estimate=True)
         def stop_now(signum, frame):   # nothing is written before run_grid returns: leave at once
+            bar.close()
             note("interrupted: nothing was committed")
             sys.stdout.flush()
             sys.stderr.flush()
@@ -151,13 +194,8 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
         try:
             with Interrupts() as interrupts:
                 signal.signal(signal.SIGINT, stop_now)
-                if bar is not None:
-                    with bar:
-                        task = bar.add_task(f"simulating {spec.name}", total=None)
-                        tables = run_grid(spec, progress=lambda n: (interrupts.check(), bar.advance(task, n)))
-                else:
-                    ticker = _Ticker(spec.name)
-                    tables = run_grid(spec, progress=lambda n: (interrupts.check(), ticker(n)))
+                with bar:
+                    tables = run_grid(spec, progress=lambda n: (interrupts.check(), bar.advance(n)))
                 interrupts.check()
         except KeyboardInterrupt:
             note("interrupted: nothing was committed")
@@ -168,18 +206,26 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
                               tables={k: _batches(v) for k, v in tables.items()}, on_wait=note, since_s=t0)
         note(f"run {run_id}: {tables['serving'].num_rows} simulated loads, {tables['capacity'].num_rows} points "
              f"in {time.perf_counter() - t0:.1f} s")
-    _print_matrix(wh, run_id, fmt, device)
+    _print_matrix(wh, run_id, fmt, device, lever, long)
 
 
 @click.command(context_settings={"max_content_width": 100})
 @warehouse_option
 @click.option("--run-id", default="latest", show_default=True, help="Serving run to read.")
-@click.option("--device", default=None, help="Only this device's rows.")
+@click.option("--device", default=None,
+              help="The device whose lever tables print (default: the grid's reference device, H100); with "
+                   "--long or a machine format, only this device's rows (default: every device).")
+@matrix_options
 @format_option
-def matrix(warehouse: str | None, run_id: str, device: str | None, fmt: str) -> None:
+def matrix(warehouse: str | None, run_id: str, device: str | None, lever: str | None, long: bool,
+           fmt: str) -> None:
     """Print the lever matrix of a serving run from the warehouse (sweepkit/queries/matrix.sql).
+
+    For people (--format table): per lever, a table of workloads x metrics for one device, each cell the
+    change from the baseline with its caveat marks (+27% α), ✓ better / ✗ worse beyond ±2%, coloured on a
+    terminal. --long, csv, json and markdown print the long rows (device x lever x workload x metric).
 
     \b
     Example: sweepkit matrix --device H100 --format markdown
     """
-    _print_matrix(open_warehouse(warehouse, reading=True), run_id, fmt, device)
+    _print_matrix(open_warehouse(warehouse, reading=True), run_id, fmt, device, lever, long)

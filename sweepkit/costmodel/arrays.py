@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweepkit.catalogue import Device, Draft, Model
+from sweepkit.catalogue import Device, Draft, Model, get_format
 
 
 @jax.tree_util.register_dataclass
@@ -54,6 +54,8 @@ class ModelArrays:
       window_kv_values_per_token: 2 L_w H_kv d_h, the windowed layers' part of kv_values_per_token (0: none).
       window_tokens: W, the positions a windowed layer attends to (0: none).
       window_layers: L_w, the layers with a window (0: none).
+      expert_weight_bytes: w_e, bytes per value the routed experts keep whatever the weight format (0: the
+        weight format's; experts then cost min(w, w_e)).
     """
 
     n_layers: jax.Array
@@ -69,6 +71,7 @@ class ModelArrays:
     window_kv_values_per_token: jax.Array
     window_tokens: jax.Array
     window_layers: jax.Array
+    expert_weight_bytes: jax.Array
 
 
 _DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
@@ -92,7 +95,7 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
         return dict(n_layers=0.0, d_model=0.0, q_dim=0.0, matmul_params=0.0, resident_params=0.0,
                     kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
                     experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0,
-                    window_layers=0.0)
+                    window_layers=0.0, expert_weight_bytes=0.0)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
                 resident_params=float(model.resident_params if resident is None else resident),
@@ -100,7 +103,9 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                 routed_expert_params=float(model.routed_expert_params), n_experts=float(model.n_experts),
                 experts_per_token=float(model.experts_per_token),
                 window_kv_values_per_token=float(model.window_kv_bytes_per_token(1.0)),
-                window_tokens=float(model.sliding_window), window_layers=float(model.window_layers))
+                window_tokens=float(model.sliding_window), window_layers=float(model.window_layers),
+                expert_weight_bytes=(get_format(model.expert_weight_format).bytes_per_value
+                                     if model.expert_weight_format else 0.0))
 
 
 def model_arrays(model: Model | Draft | None | list, dtype=None, *, host: bool = False) -> ModelArrays:

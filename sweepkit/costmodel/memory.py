@@ -4,6 +4,13 @@
 
 with mem_util = 0.9 (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim). Llama-3-8B on one H100: 426,788 tokens (410,628 with an MTP
 draft); Llama-3-70B on 4 x H100: 448,288 tokens.
+
+Windowed layers (sliding window or attention chunk of W positions, kv_w of the kv values per token) hold at
+most W + 1 positions of a sequence, so a sequence of n positions takes the KV bytes of
+
+    n_held(n) = n - kv_w / (kv_target + kv_draft) x max(n - (W + 1), 0)
+
+full positions of the capacity (:func:`kv_positions_held`); kv_w = 0 gives n_held = n exactly.
 """
 
 from __future__ import annotations
@@ -12,14 +19,18 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.costmodel.passes import expert_bytes_saved
 
 MEM_UTIL = 0.9
 """Fraction of HBM the serving engine may use (seed SimConfig mem_util)."""
 
 
 def resident_bytes(target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array) -> jax.Array:
-    """Weights held in HBM over the whole instance: target plus what the draft adds, in the weight format."""
-    return (target.resident_params + draft.resident_params * draft.present) * weight_bytes
+    """Weights held in HBM over the whole instance: target plus what the draft adds, in the weight format;
+    routed experts kept in their own format (w_e > 0) cost E P_e min(w, w_e) instead of E P_e w."""
+    return ((target.resident_params + draft.resident_params * draft.present) * weight_bytes
+            + expert_bytes_saved(target.n_experts * target.routed_expert_params, target, weight_bytes)
+            + expert_bytes_saved(draft.n_experts * draft.routed_expert_params, draft, weight_bytes) * draft.present)
 
 
 def kv_bytes_per_token(target: ModelArrays, draft: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
@@ -32,3 +43,30 @@ def kv_capacity_tokens(dev: DeviceArrays, tp: jax.Array, target: ModelArrays, dr
     """Token positions of KV the instance can hold (floored; negative clipped to 0 where weights alone overflow)."""
     free = dev.hbm_capacity_bytes * tp * MEM_UTIL - resident_bytes(target, draft, weight_bytes)
     return jnp.maximum(jnp.floor(free / kv_bytes_per_token(target, draft, kv_bytes)), 0.0)
+
+
+def kv_positions_held(target: ModelArrays, draft: ModelArrays, positions: jax.Array) -> jax.Array:
+    """Capacity positions (KV bytes of target + draft per token) one sequence of ``positions`` holds.
+
+    n_held = n - kv_w / (kv_target + kv_draft) x max(n - (W + 1), 0): the windowed layers keep at most
+    W + 1 positions, the full layers and the draft (MTP: a full-attention layer) keep all n. Without windows
+    (kv_w = 0) this is n bit for bit.
+
+    Args:
+      target, draft: the networks (draft.present = 0: none).
+      positions: n, token positions of the sequence.
+
+    Returns:
+      n_held, positions of :func:`kv_capacity_tokens` the sequence uses (<= n).
+
+    Example:
+      gpt-oss-120b (36 layers, 18 with W = 128; kv = 36 x 2 x 8 x 64 values per token): a 131,072-token
+      sequence holds 131,072 - 0.5 x 130,943 = 65,600.5 positions.
+
+    References:
+      Jiang et al., Mistral 7B (arXiv:2310.06825), Sec. 2 "Rolling Buffer Cache": a window of W positions
+      needs a cache of fixed size W per layer.
+    """
+    per_token = target.kv_values_per_token + draft.kv_values_per_token * draft.present
+    share = target.window_kv_values_per_token / per_token
+    return positions - share * jnp.maximum(positions - (target.window_tokens + 1.0), 0.0)

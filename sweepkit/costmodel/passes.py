@@ -94,6 +94,23 @@ def streamed_params(tokens: jax.Array, model: ModelArrays) -> jax.Array:
                                                                - model.experts_per_token)
 
 
+def expert_bytes_saved(params: jax.Array, model: ModelArrays, weight_bytes: jax.Array) -> jax.Array:
+    """Bytes that ``params`` routed-expert weights save (<= 0) when the model keeps its experts in their own
+    format: params x (min(w, w_e) - w); exactly 0 where w_e = 0 (experts in the weight format).
+
+    Example:
+      gpt-oss-120b in bf16 (MXFP4 experts, w_e = 0.53125): a decode step of one token reads 4 experts per
+      layer, 4 x 36 x 3 x 2,880^2 params at 0.53125 B instead of 2 B.
+    """
+    mixed = params * (jnp.minimum(weight_bytes, model.expert_weight_bytes) - weight_bytes)
+    return jnp.where(model.expert_weight_bytes > 0, mixed, 0.0)
+
+
+def expert_params_read(tokens: jax.Array, model: ModelArrays) -> jax.Array:
+    """Routed-expert weights a pass of ``tokens`` positions reads: P_e E_read(T)."""
+    return model.routed_expert_params * experts_read(tokens, model)
+
+
 def kv_values_read(work: Work, model: ModelArrays) -> jax.Array:
     """KV values a pass reads: K (kv - kv_w) + min(K, T (W + 1)) kv_w, kv_w the windowed layers' share.
 
@@ -132,5 +149,6 @@ def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_
     KV_read = :func:`kv_values_read` (2 L q A and K kv without windowed layers)."""
     flops = 2.0 * model.matmul_params * work.tokens + attention_flops(work, model)
     bytes_ = (streamed_params(work.tokens, model) * weight_bytes + work.tokens * model.d_model * weight_bytes
-              + kv_values_read(work, model) * kv_bytes)
+              + kv_values_read(work, model) * kv_bytes
+              + expert_bytes_saved(expert_params_read(work.tokens, model), model, weight_bytes))
     return flops * model.present, bytes_ * model.present

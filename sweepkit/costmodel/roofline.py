@@ -46,7 +46,7 @@ class PassCost:
     flops: jax.Array
     bytes: jax.Array
 
-    def __add__(self, other: "PassCost") -> "PassCost":
+    def __add__(self, other: PassCost) -> PassCost:
         """Sequential composition: times and energies add; the bound of the longer part is kept."""
         bound = jnp.where(self.t_s >= other.t_s, self.bound, other.bound)
         return PassCost(self.t_s + other.t_s, self.energy_j + other.energy_j, bound,

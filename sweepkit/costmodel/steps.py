@@ -18,7 +18,10 @@ micro-batch re-reads its stage's weights; O the KV and activation bytes), and
 
 with 2 L / pp ring all-reduces of S = (T / mb) D x 2 bytes per slot, each 2 (tp-1)/tp x S / link + 2 (tp-1) x
 latency, and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is one tensor-parallel pass:
-the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`).
+the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`). An instance with a
+:class:`~sweepkit.costmodel.layout.Layout` spreads each slot over tp x dp GPUs, adds the layout's work
+(expert imbalance, weights copied per attention-DP rank, KV copied over attention-TP) and prices the MoE
+all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none.
 
 Two views of the same pass: :func:`target_pass` and :func:`draft_pass` give (seconds, dynamic joules:
 compute, HBM and link; the serving engine charges idle power once per GPU over the whole horizon), while
@@ -43,8 +46,9 @@ import jax.numpy as jnp
 
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
-from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, combine, decode_work, flops_and_bytes, streamed_params,
-                                       verify_work)
+from sweepkit.costmodel.layout import Layout, layout_work, moe_all_to_all
+from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, combine, decode_work, expert_bytes_saved,
+                                       expert_params_read, flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.roofline import PassCost, roofline
 
 
@@ -58,6 +62,8 @@ class Instance:
       tp, pp: tensor- and pipeline-parallel degrees (devices = tp x pp).  microbatches: GPipe micro-batches.
       weight_bytes, kv_bytes: bytes per weight / per KV value.  compute_speedup: native multiple of the
       compute format over bf16.  gamma: drafted tokens per verify pass (0 without a draft).
+      layout: expert and attention-data parallelism (:mod:`sweepkit.costmodel.layout`); None: tp x pp only
+        (part of the tree structure: the identity layout prices every pass exactly as None does).
       pipelined: static (part of the tree structure, not data). False promises pp = microbatches = 1 and
         prices a pass without the pipeline terms (the decode grid: fewer operations per point); True (the
         default, the serving engine) takes pp and microbatches as data, so layouts share one program.
@@ -73,16 +79,22 @@ class Instance:
     kv_bytes: jax.Array
     compute_speedup: jax.Array
     gamma: jax.Array
+    layout: Layout | None = None
     pipelined: bool = dataclasses.field(default=True, metadata=dict(static=True))
 
     @property
+    def dp(self):
+        """Attention data-parallel ranks (1 without a layout)."""
+        return 1.0 if self.layout is None else self.layout.dp
+
+    @property
     def devices(self) -> jax.Array:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
 
 
 def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int, weight_format: str | Format,
              kv_format: str | Format, compute_format: str, gamma: int = 0, dtype=None, *, pp: int = 1,
-             microbatches: int = 1, pipelined: bool = True) -> Instance:
+             microbatches: int = 1, pipelined: bool = True, layout: Layout | None = None) -> Instance:
     """The :class:`Instance` of catalogue entries: one replica of tp x pp devices.
 
     Args:
@@ -93,6 +105,7 @@ def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int
       gamma: drafted tokens per verify pass (0 without a draft).  dtype: of every leaf (None: JAX's default).
       microbatches: GPipe micro-batches (1 without pipeline parallelism).
       pipelined: False for a replica that never pipelines (pp = microbatches = 1): see :class:`Instance`.
+      layout: EP / attention-DP layout (:func:`sweepkit.costmodel.layout.make_layout`; None: tp x pp only).
 
     Returns:
       The :class:`Instance` (scalar leaves of ``dtype``).
@@ -112,18 +125,38 @@ def instance(device: Device, target: Model, draft: Draft | Model | None, tp: int
                     draft=model_arrays(draft, dtype), tp=f(tp), pp=f(pp), microbatches=f(microbatches),
                     weight_bytes=f(fmt(weight_format, "weight_format").bytes_per_value),
                     kv_bytes=f(fmt(kv_format, "kv_format").bytes_per_value),
-                    compute_speedup=f(device.speedup(compute_format)), gamma=f(gamma), pipelined=pipelined)
+                    compute_speedup=f(device.speedup(compute_format)), gamma=f(gamma), pipelined=pipelined,
+                    layout=layout)
+
+
+def _layout_terms(inst: Instance, work: Work):
+    """(dF, dW, dO) the layout adds to the pass (:func:`sweepkit.costmodel.layout.layout_work`); 0 without one."""
+    if inst.layout is None:
+        return 0.0, 0.0, 0.0
+    return layout_work(inst.layout, inst.target, work, inst.weight_bytes, inst.kv_bytes)
 
 
 def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
-    """(pp, mb, FLOPs, bytes) of one pipeline slot: F / (mb pp) and W / pp + O / (mb pp); on an instance that
-    is not ``pipelined``, (1, 1, F, Bytes): the whole pass."""
+    """(pp, mb, FLOPs, bytes) of one pipeline slot over its tp x dp GPUs: (F + dF) / (mb pp) and
+    (W + dW) / pp + (O + dO) / (mb pp); on an instance that is not ``pipelined``, (1, 1, F + dF, Bytes + dW +
+    dO): the whole pass."""
+    d_f, d_w, d_o = _layout_terms(inst, work)
     if not inst.pipelined:
-        return 1.0, 1.0, flops, bytes_
+        return 1.0, 1.0, flops + d_f, bytes_ + d_w + d_o
     net, pp = inst.target, inst.pp
-    w_bytes = (streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes * net.present
+    w_bytes = ((streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes
+               + expert_bytes_saved(expert_params_read(work.tokens, net), net, inst.weight_bytes)) * net.present
     mb = jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens))
-    return pp, mb, flops / (mb * pp), w_bytes / pp + (bytes_ - w_bytes) / (mb * pp)
+    return pp, mb, (flops + d_f) / (mb * pp), (w_bytes + d_w) / pp + (bytes_ - w_bytes + d_o) / (mb * pp)
+
+
+def _all_to_all(inst: Instance, tokens_per_gpu: jax.Array):
+    """(MoE layers priced by all-to-alls, seconds and bytes per GPU of one such layer); zeros without a layout."""
+    if inst.layout is None:
+        return 0.0, 0.0, 0.0
+    lay = inst.layout
+    t, b = moe_all_to_all(lay, inst.device, inst.target, tokens_per_gpu)
+    return jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0), t, b
 
 
 def _target(inst: Instance, work: Work):
@@ -131,16 +164,21 @@ def _target(inst: Instance, work: Work):
     dev, net, tp = inst.device, inst.target, inst.tp
     flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
     pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops, bytes_)
-    slot = roofline(slot_flops, slot_bytes, dev, tp, inst.compute_speedup, 0.0)
+    n = tp * inst.dp
+    slot = roofline(slot_flops, slot_bytes, dev, n, inst.compute_speedup, 0.0)
     size = work.tokens / mb * net.d_model * ACTIVATION_BYTES
-    n_ar = 2.0 * net.n_layers / pp * net.present
-    ar_s = n_ar * (2.0 * (tp - 1.0) / tp * size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)
+    a2a_layers, a2a_s, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n))
+    n_ar = (2.0 * net.n_layers - a2a_layers) / pp * net.present
+    ar_size = size / inst.dp
+    ar_s = n_ar * (2.0 * (tp - 1.0) / tp * ar_size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0) * net.present
+    moe_s = a2a_layers / pp * a2a_s * net.present
     slots = mb + pp - 1.0
     fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens) * net.present
-    t = slots * (slot.t_s + ar_s + hop_s) + fixed
-    dyn_slot = slot.energy_j - dev.idle_w * tp * slot.t_s
-    link_bits = (mb * pp * n_ar * 2.0 * (tp - 1.0) * size + mb * (pp - 1.0) * size) * 8.0
+    t = slots * (slot.t_s + ar_s + hop_s + moe_s) + fixed
+    dyn_slot = slot.energy_j - dev.idle_w * n * slot.t_s
+    link_bits = (mb * pp * n_ar * 2.0 * (tp - 1.0) * ar_size * inst.dp + mb * (pp - 1.0) * size
+                 + mb * a2a_layers * n * a2a_bytes * net.present) * 8.0
     return t, mb * pp * dyn_slot + link_bits * dev.link_energy_per_bit_j, slot.bound, flops, bytes_
 
 

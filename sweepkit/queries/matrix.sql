@@ -36,6 +36,9 @@
 --   change_p90        %, 90th percentile of the draws' changes
 --   verdict_text      the verdict with the share of draws that agree with it, e.g. better (94%); the verdict
 --                     alone without bands
+--   missing           why change_pct is null: no capacity (no load meets the SLOs, so there is no cost or
+--                     energy per token), baseline: no capacity, no value, no baseline value; null when the
+--                     change is given
 
 with long as (
     from capacity_long($run_id)
@@ -45,9 +48,18 @@ with long as (
 paired as (
     select l.device, l.lever, l.workload, l.metric, l.unit, l.ord, l.draft, l.capacity_metric,
            l.higher_is_better, b.value as baseline_value, l.value as lever_value,
-           case when l.saturated then l.goodput_per_gpu_per_s >= 2 * b.goodput_per_gpu_per_s
-                else l.capacity_per_s >= 2 * b.capacity_per_s end as doubles,
-           (l.value - b.value) / nullif(b.value, 0) * 100 as change_pct
+           case when l.saturated then l.goodput_per_gpu_per_s > 0
+                                      and l.goodput_per_gpu_per_s >= 2 * b.goodput_per_gpu_per_s
+                else l.capacity_per_s > 0 and l.capacity_per_s >= 2 * b.capacity_per_s end as doubles,
+           case when isfinite(l.value) and isfinite(b.value) and b.value <> 0
+                then (l.value - b.value) / b.value * 100 end as change_pct,
+           -- why a cell has no change: a configuration without capacity has no cost or energy per token
+           case when isfinite(l.value) and isfinite(b.value) and b.value <> 0 then null
+                when l.capacity_metric and not coalesce(l.goodput_per_gpu_per_s > 0, false) then 'no capacity'
+                when l.capacity_metric and not coalesce(b.goodput_per_gpu_per_s > 0, false)
+                then 'baseline: no capacity'
+                when not isfinite(coalesce(l.value, 'nan'::double)) then 'no value'
+                else 'no baseline value' end as missing
     from long l
     join long b on b.device = l.device and b.workload = l.workload and b.metric = l.metric and b.lever = $baseline
     where l.lever <> $baseline
@@ -60,8 +72,10 @@ drawn as (
 
 draw_verdicts as (
     select l.device, l.lever, l.workload, l.metric, l.draw,
-           (l.value - b.value) / nullif(b.value, 0) * 100 as change_pct,
-           verdict_of((l.value - b.value) / nullif(b.value, 0) * 100, l.higher_is_better, $same_pct) as verdict
+           case when isfinite(l.value) and isfinite(b.value) and b.value <> 0
+                then (l.value - b.value) / b.value * 100 end as change_pct,
+           verdict_of(case when isfinite(l.value) and isfinite(b.value) and b.value <> 0
+                           then (l.value - b.value) / b.value * 100 end, l.higher_is_better, $same_pct) as verdict
     from drawn l
     join drawn b on b.device = l.device and b.workload = l.workload and b.metric = l.metric and b.draw = l.draw
                 and b.lever = $baseline
@@ -113,7 +127,8 @@ final as (
              else verdict || ' (' || round(100 * case verdict when 'better' then share_better
                                                               when 'worse' then share_worse
                                                               else share_same end)::bigint || '%)' end
-            as verdict_text
+            as verdict_text,
+        missing
     from cells
 )
 

@@ -25,31 +25,46 @@
 --   change_p50          %, median of the draws' change
 --   change_p90          %, 90th percentile of the draws' change
 --   verdict_text        the verdict with the share of draws agreeing, e.g. better (94%)
+--   missing             why a cell has no change: no capacity (no load meets the SLOs: no cost or energy per
+--                       token), baseline: no capacity, no value, no baseline value
 --   share_agreeing      share of draws with the cell's verdict, 0..1 (null without bands)
---   mark                ✓ better, ✗ worse, = same
+--   mark                ✓ better, ✗ worse, = same; empty for a cell without a change
 --   label               change and caveat marks as the seed prints them, e.g. +27% α; with [serving.bands]
---                       the share of draws agreeing with the verdict follows, e.g. +27% α (94%)
+--                       the share of draws agreeing with the verdict follows, e.g. +27% α (94%); a cell
+--                       without a change says why, e.g. n/a (no capacity)
 
 with cells as (
-    select *
+    select *,
+           metric in ('goodput', 'cost_per_mtok', 'energy_per_token') as capacity_metric,
+           max(lever_value) filter (where metric = 'goodput') over cell as lever_goodput,
+           max(baseline_value) filter (where metric = 'goodput') over cell as baseline_goodput
     from v_matrix
     where ($device is null or device = $device)
+    window cell as (partition by device, lever, workload)
 ),
 
 agreeing as (
-    select *, case verdict when 'better' then share_better when 'worse' then share_worse
+    select * replace (case when isfinite(change_pct) then change_pct end as change_pct,
+                      case when isfinite(change_pct) then verdict end as verdict),
+           case when coalesce(isfinite(change_pct), false) then null
+                when capacity_metric and not coalesce(lever_goodput > 0, false) then 'no capacity'
+                when capacity_metric and not coalesce(baseline_goodput > 0, false) then 'baseline: no capacity'
+                when not isfinite(coalesce(lever_value, 'nan'::double)) then 'no value'
+                else 'no baseline value' end as missing,
+           case verdict when 'better' then share_better when 'worse' then share_worse
                            when 'same' then share_same end as share_agreeing
     from cells
 ),
 
 final as (
     select
-        * replace (coalesce(caveats, '') as caveats),
-        case verdict when 'better' then '✓' when 'worse' then '✗' else '=' end as mark,
-        case when change_pct is null then 'n/a'
-             else (case when change_pct >= 0 then '+' else '' end) || round(change_pct)::bigint || '%' end
-            || case when coalesce(caveats, '') = '' then '' else ' ' || caveats end
-            || case when share_agreeing is null then '' else ' (' || round(100 * share_agreeing)::bigint || '%)' end
+        * exclude (capacity_metric, lever_goodput, baseline_goodput) replace (coalesce(caveats, '') as caveats),
+        case verdict when 'better' then '✓' when 'worse' then '✗' when 'same' then '=' else '' end as mark,
+        case when change_pct is null or not isfinite(change_pct) then 'n/a (' || missing || ')'
+             else (case when change_pct >= 0 then '+' else '' end) || round(change_pct)::bigint || '%'
+                  || case when coalesce(caveats, '') = '' then '' else ' ' || caveats end
+                  || case when share_agreeing is null then ''
+                          else ' (' || round(100 * share_agreeing)::bigint || '%)' end end
             as label
     from agreeing
 )

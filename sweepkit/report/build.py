@@ -130,13 +130,15 @@ Promise.all(jobs).then(() => { document.body.dataset.rendered = String(jobs.leng
 """
 
 
-def build_report(warehouse, out_dir: str | Path, *, png: bool = True) -> dict[str, Any]:
+def build_report(warehouse, out_dir: str | Path, *, png: bool = True,
+                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Build ``report.html`` and ``<chart>.png`` files into ``out_dir``.
 
     Args:
       warehouse: a :class:`sweepkit.store.Warehouse`.
       out_dir: output folder (created).
       png: also render a PNG of each chart (vl-convert).
+      progress: called with 1 as each section (query, chart and PNG) is done; len(SECTIONS) in all.
 
     Returns:
       dict: ``html`` (path), ``pngs`` (paths), ``charts`` (ids drawn), ``empty`` (ids shown as panels),
@@ -181,8 +183,10 @@ def build_report(warehouse, out_dir: str | Path, *, png: bool = True) -> dict[st
                 path.write_bytes(vlc.vegalite_to_png(spec, scale=2))
                 pngs.append(str(path))
         parts.append("</section>")
+        if progress is not None:
+            progress(1)
     runs = _table(_rows_runs(warehouse))
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     payload = json.dumps(specs, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
     page = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"

@@ -122,17 +122,19 @@ def lever_order(names) -> list[str]:
 
 
 def lever_matrix(rows: list[dict]) -> alt.FacetChart:
-    """Lever rows (grouped by family), metric columns, one panel per workload and device: ✓ better / ✗ worse /
-    = same, with the caveat marks and, for a grid with ``[serving.bands]``, the share of draws that agree
-    with the verdict, e.g. ``✓ +27% α (94%)``.
+    """Per lever (grouped by family), a small table of workloads x metrics, one column of panels per device, as
+    the chapter prints it: ✓ better / ✗ worse / = same, the change with its caveat marks (``✓ +27% α``), a cell
+    without a change says why (``n/a (no capacity)``) and, for a grid with ``[serving.bands]``, the share of draws
+    that agree with the verdict, e.g. ``✓ +27% α (94%)``.
 
     Hover shows the absolute numbers (baseline and lever value), the caveats and the draws' shares and band.
     """
     order = lever_order(list(dict.fromkeys(r["lever"] for r in rows)))
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
     banded = any(r.get("draws") is not None for r in rows)
     base = alt.Chart().encode(
         x=alt.X("metric:N", sort=METRICS, title=None, axis=alt.Axis(orient="top", labelAngle=0)),
-        y=alt.Y("lever:N", sort=order, title=None),
+        y=alt.Y("workload:N", sort=workloads, title=None),
     )
     cells = base.mark_rect(stroke="white").encode(
         color=alt.Color("verdict:N", scale=VERDICT_COLOURS, title="vs baseline"),
@@ -146,9 +148,11 @@ def lever_matrix(rows: list[dict]) -> alt.FacetChart:
            if banded else []))
     text = base.mark_text(fontSize=10).encode(text=alt.Text("cell:N"))
     chart = alt.layer(cells, text, data=_data(rows)).transform_calculate(
-        cell="datum.mark + ' ' + datum.label").properties(width=int(WIDTH * (1.5 if banded else 1)),
-                                                          height=alt.Step(18))
-    return chart.facet(row=alt.Row("workload:N", title=None), column=alt.Column("device:N", title=None),
+        cell="datum.mark ? datum.mark + ' ' + datum.label : datum.label").properties(
+            width=int(WIDTH * (1.5 if banded else 1)), height=alt.Step(18))
+    return chart.facet(row=alt.Row("lever:N", sort=order, title=None, header=alt.Header(labelAngle=0,
+                                                                                         labelAlign="left")),
+                       column=alt.Column("device:N", title=None),
                        title="Lever matrix: change from the baseline (✓ better, ✗ worse, = same, by more than ±2%)"
                              + ("; (n%): share of draws agreeing" if banded else ""))
 

@@ -33,7 +33,7 @@ def start_or_resume(work: Any, wh: Any, grid_name: str, grid_sha256: str, resume
         run = PendingRun(wh.root, new_run_id(), uri or None)
         run.lock()
         run.create(Manifest(work.kind, grid_name, grid_sha256, work.digest, len(work.tasks),
-                            dt.datetime.now(dt.timezone.utc).isoformat(), uri))
+                            dt.datetime.now(dt.UTC).isoformat(), uri))
         return run
     m = PendingRun(wh.root, resume).manifest()
     run = PendingRun(wh.root, resume, m.parquet_uri or None)
@@ -87,7 +87,7 @@ def run_parts(work: Any, wh: Any, executor: Any, *, grid_name: str, grid_toml: s
             raise RuntimeError(f"run {run.run_id}: parts missing after every task returned: {missing[:3]}")
         started = dt.datetime.fromisoformat(manifest.started_at)
         wall_s = time.perf_counter() - t0 if resume is None else \
-            (dt.datetime.now(dt.timezone.utc) - started).total_seconds()
+            (dt.datetime.now(dt.UTC) - started).total_seconds()
         return commit_pending(wh, run, kind=work.kind, grid_name=grid_name, grid_toml=grid_toml,
                               grid_sha256=grid_sha256, files=work.files(run), started=started, wall_s=wall_s,
                               on_wait=on_wait)

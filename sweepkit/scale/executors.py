@@ -58,7 +58,7 @@ class LocalExecutor:
         while remaining:
             try:
                 work.run(list(remaining), root, run_id, progress=done)
-            except Exception as exc:  # noqa: BLE001 - reported with the task's configuration
+            except Exception as exc:  # reported with the task's configuration
                 failed = by_index[remaining[0]]
                 tries[failed.index] = tries.get(failed.index, 0) + 1
                 if tries[failed.index] > self.retries:

@@ -180,8 +180,10 @@ def matrix_rows(ctx: Context) -> list[dict]:
 
 
 def options(ctx: Context) -> dict:
-    """``GET /api/options``: what the pages offer (workloads with reference loads, devices, levers, choices)."""
+    """``GET /api/options``: what the pages offer (workloads with reference loads, devices, levers and each one's
+    serving layout in words, choices)."""
     from sweepkit.catalogue import format_names
+    from sweepkit.serve.layouts import layout_label
 
     return dict(
         workloads=[dict(name=w.name, description=w.description, load_unit=w.load_unit, offline=w.offline,
@@ -189,6 +191,7 @@ def options(ctx: Context) -> dict:
                    for w in ctx.workloads.values()],
         devices=list(ctx.sweep_devices or ctx.cluster.devices), all_devices=list(device_names()),
         levers={k: dataclasses.asdict(v) for k, v in ctx.levers.items()}, sweep_levers=list(ctx.sweep_levers),
+        layouts={k: layout_label(v, ctx.cluster) for k, v in ctx.levers.items()},
         choices={k: list(v) for k, v in CHOICES.items()}, formats=list(format_names()),
         drafts=list(draft_names()), models=list(model_names()),
         cluster=dict(model=ctx.cluster.model, gpus=ctx.cluster.gpus, instances=ctx.cluster.instances,

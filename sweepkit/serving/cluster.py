@@ -3,6 +3,10 @@
 ``data/cluster.toml`` is the seed's cluster (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): Llama-3-70B on 8 GPUs as 2 colocated
 instances of TP4, prefill-priority batching, whole-sequence KV reservation, batch cap 256, prefill token budget
 8,192, 0.5 ms step overhead, BF16; devices H100, H200, B200 at their catalogue prices.
+
+A mixture-of-experts cluster may give each instance expert-parallel (``ep``) and attention data-parallel
+(``dp``) ranks, ``nodes`` (the scale-up domains the GPUs span: gpus / nodes GPUs each, at most the device's
+domain), ``scale_out`` (the network between them) and ``expert_imbalance`` (:mod:`sweepkit.costmodel.layout`).
 """
 
 from __future__ import annotations
@@ -11,19 +15,25 @@ import dataclasses
 from pathlib import Path
 
 from sweepkit.catalogue import get_device, get_format, get_model
+from sweepkit.costmodel.layout import INTERCONNECTS, check_layout, per_gpu_weight_bytes, scale_up_domain
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
 
 _FIELDS = {"description", "source", "model", "gpus", "instances", "tp", "batch_cap", "prefill_token_budget",
-           "step_overhead_s", "weight_format", "kv_format", "compute_format", "devices"}
+           "step_overhead_s", "weight_format", "kv_format", "compute_format", "devices", "ep", "dp", "nodes",
+           "scale_out", "expert_imbalance"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
-    """A colocated serving cluster: ``instances`` copies of the model, each on ``tp`` GPUs.
+    """A colocated serving cluster: ``instances`` copies of the model, each on ``tp`` x ``dp`` GPUs.
 
     Attributes:
-      model: catalogue target model.  gpus: total GPUs (= instances x tp).
+      model: catalogue target model.  gpus: total GPUs (= instances x tp x dp).
+      ep, dp: expert-parallel and attention data-parallel ranks per instance (1: tensor parallelism only).
+      nodes: scale-up domains the GPUs span (0: as many as the device's domain size needs).
+      scale_out: the network between domains ("" : the device's).  expert_imbalance: max / mean expert load
+        over EP ranks (None: :data:`sweepkit.costmodel.layout.IMBALANCE`).
       batch_cap: running requests per instance.  prefill_token_budget: prompt tokens per prefill step (a longer
       prompt runs alone).  step_overhead_s: fixed time of every target pass.
       weight_format, kv_format, compute_format: catalogue formats.  devices: catalogue device names.
@@ -42,6 +52,16 @@ class Cluster:
     kv_format: str
     compute_format: str
     devices: tuple[str, ...]
+    ep: int = 1
+    dp: int = 1
+    nodes: int = 0
+    scale_out: str = ""
+    expert_imbalance: float | None = None
+
+    @property
+    def gpus_per_node(self) -> int | None:
+        """GPUs per scale-up domain where ``nodes`` is given (None: the device's domain)."""
+        return self.gpus // self.nodes if self.nodes else None
 
 
 def parse_cluster(raw: dict, where: str) -> Cluster:
@@ -65,10 +85,22 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
         raise InputError(f"{where}: {exc}") from None
     instances = number(raw, "instances", where, lo=1, hi=1024, integer=True)
     tp = number(raw, "tp", where, lo=1, hi=64, integer=True)
-    gpus = number(raw, "gpus", where, lo=1, hi=65536, integer=True, default=instances * tp)
-    if gpus != instances * tp:
-        raise InputError(f"{where}: gpus = {gpus} is not allowed; expected instances x tp = {instances * tp}")
-    _check_fit(raw, model, tp, devices, where)
+    ep = number(raw, "ep", where, lo=1, hi=65536, integer=True, default=1)
+    dp = number(raw, "dp", where, lo=1, hi=65536, integer=True, default=1)
+    gpus = number(raw, "gpus", where, lo=1, hi=65536, integer=True, default=instances * tp * dp)
+    if gpus != instances * tp * dp:
+        raise InputError(f"{where}: gpus = {gpus} is not allowed; expected instances x tp x dp = "
+                         f"{instances * tp * dp}")
+    nodes = number(raw, "nodes", where, lo=1, hi=65536, integer=True, default=0) if "nodes" in raw else 0
+    scale_out = raw.get("scale_out", "")
+    if scale_out and scale_out not in INTERCONNECTS:
+        raise InputError(f"{where}: scale_out = {scale_out!r} is not allowed; expected one of "
+                         f"{', '.join(INTERCONNECTS)}")
+    imbalance = number(raw, "expert_imbalance", where, lo=1.0, hi=16.0) if "expert_imbalance" in raw else None
+    _check_nodes(gpus, nodes, devices, where)
+    for name in devices:
+        check_layout(get_model(model), get_device(name), tp, dp, ep, where, gpus // nodes if nodes else None)
+    _check_fit(raw, model, tp, devices, where, dp)
     return Cluster(
         description=str(raw.get("description", "")), source=str(raw.get("source", "")), model=model,
         gpus=gpus, instances=instances, tp=tp,
@@ -77,10 +109,24 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
                                     default=8192),
         step_overhead_s=number(raw, "step_overhead_s", where, lo=0, hi=1.0, default=0.0005),
         weight_format=raw.get("weight_format", "bf16"), kv_format=raw.get("kv_format", "bf16"),
-        compute_format=raw.get("compute_format", "bf16"), devices=tuple(devices))
+        compute_format=raw.get("compute_format", "bf16"), devices=tuple(devices), ep=ep, dp=dp, nodes=nodes,
+        scale_out=scale_out, expert_imbalance=imbalance)
 
 
-def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str) -> None:
+def _check_nodes(gpus: int, nodes: int, devices: list[str], where: str) -> None:
+    """``nodes`` must split the GPUs evenly, at most a scale-up domain of every device per node."""
+    if not nodes:
+        return
+    if gpus % nodes:
+        raise InputError(f"{where}: nodes = {nodes} is not allowed; expected a divisor of gpus = {gpus}")
+    for name in devices:
+        domain = scale_up_domain(get_device(name, "devices"))
+        if gpus // nodes > domain:
+            raise InputError(f"{where}: nodes = {nodes} is not allowed; {gpus // nodes} GPUs per node exceed "
+                             f"{name}'s scale-up domain of {domain}: expected nodes >= {-(-gpus // domain)}")
+
+
+def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str, dp: int = 1) -> None:
     """TP must divide the model's heads, and each GPU's share of the weights must fit in every device's HBM."""
     target = get_model(model)
     if target.n_heads % tp:
@@ -88,7 +134,7 @@ def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str) -
         raise InputError(f"{where}: tp = {tp} is not allowed; expected a divisor of {model}'s {target.n_heads} "
                          f"attention heads ({', '.join(map(str, divisors))})")
     fmt = raw.get("weight_format", "bf16")
-    per_gpu_bytes = target.resident_params * get_format(fmt, "weight_format").bytes_per_value / tp
+    per_gpu_bytes = per_gpu_weight_bytes(target, tp, dp, 1, get_format(fmt, "weight_format").bytes_per_value)
     from sweepkit.costmodel.memory import MEM_UTIL
 
     for name in devices:

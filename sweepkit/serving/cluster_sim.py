@@ -1,6 +1,6 @@
 """The cluster engine: every instance of one configuration at one load, advanced as one state.
 
-Each iteration of a ``jax.lax.while_loop`` (one lane; lanes are ``vmap``-ped over loads x configurations):
+Each iteration of a ``jax.lax.while_loop`` (one lane, one call; lanes run side by side on a thread pool):
 
 1. **route** - the earliest pending arrival (a first turn, or a later turn released by its session) at or
    before the current time goes to the least-loaded instance at that moment (queued + swapped + decoding
@@ -42,8 +42,7 @@ _VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_units", "c_
 _CACHE = ("c_in", "c_refs", "c_last_s")
 """The prefix cache's arrays [I, M]. In a program with disaggregated pools a boundary takes them whole, flat,
 from its instance's offset: XLA updates them in place, where a slice of the instance's M segments and its
-write-back are three passes over them each way at every boundary (the H100 lever grid's chat prefix-cache
-lane: 59.4 -> 42.5 us an iteration at M = 49,160). In a program without pools XLA was found to copy them
+write-back are three passes over them each way at every boundary. In a program without pools XLA was found to copy them
 whole nine times (chat's prefix-cache program), which costs more than the slice: there a boundary takes its
 instance's slice (docs/performance.md)."""
 

@@ -1,7 +1,7 @@
 """Pytrees of the cluster engine: static sizes, a configuration's policy as data, requests, load and state.
 
 One lane (one configuration at one load) holds every instance of the cluster on an explicit leading axis
-``[I]``, so that routing can compare instances; lanes are ``vmap``-ped over loads x configurations.
+``[I]``, so that routing can compare instances; each lane is its own call of its compiled program.
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 KV capacity per instance (units: tokens when reserved, 16-token blocks when paged):
 
-    tokens = floor((HBM x tp x pp x mem_util - resident weights) / (KV_target + KV_draft per token))
+    tokens = floor((HBM x tp x dp x pp x mem_util - resident weights) / (r x (KV_target + KV_draft per token)))
 
-over the instance's tp x pp GPUs (pipeline stages split the layers, so an instance's KV is the same as one
-tensor-parallel group of tp x pp GPUs; the embedding and LM head sit on the first and last stages). The
+over the instance's tp x dp x pp GPUs (pipeline stages split the layers, so an instance's KV is the same as one
+tensor-parallel group of tp x pp GPUs; the embedding and LM head sit on the first and last stages). With
+attention data parallelism (dp > 1) the non-expert weights sit once per DP rank; r copies of each token's KV
+sit on the attention-TP GPUs (MLA: r = tp; :func:`sweepkit.costmodel.layout.layout_kv_capacity_tokens`). The
 paged watermark keeps 1% of the blocks free at admission.
 """
 
@@ -20,7 +22,8 @@ import numpy as np
 from sweepkit.acceptance import workload_alphas
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens
+from sweepkit.costmodel.layout import Layout, check_layout, layout_kv_capacity_tokens, make_layout
+from sweepkit.costmodel.memory import kv_bytes_per_token
 from sweepkit.costmodel.steps import Instance, instance
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
@@ -82,8 +85,12 @@ def resolve(cluster: Cluster, lever: Lever) -> dict:
     pp = pick(lever.pp, 1)
     mode = pick(lever.mode, "colocated")
     n_pre = pick(lever.prefill_instances, 1) if mode == "disagg" else 0
+    dp, ep = pick(lever.dp, cluster.dp), pick(lever.ep, cluster.ep)
     return dict(
         instances=instances, tp=tp, pp=pp, microbatches=pick(lever.microbatches, pp), mode=mode,
+        dp=dp, ep=ep, prefill_dp=pick(lever.prefill_dp, 1), prefill_ep=pick(lever.prefill_ep, 1),
+        expert_imbalance=pick(lever.expert_imbalance, cluster.expert_imbalance),
+        scale_out=pick(lever.scale_out, cluster.scale_out or None),
         prefill_instances=n_pre, prefill_tp=pick(lever.prefill_tp, tp), total_instances=instances + n_pre,
         handoff=pick(lever.handoff, "pull") if mode == "disagg" else "none",
         batching=pick(lever.batching, "prefill-priority"), token_budget=pick(lever.token_budget,
@@ -98,14 +105,21 @@ def resolve(cluster: Cluster, lever: Lever) -> dict:
 def check(cluster: Cluster, cfg: Config, where: str) -> dict:
     """Resolve and validate a configuration; one-line :class:`InputError` naming ``where`` and the lever."""
     res = resolve(cluster, cfg.lever)
-    gpus = res["instances"] * res["tp"] * res["pp"] + res["prefill_instances"] * res["prefill_tp"]
+    gpus = (res["instances"] * res["tp"] * res["dp"] * res["pp"]
+            + res["prefill_instances"] * res["prefill_tp"] * res["prefill_dp"])
     if gpus != cluster.gpus:
-        raise InputError(f"{where}: lever {cfg.lever.name!r}: instances x tp x pp (+ prefill_instances x prefill_tp)"
-                         f" = {gpus} GPUs, expected the cluster's {cluster.gpus}")
+        raise InputError(f"{where}: lever {cfg.lever.name!r}: instances x tp x dp x pp (+ prefill_instances x "
+                         f"prefill_tp x prefill_dp) = {gpus} GPUs, expected the cluster's {cluster.gpus}")
     check_lever(cfg.lever, res, cfg.device, where)
+    at = f"{where}: lever {cfg.lever.name!r} on {cfg.device}"
+    model, device = get_model(cluster.model), get_device(cfg.device)
+    check_layout(model, device, res["tp"], res["dp"], res["ep"], at, cluster.gpus_per_node)
+    if res["prefill_instances"]:
+        check_layout(model, device, res["prefill_tp"], res["prefill_dp"], res["prefill_ep"], f"{at} (prefill pool)",
+                     cluster.gpus_per_node)
     if kv_tokens(cluster, cfg, res) <= 0 or (res["prefill_instances"] and kv_tokens(cluster, cfg, res, True) <= 0):
         raise InputError(f"{where}: lever {cfg.lever.name!r} on {cfg.device}: the weights do not fit "
-                         f"{res['tp'] * res['pp']} GPUs' memory (no room for KV)")
+                         f"{res['tp'] * res['dp'] * res['pp']} GPUs' memory (no room for KV)")
     return res
 
 
@@ -120,11 +134,19 @@ def _kv_tokens(cluster: Cluster, cfg: Config, res: dict, prefill: bool) -> float
     dev = device_arrays(get_device(cfg.device), jnp.float64)
     target = get_model(cluster.model)
     draft = get_draft(cfg.lever.draft, target)
-    gpus = res["prefill_tp"] if prefill else res["tp"] * res["pp"]
-    return float(kv_capacity_tokens(dev, jnp.float64(gpus), model_arrays(target, jnp.float64),
-                                    model_arrays(draft, jnp.float64),
-                                    get_format(res["weight_format"]).bytes_per_value,
-                                    get_format(res["kv_format"]).bytes_per_value))
+    gpus = res["prefill_tp"] * res["prefill_dp"] if prefill else res["tp"] * res["dp"] * res["pp"]
+    return float(layout_kv_capacity_tokens(pool_layout(cluster, cfg, res, prefill), dev, jnp.float64(gpus),
+                                           model_arrays(target, jnp.float64), model_arrays(draft, jnp.float64),
+                                           get_format(res["weight_format"]).bytes_per_value,
+                                           get_format(res["kv_format"]).bytes_per_value))
+
+
+def pool_layout(cluster: Cluster, cfg: Config, res: dict, prefill: bool = False) -> Layout:
+    """The :class:`~sweepkit.costmodel.layout.Layout` of a decode-pool (or colocated) or prefill-pool replica."""
+    pre = "prefill_" if prefill else ""
+    return make_layout(get_device(cfg.device), get_model(cluster.model), res[f"{pre}tp"], dp=res[f"{pre}dp"],
+                       ep=res[f"{pre}ep"], imbalance=res["expert_imbalance"], compute_format=res["compute_format"],
+                       gpus_per_node=cluster.gpus_per_node, interconnect=res["scale_out"], dtype=jnp.float64)
 
 
 def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, str]:
@@ -149,12 +171,13 @@ def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, st
     return alphas, name
 
 
-def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microbatches: int) -> Instance:
-    """The :class:`Instance` pytree of one replica of ``tp`` x ``pp`` GPUs (float64)."""
+def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microbatches: int,
+             prefill: bool = False) -> Instance:
+    """The :class:`Instance` pytree of one replica of ``tp`` x ``dp`` x ``pp`` GPUs (float64)."""
     target = get_model(cluster.model)
     inst = instance(get_device(cfg.device), target, get_draft(cfg.lever.draft, target), tp, res["weight_format"],
                     res["kv_format"], res["compute_format"], cfg.lever.gamma, jnp.float64, pp=pp,
-                    microbatches=microbatches)
+                    microbatches=microbatches, layout=pool_layout(cluster, cfg, res, prefill))
     f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
     darr = dataclasses.replace(inst.device, pass_overhead_s=f(cluster.step_overhead_s))
     if cfg.draw is not None and cfg.draw.factors:     # an uncertainty band's draw: factors on the device
@@ -198,7 +221,8 @@ def policy(cluster: Cluster, cfg: Config, res: dict | None = None, workload: str
         host_bytes_per_s=f(HOST_LINK["bytes_per_s"]), host_block_s=f(HOST_LINK["block_s"]),
         host_j_per_bit=f(HOST_LINK["j_per_bit"]),
         role=jnp.asarray(roles(res, instances_max or res["total_instances"])),
-        prefill_inst=_replica(cluster, cfg, res, res["prefill_tp"], 1, 1), prefill_kv_units=f(pre_units),
+        prefill_inst=_replica(cluster, cfg, res, res["prefill_tp"], 1, 1, True),
+        prefill_kv_units=f(pre_units),
         prefill_watermark_units=f(int(WATERMARK * pre_units) if paged else 0),
         link_bytes_per_s=f(KV_LINK["bytes_per_s"]), link_latency_s=f(KV_LINK["latency_s"]),
         link_j_per_bit=f(KV_LINK["j_per_bit"]), pull=f(res["handoff"] == "pull"))

@@ -58,11 +58,13 @@ def requests_for(w: Workload, n_sessions: int, capacity: int | None = None, turn
     col = lambda a: np.pad(np.asarray(a).T.reshape(-1), (0, pad))  # noqa: E731  [B, T] -> [T x B], padded
     n_sys = max(w.system_prompts, 1)
     sys_tokens = np.zeros(max(systems or n_sys, n_sys), np.int32)
-    sys_tokens[:n_sys] = w.system_prompt_tokens if w.system_prompts > 0 else 0
+    sys_tokens[:n_sys] = (w.system_prompt_tokens if w.system_prompts > 0 else 0) if ses.system_tokens is None \
+        else ses.system_tokens
     think = np.where(np.arange(T)[None, :] == 0, 0.0, ses.think_s)
+    segment = ses.new_input + ses.output if ses.segment is None else ses.segment
     req = Requests(prompt_tokens=jnp.asarray(col(ses.prompt), jnp.int32),
                    output_tokens=jnp.asarray(col(ses.output), jnp.int32),
-                   segment_tokens=jnp.asarray(col(ses.new_input + ses.output), jnp.int32),
+                   segment_tokens=jnp.asarray(col(segment), jnp.int32),
                    think_s=jnp.asarray(col(think), jnp.float64),
                    system_id=jnp.asarray(np.pad(np.tile(ses.system_id, T), (0, pad)), jnp.int32),
                    system_tokens=jnp.asarray(sys_tokens), stride=jnp.asarray(n_sessions, jnp.int32),
@@ -72,6 +74,8 @@ def requests_for(w: Workload, n_sessions: int, capacity: int | None = None, turn
 
 def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool) -> dict[str, np.ndarray]:
     """The :class:`Load` fields of one lane at ``rate`` (sessions/s or requests/s) with ``n_ses`` sessions."""
+    if w.replay is not None:
+        return replay_load(w, ses, rate, n_ses, early_stop)
     B = ses.n_sessions
     rate_eff = OFFLINE_RATE if w.offline else rate
     if rate <= 0:
@@ -84,6 +88,27 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
     n_drop = int(WARMUP_FRACTION * n_total)
     limit = MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
     return dict(arrival0_s=arr0, itl_from_s=np.sort(nominal)[n_drop], itl_to_s=starts[-1],
+                eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit,
+                warmup_requests=float(n_drop))
+
+
+def replay_load(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool) -> dict[str, np.ndarray]:
+    """:func:`load_for` of a replayed trace: session starts at ``rate`` (the trace's own times at its
+    ``rate_per_s``), later turns nominally at the trace's gaps after them; the window drops the earliest
+    :data:`WARMUP_FRACTION` of the requests that arrive (a session's turns past its last are never sent)."""
+    rate_eff = OFFLINE_RATE if w.offline else rate
+    if rate <= 0:
+        rate_eff, n_ses = 1.0, 0
+    start = ses.start_unit / rate_eff
+    arr0 = np.where(np.arange(ses.n_sessions) < n_ses, start, np.inf)
+    starts = start[:max(n_ses, 1)]
+    gaps = np.where(np.arange(w.turns)[None, :] == 0, 0.0, ses.think_s[:max(n_ses, 1)])
+    nominal = starts[:, None] + np.cumsum(gaps, axis=1)
+    nominal = np.sort(nominal[np.isfinite(nominal)]) if n_ses > 0 else np.sort(starts)
+    n_total = nominal.size if n_ses > 0 else 0
+    n_drop = int(WARMUP_FRACTION * n_total)
+    limit = MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
+    return dict(arrival0_s=arr0, itl_from_s=nominal[min(n_drop, nominal.size - 1)], itl_to_s=starts[-1],
                 eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit,
                 warmup_requests=float(n_drop))
 

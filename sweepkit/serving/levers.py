@@ -3,14 +3,18 @@
 ``data/levers.toml`` holds the reference sweep's colocated levers under their usual names. Every field is
 optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
 
-* layout: ``instances``, ``tp``, ``pp``, ``microbatches`` (instances x tp x pp = the cluster's GPUs);
+* layout: ``instances``, ``tp``, ``pp``, ``microbatches``, ``ep`` (expert-parallel ranks), ``dp`` (attention
+  data-parallel ranks; instances x tp x dp x pp = the cluster's GPUs), ``expert_imbalance`` (max / mean expert
+  load over the EP ranks, >= 1), ``scale_out`` (the network between scale-up domains:
+  :data:`sweepkit.costmodel.layout.INTERCONNECTS`); see :mod:`sweepkit.costmodel.layout` for the rules;
 * batching: ``batching`` = prefill-priority | decode-priority | chunked, ``token_budget`` (tokens per step);
 * KV memory: ``kv`` = reserved | paged, ``preemption`` = recompute | swap, ``prefix_caching`` = true | false;
 * formats: ``weight_format``, ``kv_format``, ``compute_format`` (bf16, or the weight format: W8A8, W4A4);
 * speculation: ``draft`` (none, mtp or a catalogue model), ``gamma``, ``alpha`` (assumed, not measured);
 * routing: ``router`` = least-loaded | session;
 * disaggregation: ``mode`` = colocated | disagg, ``prefill_instances`` and ``prefill_tp`` (the prefill
-  pool; ``instances`` and ``tp`` are then the decode pool), ``handoff`` = pull | push (pull, the default:
+  pool, with ``prefill_ep`` and ``prefill_dp``; ``instances``, ``tp``, ``ep``, ``dp`` are then the decode
+  pool), ``handoff`` = pull | push (pull, the default:
   the decode instance reserves room before the KV transfer starts and the prefill instance holds the KV
   until it lands; push: the transfer starts at once and the KV waits on the decode side for room);
 * ``devices``: the devices a grid runs the lever on (e.g. FP4 on B200 only).
@@ -25,6 +29,7 @@ import dataclasses
 from pathlib import Path
 
 from sweepkit.catalogue import draft_names, get_device, get_format
+from sweepkit.costmodel.layout import INTERCONNECTS
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string, table
 
@@ -35,10 +40,12 @@ CHOICES = {
     "router": ("least-loaded", "session"),
     "mode": ("colocated", "disagg"),
     "handoff": ("pull", "push"),
+    "scale_out": tuple(INTERCONNECTS),
 }
-_LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget", "prefill_instances", "prefill_tp")
+_LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget", "prefill_instances", "prefill_tp", "ep", "dp",
+           "prefill_ep", "prefill_dp")
 _FIELDS = {"description", "source", "family", "devices", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
-           "kv_format", "compute_format", *CHOICES, *_LAYOUT}
+           "kv_format", "compute_format", "expert_imbalance", *CHOICES, *_LAYOUT}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +59,10 @@ class Lever:
         draft's kind (:func:`sweepkit.acceptance.workload_alphas`) instead of one i.i.d. alpha.
       batching, token_budget, kv, preemption, prefix_caching, router: scheduler levers.
       instances, tp, pp, microbatches: parallel layout (the decode pool's when disaggregated).
-      mode, prefill_instances, prefill_tp: colocated, or a disaggregated prefill pool of that many instances.
+      ep, dp: expert-parallel and attention data-parallel ranks (the decode pool's when disaggregated).
+      expert_imbalance: max / mean expert load over EP ranks.  scale_out: the network between domains.
+      mode, prefill_instances, prefill_tp, prefill_ep, prefill_dp: colocated, or a disaggregated prefill pool
+        of that many instances.
       handoff: pull or push KV hand-off (disaggregated only).  weight_format, kv_format, compute_format: formats.
       devices: the devices a grid runs the lever on (empty: every device of the grid).
     """
@@ -83,6 +93,12 @@ class Lever:
     kv_format: str | None = None
     compute_format: str | None = None
     devices: tuple = ()
+    ep: int | None = None
+    dp: int | None = None
+    prefill_ep: int | None = None
+    prefill_dp: int | None = None
+    expert_imbalance: float | None = None
+    scale_out: str | None = None
 
     @property
     def speculative(self) -> bool:
@@ -130,9 +146,11 @@ def _lever(name: str, raw: dict, where: str) -> Lever:
         raise InputError(f"{where}: devices = {devices!r} is not allowed; expected a list of catalogue devices")
     ints = {k: (None if k not in raw else int(number(raw, k, where, lo=1, hi=1 << 20, integer=True)))
             for k in _LAYOUT}
+    imbalance = None if "expert_imbalance" not in raw else float(number(raw, "expert_imbalance", where, lo=1.0,
+                                                                        hi=16.0))
     return Lever(name=name, description=str(raw.get("description", name)), source=str(raw.get("source", "")),
                  family=str(raw.get("family", "")), devices=tuple(devices), draft=draft, gamma=int(gamma), alpha=float(alpha),
-                 alpha_from_workload=from_workload,
+                 alpha_from_workload=from_workload, expert_imbalance=imbalance,
                  prefix_caching=prefix, **{k: _choice(raw, k, where) for k in CHOICES},
                  **{k: _format(raw, k, where) for k in ("weight_format", "kv_format", "compute_format")}, **ints)
 
@@ -171,8 +189,9 @@ def check_lever(lever: Lever, resolved: dict, device: str, where: str) -> None:
         why = "disaggregated pools with pipeline parallelism are not modelled"
     elif resolved["mode"] == "disagg" and resolved["preemption"] == "swap":
         why = "disaggregated pools with preemption = 'swap' are not modelled"
-    elif resolved["mode"] != "disagg" and (lever.prefill_instances or lever.prefill_tp or lever.handoff):
-        why = "prefill_instances, prefill_tp and handoff need mode = 'disagg'"
+    elif resolved["mode"] != "disagg" and (lever.prefill_instances or lever.prefill_tp or lever.handoff
+                                           or lever.prefill_ep or lever.prefill_dp):
+        why = "prefill_instances, prefill_tp, prefill_ep, prefill_dp and handoff need mode = 'disagg'"
     elif resolved["compute_format"] not in ("bf16", resolved["weight_format"]):
         why = (f"compute_format = {resolved['compute_format']!r} must be bf16 (weight-only) or the weight format "
                f"{resolved['weight_format']!r}")

@@ -1,8 +1,8 @@
 """A blocked minimum over a per-session array: the earliest pending time in O(sqrt(B)) per query and update.
 
 The cluster engine asks every iteration for the earliest released turn (``State.buf_s``) and the earliest KV
-landing (``State.hand_s``), arrays of one entry per session. A plain ``argmin`` reads all B entries (at 16K
-sessions, ~80 us on one core, four times per iteration); here the array is cut into blocks of b ~ sqrt(B)
+landing (``State.hand_s``), arrays of one entry per session. A plain ``argmin`` reads all B entries, several
+times per iteration; here the array is cut into blocks of b ~ sqrt(B)
 entries whose minima are kept beside it, so a query reads B / b minima and one block, and a point update
 refreshes one block's minimum.
 

@@ -43,7 +43,8 @@ from sweepkit.serving.updates import add_at
 def no_events(S: int, N: int, bins: int, A: int) -> dict:
     """The event fields of a boundary that did nothing (request id N: none), shaped as :func:`boundary`'s."""
     none, zf = jnp.full((S,), N, jnp.int32), jnp.zeros((S,), jnp.float64)
-    return dict(first_rid=none, first_s=jnp.zeros((), jnp.float64), finish_rid=none, finish_s=zf, next_rid=none, hand_rid=none, xfer_rid=jnp.full((A,), N, jnp.int32), itl_bin=jnp.zeros((2 * S + RUN_STEPS,), jnp.int32),
+    return dict(first_rid=none, first_s=jnp.zeros((), jnp.float64), finish_rid=none, finish_s=zf, next_rid=none,
+                hand_rid=none, xfer_rid=jnp.full((A,), N, jnp.int32), itl_bin=jnp.zeros((2 * S + RUN_STEPS,), jnp.int32),
                 itl_w=jnp.zeros((2 * S + RUN_STEPS,), jnp.float64), zeros=jnp.zeros((), jnp.float64),
                 misses=jnp.zeros((), jnp.int32), pre_rid=none, pre_out=zf, pre_last_s=zf)
 

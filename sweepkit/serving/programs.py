@@ -84,8 +84,7 @@ def build_ahead(pol, req, load, shape: Shape) -> list[Future]:
     """Start building the program of these inputs on a compile thread, for every device a lane may take,
     unless it is built or being built; returns the builds' futures (one per device). A lane that needs it
     waits for that build only, and the builds of several shapes start when their lanes are submitted, side by
-    side, not one after another on whichever lane thread reaches each first (docs/performance.md: the seed's
-    15 points cold, 33.6 -> 29.2 s)."""
+    side, not one after another on whichever lane thread reaches each first (docs/performance.md)."""
     entries = []
     for device in lane_devices():
         key = _key(pol, req, load, shape, device)

@@ -46,6 +46,8 @@ class Sessions:
       prompt: [S, T] full prompt tokens per turn (system prompt + history + new input).
       think_s: [S, T] think time before turn k (unused for k = 0), seconds.
       system_id: [S] which shared system prompt the session uses.
+      segment: [S, T] tokens each turn adds to its session's prefix chain (None: new input + output).
+      system_tokens: [systems] each shared prompt's tokens (None: the workload's ``system_prompt_tokens``).
     """
 
     start_unit: np.ndarray
@@ -54,6 +56,8 @@ class Sessions:
     prompt: np.ndarray
     think_s: np.ndarray
     system_id: np.ndarray
+    segment: np.ndarray | None = None
+    system_tokens: np.ndarray | None = None
 
     @property
     def n_sessions(self) -> int:
@@ -127,12 +131,29 @@ def _sessions(w: Workload, start_unit, x, y, think, sys_id) -> Sessions:
 
 def sample_sessions(w: Workload, n_sessions: int, seed: int = 1) -> Sessions:
     """The first ``n_sessions`` sessions of workload ``w`` under ``seed`` (workload seed 1 in the seed's sweep):
-    the seed's own draws (:func:`_seed_sessions`) for lognormal lengths, numpy blocks for a trace's rows."""
+    the seed's own draws (:func:`_seed_sessions`) for lognormal lengths, numpy blocks for a trace's rows, a
+    replayed trace's own sessions (:func:`replayed_sessions`; ``seed`` unused)."""
+    if w.replay is not None:
+        return replayed_sessions(w.replay, n_sessions)
     if not w.trace_inputs:
         return _seed_sessions(w, n_sessions, seed)
     blocks = [_block(w, seed, b) for b in range(-(-n_sessions // BLOCK))]
     cat = {k: np.concatenate([b[k] for b in blocks])[:n_sessions] for k in blocks[0]}
     return _sessions(w, np.cumsum(cat["gaps"]), cat["x"], cat["y"], cat["think"], cat["sys_id"])
+
+
+def replayed_sessions(rp, n_sessions: int) -> Sessions:
+    """The first ``n_sessions`` sessions of a :class:`sweepkit.serving.traces.Replay` (padded with one-token
+    sessions that never continue past ``rp.sessions``); start times in units of its rate (``start_s x
+    rp.rate_per_s``: a load of ``rp.rate_per_s`` replays the trace's own times)."""
+    S, n = rp.sessions, int(n_sessions)
+    take = lambda a, fill: np.concatenate([a[:n], np.full((max(n - S, 0),) + a.shape[1:], fill, a.dtype)])  # noqa: E731
+    rate = rp.rate_per_s if np.isfinite(rp.rate_per_s) else 1.0
+    start = take(rp.start_s * rate, rp.start_s[-1] * rate)
+    prompt, output, chain = take(rp.prompt, 1), take(rp.output, 1), take(rp.chain, 0)
+    return Sessions(start_unit=start, new_input=np.maximum(prompt - chain, 0), output=output, prompt=prompt,
+                    think_s=take(rp.think_s, np.inf), system_id=take(rp.system_id, 0),
+                    segment=take(rp.segment, 0), system_tokens=rp.system_tokens)
 
 
 def uniform_hash(seed: int, request: np.ndarray, pass_no: np.ndarray) -> np.ndarray:

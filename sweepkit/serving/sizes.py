@@ -4,7 +4,7 @@ and workloads of a grid share few programs.
 A program's sessions, turns and shared prompts are capacities: a run's own are data (``Requests.stride``,
 ``Requests.turns``), its first-turn arrivals padded with never-arriving sessions, its turns and prompts with
 segments no chain holds, so a lane gives the same results in any program that holds it. Larger classes mean
-fewer programs (each ~17 CPU-s to build for a lever grid) but more padding in every lane; the classes below
+fewer programs (each a compile of its own) but more padding in every lane; the classes below
 were set by measuring both on the H100 lever grid (docs/performance.md).
 """
 
@@ -77,7 +77,7 @@ as long, which only the late count every 64 iterations passes over whole."""
 SMALL_TURNS = 8
 """Turns a program without the prefix cache holds at least up to :data:`SMALL_SESSIONS` sessions: every
 workload of up to 8 turns shares its programs there. Chat's and RAG's lanes are padded from 4 turns to 8
-for it; the H100 lever grid's warm run took no measurably longer, and a program costs ~17 CPU-s to build
+for it: one program fewer to build, at a padding the H100 lever grid's warm run does not measurably pay
 (docs/performance.md)."""
 
 SMALL_SESSIONS = 4096
@@ -95,8 +95,8 @@ cache holds one segment per request, so the classes stay narrow where the arrays
 
 PREFIX_ONE_CLASS_UP_TO = 512
 """Sessions up to which a prefix-cache program holds the last of :data:`PREFIX_TURNS` for every workload: one
-program for all five (4,104 segments at 512 sessions x 8 turns); on the H100 lever grid one program fewer,
-cold 188.8 -> 183.5 s, and its warm run no measurably longer (docs/performance.md)."""
+program for all five (4,104 segments at 512 sessions x 8 turns): one program fewer to build on the H100 lever
+grid, its warm run no measurably longer (docs/performance.md)."""
 
 
 def prefix_turns_class(turns: int, sessions: int) -> int:
@@ -128,19 +128,17 @@ def bucket_of(n: int) -> int:
 
 CAPACITY_FACTOR = 8
 """Session capacities of the compiled programs grow by this factor (64, 512, 4,096, 32,768, ...): layouts of
-several buckets share one program, their arrays padded (the same results; a padded lane costs a little more,
-~9% at 4x for a chat lane: the per-session and per-request arrays are touched only where a request is,
-docs/performance.md)."""
+several buckets share one program, their arrays padded (the same results; a padded lane costs a little more:
+a few per-session arrays are copied every iteration, docs/performance.md)."""
 
 PREFIX_CAPACITY_FACTOR = 8
 """The same for programs with the prefix cache (64, 512, 4,096 sessions), up to :data:`PREFIX_LARGE_FROM`
-sessions: a boundary updates the cache's arrays in place, so padding costs a lane little there (the H100 lever
-grid: 11 prefix programs -> 9, its cold run 254.4 -> 230.9 s, every row equal; docs/performance.md)."""
+sessions: a boundary updates the cache's arrays in place, so padding costs a lane little there, and the H100
+lever grid builds two prefix programs fewer (every row equal; docs/performance.md)."""
 
 PREFIX_LARGE_FROM = 4096
 """Past this many sessions prefix-cache programs grow by :data:`PREFIX_LARGE_FACTOR` (16,384, 65,536, ...):
-their evictions pass over every segment, and chat's lanes of 4,097-16,384 sessions padded to 32,768 took
-52.4 instead of 40.9 us an iteration."""
+their evictions pass over every segment, so an iteration of a lane costs more the more its program pads."""
 
 PREFIX_LARGE_FACTOR = 4
 

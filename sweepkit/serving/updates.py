@@ -2,8 +2,8 @@
 dynamic-update-slice per index on XLA:CPU where :mod:`sweepkit.xla_options` compiles the engine's loop into one
 function (the default), a scatter otherwise (``SWEEPKIT_XLA_OPTIONS=0``).
 
-Why: XLA:CPU runs a ``while_loop`` op by op (a runtime dispatch per kernel, ~0.1-0.5 us each, several
-hundred per engine iteration) unless the whole loop can be compiled into one function, which its
+Why: XLA:CPU runs a ``while_loop`` op by op (a runtime dispatch per kernel, several hundred per engine
+iteration) unless the whole loop can be compiled into one function, which its
 small-while-loop pass does only where the loop holds no scatter or sort (``SmallWhileLoopHoistingPass``,
 https://github.com/openxla/xla/blob/main/xla/service/cpu/small_while_loop_hoisting_pass.cc). The engine's
 updates touch a handful of entries (a row, a request, a session), so a short loop of slice updates costs

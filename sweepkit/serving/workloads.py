@@ -3,7 +3,8 @@
 The packaged ``data/workloads.toml`` holds the seed's five workloads (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim), each number
 with its source. A user adds a workload by writing another TOML file with a ``[workloads.<name>]`` table
 (the same fields) and passing its path; a workload may name a ``trace`` CSV (columns ``input_tokens``,
-``output_tokens``) whose lengths are resampled instead of the lognormal fits.
+``output_tokens``) whose lengths are resampled instead of the lognormal fits, or a ``replay`` trace whose
+arrival times, sessions, think times and prefix blocks are replayed as they are (:mod:`sweepkit.serving.traces`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import numpy as np
 from sweepkit.errors import InputError, bad_value
 from sweepkit.inputs import MAX_TRACE_BYTES, read_text
 from sweepkit.serving._toml import check_keys, number, read_toml, string, table
+from sweepkit.serving.trace_read import FORMATS
+from sweepkit.serving.traces import MAX_TURNS, Replay, load_replay
 
 _FIELDS = {
     "description", "source", "prompt_mean_tokens", "prompt_cv", "prompt_max_tokens", "output_mean_tokens",
     "output_cv", "output_max_tokens", "turns", "think_mean_s", "system_prompts", "system_prompt_tokens",
-    "ttft_slo_s", "tpot_slo_s", "offline", "min_sessions", "trace",
+    "ttft_slo_s", "tpot_slo_s", "offline", "min_sessions", "trace", "replay", "replay_format", "block_tokens",
+    "max_turns",
 }
 _REQUIRED = {"source", "ttft_slo_s", "tpot_slo_s"}
 _LENGTHS = {"prompt_mean_tokens", "prompt_cv", "prompt_max_tokens", "output_mean_tokens", "output_cv",
@@ -43,6 +47,8 @@ class Workload:
       offline: every request arrives at once; capacity is the saturated throughput.
       min_sessions: sessions per run are max(min_sessions, ceil(rate x 4 x session_s)) (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim).
       trace_inputs, trace_outputs: resampled lengths when a trace file is named (else empty).
+      replay: the :class:`sweepkit.serving.traces.Replay` of a ``replay`` trace (else None): every session of
+        it is simulated at any load, a load rescaling its session starts.
     """
 
     name: str
@@ -65,6 +71,7 @@ class Workload:
     trace: str = ""
     trace_inputs: tuple = ()
     trace_outputs: tuple = ()
+    replay: Replay | None = None
 
     @property
     def session_s(self) -> float:
@@ -76,7 +83,9 @@ class Workload:
         return "sessions/s" if self.turns > 1 else "requests/s"
 
     def sessions_at(self, rate: float) -> int:
-        """Sessions simulated at ``rate`` (offline: min_sessions)."""
+        """Sessions simulated at ``rate`` (offline: min_sessions; a replayed trace: all of its sessions)."""
+        if self.replay is not None:
+            return self.replay.sessions
         if self.offline:
             return self.min_sessions
         return max(self.min_sessions, int(np.ceil(rate * 4.0 * self.session_s - 1e-9)))
@@ -128,7 +137,9 @@ def _workload(name: str, raw: dict, where: str, base: Path | None) -> Workload:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a table of workload fields")
     trace = raw.get("trace", "")
-    check_keys(raw, _FIELDS, _REQUIRED | (set() if trace else _LENGTHS), where)
+    if "replay" in raw:
+        return _replayed(name, raw, where, base)
+    check_keys(raw, _FIELDS - _REPLAY_ONLY, _REQUIRED | (set() if trace else _LENGTHS), where)
     num = lambda k, **kw: number(raw, k, where, **kw)  # noqa: E731
     ins = outs = ()
     if trace:
@@ -156,6 +167,43 @@ def _workload(name: str, raw: dict, where: str, base: Path | None) -> Workload:
         offline=offline, min_sessions=num("min_sessions", lo=2, hi=1_000_000, integer=True, default=200),
         trace=str(trace), trace_inputs=ins, trace_outputs=outs,
     ), where)
+
+
+_REPLAY_ONLY = {"replay", "replay_format", "block_tokens", "max_turns"}
+_REPLAY_FIELDS = {"description", "source", "ttft_slo_s", "tpot_slo_s", "offline"} | _REPLAY_ONLY
+
+
+def _replayed(name: str, raw: dict, where: str, base: Path | None) -> Workload:
+    """A workload that replays a trace: its lengths, sessions and times are the trace's (the descriptive
+    length and think fields are its new input per turn (prompt less its chain), output and gaps between
+    turns: means, coefficients of variation and maxima, as :mod:`sweepkit.serving.trace_fit` fits them)."""
+    check_keys(raw, _REPLAY_FIELDS, {"source", "ttft_slo_s", "tpot_slo_s", "replay"}, where)
+    path = Path(string(raw, "replay", where))
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    fmt = raw.get("replay_format")
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError(f"{where}: replay_format = {fmt!r} is not allowed; expected one of {', '.join(FORMATS)}")
+    num = lambda k, **kw: number(raw, k, where, **kw)  # noqa: E731
+    bt = num("block_tokens", lo=1, hi=1_000_000, integer=True) if "block_tokens" in raw else None
+    rp = load_replay(path, fmt, bt, num("max_turns", lo=1, hi=64, integer=True, default=MAX_TURNS))
+    offline = raw.get("offline", False)
+    if not isinstance(offline, bool):
+        raise InputError(f"{where}: offline = {offline!r} is not allowed; expected true or false")
+    if not offline and not rp.span_s > 0:
+        raise InputError(f"{where}: replay {str(path)!r} has every request at one instant; expected arrivals "
+                         f"spread in time (or offline = true)")
+    has = np.arange(rp.prompt.shape[1])[None, :] < rp.turns[:, None]
+    x, y, think = np.maximum(rp.prompt - rp.chain, 1)[has], rp.output[has], rp.think_s[:, 1:][has[:, 1:]]
+    cv = lambda v: float(np.std(v) / np.mean(v)) if np.mean(v) > 0 else 0.0  # noqa: E731
+    return Workload(
+        name=name, description=str(raw.get("description", name)), source=string(raw, "source", where),
+        prompt_mean_tokens=float(x.mean()), prompt_cv=cv(x), prompt_max_tokens=int(x.max()),
+        output_mean_tokens=float(y.mean()), output_cv=cv(y), output_max_tokens=int(y.max()),
+        turns=int(rp.prompt.shape[1]), think_mean_s=float(think.mean()) if think.size else 0.0,
+        system_prompts=int(rp.system_tokens.shape[0]), system_prompt_tokens=int(rp.system_tokens.max()),
+        ttft_slo_s=num("ttft_slo_s", lo=0, lo_open=True), tpot_slo_s=num("tpot_slo_s", lo=0, lo_open=True),
+        offline=offline, min_sessions=max(rp.sessions, 2), replay=rp)
 
 
 def load_workloads(path: str | Path | None = None) -> dict[str, Workload]:

@@ -38,7 +38,7 @@ def commit_run(wh, *, run_id: str, kind: str, grid_name: str, grid_toml: str, gr
         try:
             con.execute("begin transaction")
             _insert(wh, con, [run_id, kind, grid_name, grid_toml, grid_sha256, sweepkit.__version__, started,
-                              dt.datetime.now(dt.timezone.utc), row_count, wall_s], files)
+                              dt.datetime.now(dt.UTC), row_count, wall_s], files)
             con.execute("commit")
         except BaseException:
             try:

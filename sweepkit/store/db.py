@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Iterator
 import duckdb
 
 from sweepkit.store import integrity, objstore
+from sweepkit.store.sqltext import macros_sql, sql_str
 
 OPEN_TIMEOUT_S = 120.0
 """How long an open keeps retrying while another process holds the database file."""
@@ -39,24 +40,6 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 def schema_sql() -> str:
     """The text of ``sweepkit/store/schema.sql`` (package data, read through :mod:`importlib.resources`)."""
     return resources.files("sweepkit.store").joinpath("schema.sql").read_text(encoding="utf-8")
-
-
-def macros_sql(*, temp: bool = False) -> str:
-    """``sweepkit/store/macros.sql``, the reports' shared SQL, with the metric catalogue filled in.
-
-    DuckDB binds a macro when it is created, so they are applied once the tables' views exist
-    (:func:`create_views`); ``temp`` makes them temporary macros (a read-only connection).
-
-    Example:
-      >>> "create or replace macro latest_run" in macros_sql() and "'goodput', 'req/s per GPU'" in macros_sql()
-      True
-    """
-    from sweepkit.catalogue.metrics import values_sql
-
-    text = resources.files("sweepkit.store").joinpath("macros.sql").read_text(encoding="utf-8")
-    rows = "\n".join("        " + line for line in values_sql().splitlines())
-    text = text.replace("{metrics}", rows)
-    return text.replace("create or replace macro", "create or replace temp macro") if temp else text
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -81,7 +64,7 @@ def last_commit_matches(con: duckdb.DuckDBPyConnection, root: str, version: str)
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, *, force: bool = False) -> None:
     """Run schema.sql on a read-write connection unless the database already holds this very text
-    (``warehouse_meta.schema_sha256``; saves ~50 ms of DDL on every commit) and ``force`` is False."""
+    (``warehouse_meta.schema_sha256``: a commit then runs no DDL) and ``force`` is False."""
     text = schema_sql()
     digest = hashlib.sha256(text.encode()).hexdigest()
     has_meta = _has_table(con, "warehouse_meta")
@@ -145,7 +128,7 @@ def gate(path: Path | None, *, exclusive: bool, timeout_s: float | None = OPEN_T
                 break
             except BlockingIOError:
                 if waiter.expired():
-                    raise TimeoutError(f"{path}: another process kept the warehouse locked for {timeout_s:.0f} s")
+                    raise TimeoutError(f"{path}: another process kept the warehouse locked for {timeout_s:.0f} s") from None
                 time.sleep(0.002 + 0.01 * random.random())
         yield
     finally:
@@ -176,11 +159,6 @@ def open_db(path: Path, *, read_only: bool, timeout_s: float | None = OPEN_TIMEO
                 raise
         time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2.0, 0.2)
-
-
-def sql_str(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def contracts(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:

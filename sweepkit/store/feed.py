@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from sweepkit.store.db import macros_sql, sql_str
+from sweepkit.store.sqltext import macros_sql, sql_str
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ comment on column contract_decode.energy_per_token_spec_j is 'J per output token
 comment on column contract_decode.draft_cost_ratio is 'c, one draft pass over one plain target pass (Leviathan Def. 3.7, measured on this hardware)';
 comment on column contract_decode.kv_capacity_tokens is 'tokens, KV positions the instance holds = floor((HBM x tp x 0.9 - resident weight bytes) / KV bytes per token (target + draft)), >= 0';
 comment on column contract_decode.weight_bytes_per_device is 'bytes, resident weights per device = (target + draft params) x weight bytes / tp';
-comment on column contract_decode.fits_in_memory is 'B (S + positions) <= kv_capacity_tokens and capacity > 0, positions = gamma + 1 with a draft, else 1';
+comment on column contract_decode.fits_in_memory is 'B n_held(S + positions) <= kv_capacity_tokens and capacity > 0, positions = gamma + 1 with a draft, else 1; n_held(n) = n - kv_w / kv x max(n - (W + 1), 0) (windowed layers hold W + 1 positions; n without windows)';
 comment on column contract_decode.tokens_per_pass_p10 is 'E, tokens per verify pass: p10 over the [bands] draws of the point (null without bands)';
 comment on column contract_decode.tokens_per_pass_p50 is 'E, tokens per verify pass: p50 over the [bands] draws of the point (null without bands)';
 comment on column contract_decode.tokens_per_pass_p90 is 'E, tokens per verify pass: p90 over the [bands] draws of the point (null without bands)';

@@ -72,7 +72,7 @@ def open_snapshot(root: Path, records: dict[str, pa.Table] | None) -> duckdb.Duc
             con.register("_records", records[name])
             con.execute(f"insert into {name} by name select * from _records")
             con.unregister("_records")
-        db.create_views(con, root, temp=True, feed=False)        # temp: no column comments to copy (~0.1 s)
+        db.create_views(con, root, temp=True, feed=False)        # temp: no column comments to copy
         _feed_views(con, records)
         paths = sorted({str((root / row[0]).resolve()) for row in con.execute("select path from run_files").fetchall()
                         if not objstore.is_uri(row[0])})          # objects are read by Arrow, not by DuckDB
@@ -87,7 +87,7 @@ def open_snapshot(root: Path, records: dict[str, pa.Table] | None) -> duckdb.Duc
 
 def _feed_views(con: duckdb.DuckDBPyConnection, records: dict[str, pa.Table] | None) -> None:
     """The feed views (v_*): the definitions the last commit persisted when they are current (no bind checks
-    to repeat, ~0.2 s saved per read), else built afresh."""
+    to repeat on every read), else built afresh."""
     from sweepkit.store.feed import FEED, create_feed_views, feed_digest
 
     stored = dict(zip(*(records["feed_views"].column(c).to_pylist() for c in ("view_name", "sql")))) \

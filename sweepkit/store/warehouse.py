@@ -47,7 +47,7 @@ def default_root() -> Path:
 
 def new_run_id() -> str:
     """UTC start time to the millisecond plus 6 random hex digits: sorts by start, unique across processes."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
 
 
@@ -196,7 +196,7 @@ class Warehouse:
         if loc is not None:
             objstore.check_reachable(loc)                        # before any work is done
         t0 = time.perf_counter() if since_s is None else since_s
-        started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=time.perf_counter() - t0)
+        started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=time.perf_counter() - t0)
         run_id = new_run_id()
         staging = self.root / "staging"
         staging.mkdir(parents=True, exist_ok=True)

@@ -6,10 +6,10 @@ import threading
 from typing import Any, Iterator
 
 
-class started:  # noqa: N801 - used like a function: started(iterator)
+class started:  # used like a function: started(iterator)
     """Iterate ``items``, the first one computed on a background thread started at once.
 
-    A sweep's first batch waits for the compiled chunk to load (~0.2 s) and its first evaluation; the caller
+    A sweep's first batch waits for the compiled chunk to load and for its first evaluation; the caller
     meanwhile prepares the warehouse run (lock, stale-run cleanup, contract check) on its own thread. The
     rest are computed on the consuming thread as usual. An exception from the first item is re-raised on
     the consuming thread. Call :meth:`join` before leaving on an error raised before the first item was
@@ -38,7 +38,7 @@ class started:  # noqa: N801 - used like a function: started(iterator)
             yield self._first.pop()
             yield from self._items
 
-    def __iter__(self) -> "started":
+    def __iter__(self) -> started:
         return self
 
     def __next__(self) -> Any:

@@ -32,12 +32,11 @@ class _Slabs:
     past a memoryview, so every view of the lease references the lease). Arrow's zero-copy arrays keep
     those views, and so the lease, alive until the Parquet writer has dropped the batch; a slab whose lease
     is gone (a weak reference says so) is free to refill. Its pages are already mapped, so the copies into
-    it run at memory speed instead of page-faulting every chunk in anew (measured in a real run: ~1.8 CPU-s
-    of 13 M rows' Arrow assembly with fresh buffers, while two writer threads need the same two cores).
+    it run at memory speed instead of page-faulting every chunk in anew, while the writer threads need the
+    same cores.
 
-    New slabs are mapped with their pages populated in one go (:func:`_populated`). (Mapping the slabs a run
-    holds in flight up front, on a helper thread while the executable loads, measured slower: the load
-    itself took twice as long beside it.)
+    New slabs are mapped with their pages populated in one go (:func:`_populated`), as the run needs them (not
+    up front on a helper thread, which would slow the executable's load beside it).
     """
 
     MAX_KEPT = 8
@@ -46,7 +45,7 @@ class _Slabs:
         self._slabs: list[np.ndarray] = []
         self._leases: list[weakref.ref | None] = []
 
-    def take(self, nbytes: int) -> "_Cursor":
+    def take(self, nbytes: int) -> _Cursor:
         """A cursor over a free slab of at least ``nbytes`` (a new one when none is free)."""
         for i, slab in enumerate(self._slabs):
             if slab.nbytes >= nbytes and (self._leases[i] is None or self._leases[i]() is None):
@@ -64,7 +63,7 @@ class _Slabs:
         return [lease is not None and lease() is not None for lease in self._leases]
 
 
-def _lease(slab: np.ndarray) -> tuple["_Cursor", weakref.ref]:
+def _lease(slab: np.ndarray) -> tuple[_Cursor, weakref.ref]:
     """A cursor over a new array on ``slab``'s memory, and a weak reference that dies with that array."""
     lease = np.frombuffer(memoryview(slab), np.uint8)
     return _Cursor(lease), weakref.ref(lease)
@@ -80,8 +79,8 @@ def _populated(nbytes: int) -> np.ndarray:
     """A writable byte array of ``nbytes`` whose pages are mapped now rather than on first touch.
 
     An anonymous mapping populated with ``madvise(MADV_POPULATE_WRITE)`` (Linux >= 5.14) in 8 MiB steps, so
-    that no step holds the address space's lock for long. On the 2-core VM, mapping 112 MB this way and
-    filling it took 0.06 s; faulting the same fresh pages in by writing them, 0.34-0.40 s. Where the call is
+    that no step holds the address space's lock for long: far cheaper than faulting the same fresh pages in
+    one by one as they are first written. Where the call is
     not there (older kernels, other systems) the pages fault in on first use, as with ``np.empty``.
     """
     if _MADV_POPULATE_WRITE is None or nbytes < max(1, _MAP_MIN_BYTES) or not hasattr(mmap, "MAP_ANONYMOUS"):
@@ -99,7 +98,7 @@ def _populated(nbytes: int) -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def _libc_madvise():
     """libc's ``madvise`` through ctypes, which releases the GIL for the call (``mmap.madvise`` holds it,
-    and populating 100 MB takes ~50 ms); None where it cannot be found."""
+    for the whole call, which populates a slab's pages); None where it cannot be found."""
     try:
         fn = ctypes.CDLL(None).madvise
     except (OSError, AttributeError):
@@ -130,7 +129,7 @@ def _zero_copy(x: np.ndarray, shape: tuple[int, int, int], dtype) -> bool:
     return x.shape == shape and x.dtype == dtype and x.flags.c_contiguous
 
 
-def _broadcast(x: np.ndarray, shape: tuple[int, int, int], dtype, cursor: "_Cursor") -> np.ndarray:
+def _broadcast(x: np.ndarray, shape: tuple[int, int, int], dtype, cursor: _Cursor) -> np.ndarray:
     """x ([k], [k, g] or [k, g, a]) -> a flat array of shape's product, repeated along the missing axes."""
     x = np.asarray(x)
     if _zero_copy(x, shape, dtype):

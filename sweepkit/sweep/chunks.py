@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 
-from sweepkit.evaluate import gamma_bucket
+from sweepkit.checks import gamma_bucket
 from sweepkit.sweep import engine
 from sweepkit.sweep.bands import BAND_COLUMNS
 from sweepkit.sweep.batches import BatchBuilder

@@ -78,7 +78,7 @@ def build_tables(axes: Mapping[str, Sequence[Any]], dtype=jnp.float32, bands: An
     """Resolve the axis names through the catalogue into stacked numeric tables (and the bands' draws).
 
     Built with numpy on the host and transferred in one ``device_put`` (per-leaf ``jnp`` ops would each
-    dispatch, and compile on first use: ~0.2 s before the first chunk).
+    dispatch, and compile on first use, before the first chunk).
     """
     dtype = np.dtype(dtype)
     devices = [get_device(d) for d in axes["device"]]
@@ -222,8 +222,8 @@ def _band_summary(drawn: dict[str, jax.Array]) -> dict[str, jax.Array]:
 
 
 CPU_COMPILER_OPTIONS = {"xla_backend_optimization_level": 2}
-"""On the CPU backend, LLVM level 2 halves the compile (3.6 s -> 1.8 s for grids/large.toml) while the
-chunk still computes at ~85 M points/s, far above what Parquet encoding can take. Other backends use XLA's
+"""On the CPU backend, LLVM optimisation level 2 instead of XLA's default: a shorter compile, and a chunk that
+still computes faster than Parquet encoding takes its rows (docs/performance.md). Other backends use XLA's
 defaults."""
 
 _COMPILED: dict = {}
@@ -298,7 +298,7 @@ def iter_decode_chunks(spec: Any, chunk_points: int = DEFAULT_CHUNK_POINTS,
                            null_outputs=() if bands else BAND_COLUMNS, columns=COLUMNS, k=k)
 
     def dispatch(start):
-        digits = np.asarray(mixed_radix_digits(start, radices), dtype=np.int32)    # (jnp.asarray: +60 ms once)
+        digits = np.asarray(mixed_radix_digits(start, radices), dtype=np.int32)    # (jnp.asarray would compile a conversion)
         return compiled_chunk(tables, digits, radices=radices, k=k, gamma_max=gamma_max)(tables, digits)
 
     def to_batch(pending) -> pa.RecordBatch:

@@ -83,8 +83,8 @@ RANGE_KEYS = ("start", "stop", "num", "scale")
 MAX_AXIS_VALUES = 1_000_000
 """Most values one axis may have (a range's num)."""
 MAX_POINTS = 10**12
-"""Most points a grid may have: ~2 days and ~12 TB of Parquet at this machine's 5-6 M points/s; split a bigger
-sweep into several grids."""
+"""Most points a grid may have (about 12 TB of Parquet, at ~12 bytes a point); split a bigger sweep into several
+grids."""
 SCALES = ("linear", "log")
 _NAME_AXES = {"device": device_names, "model": model_names, "draft": draft_names,
               "weight_format": format_names, "kv_format": format_names, "compute_format": format_names,

@@ -2,7 +2,8 @@
 
 Used two ways: as the baseline of benchmarks/bench_sweep.py (engine vs numpy, same algorithm, same
 factoring: hardware stage per outer point, verify per gamma, combination per alpha) and as an independent
-oracle in the test suite (tests/sweep/test_numpy_reference.py) and the baseline of benchmarks/bench_sweep.py. Written from github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim without importing the JAX code.
+oracle in the test suite (tests/sweep/test_numpy_reference.py). Written from
+github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim without importing the JAX code.
 """
 
 from __future__ import annotations

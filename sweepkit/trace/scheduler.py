@@ -76,7 +76,7 @@ class Scenario:
     prefill_token_budget: int = 8192
     batch_cap: int = 256
 
-    def checked(self) -> "Scenario":
+    def checked(self) -> Scenario:
         """Validate every field (one-line :class:`~sweepkit.errors.InputError`); returns the scenario."""
         target = get_model(self.model)
         if self.draft == "none":

@@ -111,7 +111,7 @@ def fit(p: PointInputs, measured, start, *, iterations: int = 100) -> FitResult:
         free = jnp.asarray(sensitivities(inside, p, measured) > IDENTIFIED, jnp.float64)
         u, lam, used = to_unconstrained(inside), 1e-3, 0
         before = np.asarray(log_residuals(jnp.asarray(start), p, measured))
-        for used in range(1, iterations + 1):
+        for used in range(1, iterations + 1):  # noqa: B007 - the iterations taken, returned below
             u_new, c_new, c_old = _lm_step_jit(u, free, p, measured, lam)
             if float(c_new) < float(c_old):
                 u, lam = u_new, max(lam * 0.3, 1e-9)

@@ -340,3 +340,20 @@ def load_measurements(path: str | Path | None = None) -> tuple[list[Measurement]
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a UTF-8 text (CSV) file") from None
     return parse_measurements(text, name), name, hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def row_ranges(rows: list[int]) -> str:
+    """Row numbers as compact ranges.
+
+    >>> row_ranges([1, 2, 3, 7, 9, 10])
+    '1-3,7,9-10'
+    """
+    out, rows = [], sorted(rows)
+    i = 0
+    while i < len(rows):
+        j = i
+        while j + 1 < len(rows) and rows[j + 1] == rows[j] + 1:
+            j += 1
+        out.append(str(rows[i]) if i == j else f"{rows[i]}-{rows[j]}")
+        i = j + 1
+    return ",".join(out)

@@ -16,32 +16,16 @@ from pathlib import Path
 
 from sweepkit.catalogue import Device
 from sweepkit.validation.fit import NAMES
+from sweepkit.validation.measurements import row_ranges
 
 _SKIP = ("name", "compute_speedup")
-
-
-def row_ranges(rows: list[int]) -> str:
-    """Row numbers as compact ranges.
-
-    >>> row_ranges([1, 2, 3, 7, 9, 10])
-    '1-3,7,9-10'
-    """
-    out, rows = [], sorted(rows)
-    i = 0
-    while i < len(rows):
-        j = i
-        while j + 1 < len(rows) and rows[j + 1] == rows[j] + 1:
-            j += 1
-        out.append(str(rows[i]) if i == j else f"{rows[i]}-{rows[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def calibrated_device(base: Device, name: str, values: tuple[float, ...], *, file: str, sha256: str,
                       rows: list[int], error_before_pct: float, error_after_pct: float,
                       date: dt.date | None = None) -> Device:
     """``base`` with the fitted parameters (NAMES order), renamed, its ``source`` carrying the lineage."""
-    date = date or dt.datetime.now(dt.timezone.utc).date()
+    date = date or dt.datetime.now(dt.UTC).date()
     lineage = (f"calibrated from {base.name} by sweepkit calibrate on {date.isoformat()}: {file} "
                f"(sha256 {sha256}), rows {row_ranges(rows)}; median |error| {error_before_pct:.1f}% -> "
                f"{error_after_pct:.1f}%; base source: {base.source}")

@@ -127,7 +127,7 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
 
         u, lam, used = u0, 1e-2, 0
         before = np.asarray(data(u0))
-        for used in range(1, iterations + 1):
+        for used in range(1, iterations + 1):  # noqa: B007 (the count is reported after the loop)
             u_new, c_new, c_old = step(u, lam)
             if float(c_new) < float(c_old):
                 u, lam = u_new, max(lam * 0.3, 1e-9)

@@ -21,7 +21,7 @@ import numpy as np
 
 from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for, profile_toml
 from sweepkit.costmodel.efficiency import efficiency_arrays
-from sweepkit.validation.measurements import Measurement
+from sweepkit.validation.measurements import Measurement, row_ranges
 from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
 from sweepkit.validation.steady import row_inputs, row_value
 
@@ -89,9 +89,7 @@ def fitted_profile(start: Profile, framework: str, slices: dict, overheads: dict
                    rows: list[int], error_before_pct: float, error_after_pct: float,
                    date: dt.date | None = None, token_budget: float = 0.0) -> Profile:
     """``start`` with the fitted slices and overheads, its ``source`` carrying the lineage."""
-    from sweepkit.validation.profile import row_ranges
-
-    date = date or dt.datetime.now(dt.timezone.utc).date()
+    date = date or dt.datetime.now(dt.UTC).date()
     source = (f"fitted by sweepkit calibrate --framework {framework} on {date.isoformat()}: {file} "
               f"(sha256 {sha256}), rows {row_ranges(rows)}; median |error| {error_before_pct:.1f}% -> "
               f"{error_after_pct:.1f}%; start: {start.name} ({start.source})")

@@ -1,6 +1,8 @@
 """Measured throughput and latency points priced by the serving engine at the measured load.
 
-A point's cluster is gpus / tp instances of tp GPUs of its device, serving its model in its formats; its
+A point's cluster is its row's layout (:func:`sweepkit.validation.row_layout.row_layout`: instances of tp x dp
+x pp GPUs, ep expert ranks, several nodes where a replica exceeds the device's scale-up domain) of its
+device, serving its model in its formats; its
 workload is N = min(``requests``, :data:`REQUESTS`) fixed-length requests (``input_tokens`` in,
 ``output_tokens`` out, no spread: the benchmark tools' fixed-length datasets). The loads (every request at
 t = 0, Poisson at ``request_rate``, a closed loop of ``concurrency`` users) and the statistics read from a
@@ -31,6 +33,7 @@ from sweepkit.serving.levers import Lever
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import Workload, fixed_workload
 from sweepkit.validation.measurements import LATENCIES, Measurement
+from sweepkit.validation.row_layout import row_layout
 
 REQUESTS = 1024
 """Most requests simulated per point (the public sources ran 1,000-30,000; fixed lengths make a run's waves
@@ -55,8 +58,6 @@ def serving_status(m: Measurement) -> str:
         return "not modelled: needs request_rate, concurrency or p99 limits"
     if m.metric in LATENCIES and not _has_load(m):
         return "not modelled: needs request_rate or concurrency"
-    if m.gpus % m.tp:
-        return f"not modelled: gpus = {m.gpus} is not a multiple of tp = {m.tp}"
     try:
         cluster, cfg = point_config(m)
         check(cluster, cfg, "point")
@@ -68,13 +69,16 @@ def serving_status(m: Measurement) -> str:
 def point_config(m: Measurement, max_batch: int = MAX_BATCH) -> tuple[Cluster, Config]:
     """The cluster and (device, lever) configuration of a measured point (module docstring)."""
     dev = get_device(m.device)
+    lay = row_layout(m)
+    extra = {"nodes": lay.nodes} if lay.nodes else {}
     cluster = make_cluster(
-        f"{m.source} row {m.row}", description=m.setup, source=m.source, model=m.model, gpus=m.gpus,
-        instances=m.gpus // m.tp, tp=m.tp, batch_cap=max_batch, prefill_token_budget=TOKEN_BUDGET,
-        step_overhead_s=dev.pass_overhead_s, weight_format=m.weight_format, kv_format=m.kv_format,
-        compute_format=m.compute_format, devices=[m.device])
+        f"{m.source} row {m.row}", description=m.setup, source=m.source, model=m.model,
+        gpus=m.gpus, instances=lay.instances * lay.pp, tp=lay.tp, ep=lay.ep, dp=lay.dp,
+        batch_cap=max_batch, prefill_token_budget=TOKEN_BUDGET, step_overhead_s=dev.pass_overhead_s,
+        weight_format=m.weight_format, kv_format=m.kv_format, compute_format=m.compute_format,
+        devices=[m.device], **extra)
     lever = Lever(name="measured", description="the measured system's layout and formats", kv="paged",
-                  batching="chunked")
+                  batching="chunked", **({"instances": lay.instances, "pp": lay.pp} if lay.pp > 1 else {}))
     return cluster, Config(device=m.device, lever=lever)
 
 
@@ -128,26 +132,3 @@ def constrained_rate(m: Measurement, run, saturated_req_s: float, requests: int)
         if not fails.size:
             break
     return best
-
-
-def evaluate_serving(m: Measurement, requests: int | None = None) -> float:
-    """The serving engine's value of ``m`` (base SI: tokens/s or seconds); ``serving_status(m)`` is MODELLED.
-
-    One row of :func:`sweepkit.validation.serving_runs.evaluate_serving_points` (its docstring gives the
-    loads: all at once, Poisson, a closed loop of ``concurrency`` users, p99 limits).
-
-    Example:
-      >>> from sweepkit.validation import parse_measurements
-      >>> csv = ("source,device,model,metric,value,unit,input_tokens,output_tokens,request_rate\\n"
-      ...        "demo,H100,llama-3.1-8b,ttft,20,ms,128,16,1\\n")
-      >>> 0 < evaluate_serving(parse_measurements(csv, "demo.csv")[0], requests=16) < 0.1
-      True
-
-    Args:
-      requests: requests simulated (default min(the row's ``requests``, REQUESTS)).
-    """
-    import dataclasses
-
-    from sweepkit.validation.serving_runs import evaluate_serving_points
-
-    return evaluate_serving_points([dataclasses.replace(m, requests=requests or m.requests)])[0]

@@ -28,6 +28,7 @@ total_throughput = output tokens/s x (input + output) / output (fixed lengths).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -39,8 +40,9 @@ from sweepkit.serving.config import check
 from sweepkit.serving.lanes import WARMUP_FRACTION, run_configs
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.validation.measurements import Measurement
+from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import (
-    MAX_BATCH, REQUESTS, constrained_rate, point_config, point_workload)
+    MAX_BATCH, REQUESTS, _runner, constrained_rate, point_config, point_workload)
 
 STATS = ("mean", "50", "90", "99")
 
@@ -116,8 +118,8 @@ def metric_value(m: Measurement, metrics: dict) -> float:
 
 
 def _setup_key(m: Measurement) -> tuple:
-    return (m.device, m.model, m.tp, m.gpus, m.weight_format, m.kv_format, m.compute_format, m.input_tokens,
-            m.output_tokens)
+    return (m.device, m.model, m.tp, m.pp, m.ep, m.dp, m.gpus, m.weight_format, m.kv_format, m.compute_format,
+            m.input_tokens, m.output_tokens)
 
 
 def _load_kind(m: Measurement) -> tuple:
@@ -154,7 +156,7 @@ def evaluate_serving_points(points: list[Measurement], progress: Callable[[int],
     for i, m in enumerate(points):
         key = _setup_key(m) + _load_kind(m)
         groups.setdefault(key, []).append(i)
-    for key, rows in groups.items():
+    for rows in groups.values():
         m0 = points[rows[0]]
         kind = _load_kind(m0)
         if kind[0] == "offline":
@@ -170,7 +172,7 @@ def evaluate_serving_points(points: list[Measurement], progress: Callable[[int],
                 out[i] = metric_value(points[i], mets[points[i].request_rate])
         elif kind[0] == "closed":
             c, n = kind[1], kind[2]
-            inst = max(1, m0.gpus // m0.tp)
+            inst = row_layout(m0).instances
             lanes, w = _simulate(m0, n, True, [1.0], max_batch=max(1, math.ceil(c / inst)))
             met = run_metrics(lanes, 0, w, m0, whole=True, closed=c)
             for i in rows:
@@ -185,8 +187,25 @@ def evaluate_serving_points(points: list[Measurement], progress: Callable[[int],
 
 def _limits_value(m: Measurement) -> float:
     """Output tokens/s at the highest Poisson rate meeting the row's p99 limits (MLPerf Server)."""
-    from sweepkit.validation.serving_points import _runner
-
     n = max(2, min(m.requests or REQUESTS, REQUESTS))
     saturated = _runner(m, n, MAX_BATCH, offline=True)([1.0])[0]["goodput_req_s"]
     return constrained_rate(m, _runner(m, n, MAX_BATCH), saturated, n) * m.output_tokens
+
+
+def evaluate_serving(m: Measurement, requests: int | None = None) -> float:
+    """The serving engine's value of ``m`` (base SI: tokens/s or seconds); ``serving_status(m)`` is MODELLED.
+
+    One row of :func:`sweepkit.validation.serving_runs.evaluate_serving_points` (its docstring gives the
+    loads: all at once, Poisson, a closed loop of ``concurrency`` users, p99 limits).
+
+    Example:
+      >>> from sweepkit.validation import parse_measurements
+      >>> csv = ("source,device,model,metric,value,unit,input_tokens,output_tokens,request_rate\\n"
+      ...        "demo,H100,llama-3.1-8b,ttft,20,ms,128,16,1\\n")
+      >>> 0 < evaluate_serving(parse_measurements(csv, "demo.csv")[0], requests=16) < 0.1
+      True
+
+    Args:
+      requests: requests simulated (default min(the row's ``requests``, REQUESTS)).
+    """
+    return evaluate_serving_points([dataclasses.replace(m, requests=requests or m.requests)])[0]

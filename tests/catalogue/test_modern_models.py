@@ -15,12 +15,14 @@ Card figures (as printed; the tolerance is 1% or half a unit of the last printed
 """
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
 from sweepkit.catalogue import get_model, load_hf_config, model_from_hf_config
 from sweepkit.errors import InputError
+from sweepkit.evaluate import evaluate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hf"
 
@@ -106,6 +108,7 @@ def test_layouts_from_the_configs():
     oss = get_model("gpt-oss-120b")
     assert (oss.sliding_window, oss.window_layers, oss.attention_sinks) == (128, 18, True)
     assert oss.native_weight_format == "fp4" and get_model("deepseek-v3").native_weight_format == "fp8"
+    assert oss.expert_weight_format == "fp4" and get_model("deepseek-v3").expert_weight_format == ""
     kimi = get_model("kimi-k2")
     assert (kimi.is_mla, kimi.n_dense_layers, kimi.n_experts, kimi.n_shared_experts) == (True, 1, 384, 1)
     assert kimi.mtp_layers == 0
@@ -173,6 +176,9 @@ def _base(**extra) -> dict:
     (dict(sliding_window=0), "sliding_window = 0 is not allowed; expected an integer >= 1"),
     (dict(quantization_config="mxfp4"), "quantization_config = 'mxfp4' is not allowed"),
     (dict(attention_sinks="yes"), "attention_sinks = 'yes' is not allowed; expected true or false"),
+    (dict(expert_weight_format="fp4"), "expert_weight_format = 'fp4' is not allowed; expected absent"),
+    (dict(num_local_experts=8, num_experts_per_tok=2, expert_weight_format="fp5"),
+     "expert_weight_format = 'fp5' is not allowed; expected .*nvfp4"),
 ])
 def test_bad_moe_and_attention_configs_are_one_line(tmp_path, extra, message):
     path = _write(tmp_path, _base(**extra))
@@ -202,3 +208,12 @@ def test_qwen_moe_shared_expert_width_is_whole_experts():
 def test_zero_experts_is_a_dense_model():
     # Some dense configs carry num_experts = 0 (e.g. Qwen2-style configs of dense checkpoints).
     assert not model_from_hf_config(_base(num_experts=0, num_experts_per_tok=0)).is_moe
+
+
+def test_mtp_on_a_model_without_mtp_layers_is_the_seeds_hypothetical_head_without_a_warning():
+    # The seed chapter prices an MTP head on llama-3-8b (mtp_layers = 0); grids/seed.toml relies on it.
+    assert get_model("llama-3-8b").mtp_layers == 0 and get_model("glm-4.5").mtp_layers == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = evaluate(device="H100", model="llama-3-8b", draft="mtp", batch=1, context=512, gamma=3, alpha=0.7)
+    assert round(r["s_per_token_spec"] * 1e3, 3) == 3.076

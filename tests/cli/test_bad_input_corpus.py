@@ -14,6 +14,7 @@ as a fresh process does.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -183,6 +184,14 @@ FILES: dict[str, str | bytes] = {
     "s/w/trace_missing.toml": workload(WORKLOAD_OK + 'trace = "nope.csv"\n'),
     "s/w/trace_huge_length.toml": workload(WORKLOAD_OK + 'trace = "huge.csv"\n'),
     "s/w/random.csv": RANDOM,
+    "s/replay_truncated.toml": serving('workloads_file = "w/replay_truncated.toml"\n'),
+    "s/replay_random.toml": serving('workloads_file = "w/replay_random.toml"\n'),
+    "s/w/replay_truncated.toml": workload(WORKLOAD_OK + 'replay = "truncated.jsonl"\n'),
+    "s/w/replay_random.toml": workload(WORKLOAD_OK + 'replay = "random.csv"\n'),
+    "s/w/truncated.jsonl": '{"timestamp": 0, "input_length": 9, "output_length": 2}\n{"timestamp": 5, "input_le',
+    "t/backwards.csv": "t_s,input_tokens,output_tokens\n5,10,2\n4,10,2\n",
+    "t/length.jsonl": '{"timestamp": 0, "input_length": 9, "output_length": 0}\n',
+    "t/cut.jsonl.gz": gzip.compress(b'{"timestamp": 0, "input_length": 9, "output_length": 2}\n' * 200)[:60],
     "s/w/negative.csv": "input_tokens,output_tokens\n100,20\n-5,20\n",
     "s/w/columns.csv": "prompt,completion\n100,20\n",
     "s/w/text.csv": "input_tokens,output_tokens\n100,many\n",
@@ -232,7 +241,7 @@ class Cli:
         args = list(self.args)
         for key, value in ctx.items():
             args = [a.replace("{" + key + "}", value) for a in args]
-        return args if "--warehouse" in args or args[0] in ("devices", "models", "nope") else \
+        return args if "--warehouse" in args or args[0] in ("devices", "models", "nope", "workload") else \
             [*args, "--warehouse", ctx["wh"]]
 
 
@@ -301,6 +310,11 @@ CLI: list[Cli] = [
     simulate("trace_text", "text.csv", "output_tokens = 'many'"),
     simulate("trace_missing", "nope.csv", "no such trace CSV"),
     simulate("trace_huge_length", "huge.csv", "output_tokens = '99999999'"),
+    simulate("replay_truncated", "truncated.jsonl", "line 2"), simulate("replay_random", "random.csv", "not UTF-8"),
+    Cli("fit-backwards", ("workload", "fit", "t/backwards.csv"), "t/backwards.csv", "line 3"),
+    Cli("fit-length", ("workload", "fit", "t/length.jsonl"), "t/length.jsonl", "output_length = 0"),
+    Cli("fit-gzip", ("workload", "fit", "t/cut.jsonl.gz"), "t/cut.jsonl.gz", "truncated or corrupt"),
+    Cli("fit-missing", ("workload", "fit", "t/nope.jsonl"), "t/nope.jsonl", "cannot read the trace"),
     simulate("workload_cv", "cv.toml [workloads.w]", "prompt_cv = 50.0"),
     simulate("workload_turns", "turns.toml [workloads.w]", "turns = 0"),
     simulate("workload_slo", "slo.toml [workloads.w]", "ttft_slo_s = -1.0"),

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import duckdb
@@ -56,7 +56,7 @@ print("DONE", run_id, flush=True)
 SEED = (ROOT / "grids/seed.toml").read_text()
 
 
-@lru_cache(maxsize=None)
+@cache
 def engine_batches(text: str, chunk: int) -> tuple[pa.RecordBatch, ...]:
     """The real engine's output for a grid, computed once per test session (compiles are the slow part)."""
     return tuple(iter_decode_chunks(parse_grid(text, "t.toml"), chunk))
@@ -310,7 +310,7 @@ def test_two_readers_query_while_a_run_writes(tmp_path):
     for r in readers:
         r_out, r_err = r.communicate(timeout=120)
         assert r.returncode == 0, r_err
-        seen = eval(r_out)                                     # noqa: S307 - our own child's list of ints
+        seen = eval(r_out)                                     # our own child's list of ints
         assert set(seen) == {60, 60 + n_slow}                 # before and after; never a partial run
     assert count(wh) == 60 + n_slow
 

@@ -4,6 +4,7 @@ const METRICS = [["ttft_p50_s", "TTFT p50", "s"], ["ttft_p99_s", "TTFT p99", "s"
   ["itl_p99_s", "ITL p99", "s"], ["output_tok_s", "output tok/s", ""], ["energy_per_token_j", "J / token", ""],
   ["attainment", "SLO attainment", "%"]];
 const FIELDS = ["batching", "token_budget", "kv", "preemption", "router", "weight_format", "kv_format", "compute_format", "draft"];
+const DISAGG = ["prefill_instances", "prefill_tp", "handoff"];
 let OPT = null, dirty = false, timer = null;
 const $ = (id) => document.getElementById(id);
 
@@ -18,7 +19,11 @@ function layoutLabel(k) {
 
 function applyPreset(name) {
   const l = OPT.levers[name], c = OPT.cluster;
+  $("mode").value = l.mode ?? "colocated";
   $("layout").value = layoutKey(l, c);
+  $("prefill_instances").value = l.prefill_instances ?? 1;
+  $("prefill_tp").value = String(l.prefill_tp ?? l.tp ?? c.tp);
+  $("handoff").value = l.handoff ?? "pull";
   $("batching").value = l.batching ?? "prefill-priority";
   $("token_budget").value = l.token_budget ?? c.token_budget;
   $("kv").value = l.kv ?? "reserved";
@@ -33,11 +38,25 @@ function applyPreset(name) {
   $("alpha").value = l.draft === "none" ? 0.7 : l.alpha;
   dirty = false;
   syncOutputs();
+  $("layout_summary").textContent = OPT.layouts[name];
+}
+
+// The after configuration's layout in words, as /api/options words each preset's (sweepkit/serve/layouts.py).
+function layoutSummary() {
+  const [i, t, p, m] = $("layout").value.split("x");
+  const pool = (n, tp, pp, mb) => pp === "1" ? `${n} x TP${tp}` : `${n} x (TP${tp}, PP${pp}), ${mb} micro-batch${mb === "1" ? "" : "es"}`;
+  if ($("mode").value !== "disagg") return `colocated, ${pool(i, t, p, m)}`;
+  const n = $("prefill_instances").value;
+  return `disaggregated ${n}P:${i}D (prefill ${pool(n, $("prefill_tp").value, "1", "1")}, decode ${pool(i, t, p, m)}, ` +
+         `${$("handoff").value} hand-off)`;
 }
 
 function syncOutputs() {
-  const spec = $("draft").value !== "none";
+  const spec = $("draft").value !== "none", disagg = $("mode").value === "disagg";
   $("gamma").disabled = $("alpha").disabled = !spec;
+  for (const f of DISAGG) $(f).disabled = !disagg;
+  $("layout_name").textContent = disagg ? "decode pool" : "layout";
+  if (dirty) $("layout_summary").textContent = layoutSummary();
   $("gamma_v").textContent = $("gamma").value;
   $("alpha_v").textContent = Number($("alpha").value).toFixed(2);
 }
@@ -49,6 +68,12 @@ function afterLever() {
              token_budget: Number($("token_budget").value)};
   for (const f of FIELDS) if (f !== "token_budget") o[f] = $(f).value;
   if (o.draft !== "none") { o.gamma = Number($("gamma").value); o.alpha = Number($("alpha").value); }
+  o.mode = $("mode").value;
+  if (o.mode === "disagg") {
+    o.prefill_instances = Number($("prefill_instances").value);
+    o.prefill_tp = Number($("prefill_tp").value);
+    o.handoff = $("handoff").value;
+  }
   return o;
 }
 
@@ -178,7 +203,8 @@ async function init() {
   const layouts = [...new Set(names.map((n) => layoutKey(OPT.levers[n], OPT.cluster)))];
   $("layout").innerHTML = "";
   for (const k of layouts) $("layout").appendChild(el("option", {value: k}, layoutLabel(k)));
-  for (const f of ["batching", "kv", "preemption", "router"]) fillSelect($(f), OPT.choices[f]);
+  for (const f of ["batching", "kv", "preemption", "router", "handoff"]) fillSelect($(f), OPT.choices[f]);
+  fillSelect($("prefill_tp"), [1, 2, 4, 8].map(String));
   for (const f of ["weight_format", "kv_format", "compute_format"]) fillSelect($(f), OPT.formats);
   fillSelect($("draft"), OPT.drafts);
   setRate();
@@ -187,7 +213,7 @@ async function init() {
   $("preset").addEventListener("change", () => { applyPreset($("preset").value); schedule(); });
   $("workload").addEventListener("change", () => { setRate(); schedule(); });
   for (const id of ["device", "before", "rate"]) $(id).addEventListener("change", schedule);
-  for (const id of ["layout", "token_budget", "prefix_caching", "gamma", "alpha", ...FIELDS])
+  for (const id of ["mode", "layout", "token_budget", "prefix_caching", "gamma", "alpha", ...FIELDS, ...DISAGG])
     $(id).addEventListener("change", () => { dirty = true; syncOutputs(); schedule(); });
   for (const id of ["gamma", "alpha"]) $(id).addEventListener("input", syncOutputs);
   $("capacity").addEventListener("click", capacity);

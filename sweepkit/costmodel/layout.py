@@ -1,0 +1,261 @@
+"""Parallel layouts of a mixture-of-experts replica: expert parallelism (EP) and attention data parallelism (DP).
+
+A pipeline stage of a replica holds n = tp x dp GPUs. Attention runs as dp data-parallel ranks of tp
+tensor-parallel GPUs each (every DP rank holds its own requests and their KV; the non-expert weights are
+replicated per DP rank); the routed experts are split over ep ranks (moe_tp = n / ep GPUs share each
+expert). Two rules cover the layouts serving engines run: dp = 1 with ep dividing tp (experts spread
+inside the tensor-parallel group, the all-reduce combines them) and dp > 1 with ep = n ("DEP": tokens
+are dispatched to their experts and combined back by all-to-alls). Identity layout: dp = ep = 1.
+
+A pass of T tokens (F FLOPs, weight bytes W, other bytes O as :mod:`sweepkit.costmodel.passes` counts them)
+is priced as a roofline over the n GPUs of the slowest GPU's work times n, with imbalance
+I = max / mean expert load over the EP ranks (1 where ep = 1) and r_kv copies of each token's KV across
+attention-TP (MLA: r_kv = tp, one latent head; GQA: r_kv = max(1, tp / H_kv)):
+
+    F_n = F + 2 k P_e T (I - 1)
+    W_n = W + (dp - 1) P_rep w + P_e w (min(E, I E_read(T)) - E_read(T))      P_rep = P_mm - k P_e
+    O_n = O + K kv (r_kv - 1)
+
+With the identity layout (dp = ep = I = r_kv = 1) the added terms are exact zeros. Communication per pipeline
+slot: 2 L - L_moe a all-reduces over tp of (T / dp) D x 2 bytes, and with a = [dp > 1] two all-to-alls
+(dispatch, combine) per MoE layer. A GPU sends t = T / n tokens, each to the c distinct remote ranks its
+k experts live on, c_ep = ep (1 - (1 - 1/ep)^k) (ep - 1) / ep (uniform routing); the busiest rank moves I
+times the mean. Of its peers, (g - 1)/(ep - 1) share its scale-up domain of g = min(ep, domain) GPUs and
+(ep - g)/(ep - 1) sit across the scale-out network; both fabrics move at once:
+
+    bytes = t c_ep D b_a2a I,   t_a2a = max(bytes s_in / link, bytes s_out / scale_out) + lat_link + [ep > g] lat_out
+
+with b_a2a = 1 (FP8) for dispatch where the matmuls run in FP8 or FP4 and b_a2a = 2 (BF16) for combine, as DeepEP
+does; 0 at ep = 1.
+
+References:
+  DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sec. 3.4 (EP32 prefill, EP320 decode,
+  DP attention, redundant experts); github.com/deepseek-ai/DeepEP (FP8 dispatch, BF16 combine);
+  github.com/deepseek-ai/EPLB; LMSYS, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert
+  Parallelism on 96 H100 GPUs", lmsys.org/blog/2025-05-05-large-scale-ep (DP attention, DeepEP, EPLB).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from sweepkit.catalogue import Device, Model
+from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token
+from sweepkit.costmodel.passes import Work, experts_read, kv_values_read
+from sweepkit.errors import InputError
+
+IMBALANCE = 1.3
+"""Default max / mean expert load over EP ranks without a load balancer: typical values run from 1.05 (well
+balanced) to 1.3 and above (skewed routing) (impala-blog.pages.dev/blog/wide-ep-part-3-balancing-portability);
+per-rank imbalance without balancing measured 1.30-4.01 over MoE models of 106B-671B (UltraEP, arXiv 2026,
+catalyzex.com/author/Jing%20Mai): the low end of both."""
+IMBALANCE_EPLB = 1.05
+"""Max / mean expert load with redundant experts placed by EPLB (github.com/deepseek-ai/EPLB): the 'well
+balanced' end of the same range; exact per-batch balancers reach 1.01-1.04 (UltraEP)."""
+SCALE_UP_DOMAIN = 8
+"""GPUs per scale-up (NVLink / xGMI) domain where the catalogue gives none: one HGX / OAM baseboard."""
+INTERCONNECTS = {
+    "ib-ndr": (50e9, 10e-6),      # ConnectX-7, 400 Gb/s per GPU (InfiniBand NDR)
+    "ib-xdr": (100e9, 10e-6),     # ConnectX-8, 800 Gb/s per GPU
+    "roce-400": (50e9, 15e-6),    # 400 GbE RoCEv2 per GPU
+    "ib-hdr": (25e9, 10e-6),      # ConnectX-6, 200 Gb/s per GPU
+}
+"""Scale-out network per GPU: (bytes/s one direction, latency s). NVIDIA ConnectX-7/8 and ConnectX-6 product
+briefs (line rates); 10 us per message as :data:`sweepkit.serving.config.KV_LINK`."""
+DEFAULT_INTERCONNECT = "ib-ndr"
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How one replica's stage spreads attention and experts over its tp x dp GPUs (scalars; see module doc).
+
+    Attributes:
+      dp: attention data-parallel ranks.  ep: expert-parallel ranks.  imbalance: I, max / mean expert load.
+      moe_layers: L_moe.  kv_replicas: r_kv, copies of a token's KV across attention-TP.
+      dispatch_bytes, combine_bytes: bytes per activation value of the two all-to-alls.
+      domain_gpus: GPUs of the replica per scale-up domain.  scale_out_bytes_per_s, scale_out_latency_s:
+        the network between domains, per GPU.
+    """
+
+    dp: jax.Array
+    ep: jax.Array
+    imbalance: jax.Array
+    moe_layers: jax.Array
+    kv_replicas: jax.Array
+    dispatch_bytes: jax.Array
+    combine_bytes: jax.Array
+    domain_gpus: jax.Array
+    scale_out_bytes_per_s: jax.Array
+    scale_out_latency_s: jax.Array
+
+
+def scale_up_domain(device: Device) -> int:
+    """GPUs per scale-up domain of ``device`` (its catalogue field, else :data:`SCALE_UP_DOMAIN`)."""
+    return int(getattr(device, "scaleup_domain_gpus", 0) or SCALE_UP_DOMAIN)
+
+
+def scale_out(device: Device, name: str | None = None) -> tuple[float, float]:
+    """(bytes/s, latency s) per GPU of interconnect ``name``, or the device's own, else InfiniBand NDR."""
+    if name:
+        return INTERCONNECTS[name]
+    bw = getattr(device, "scaleout_bytes_per_s", 0.0)
+    return (float(bw), INTERCONNECTS[DEFAULT_INTERCONNECT][1]) if bw else INTERCONNECTS[DEFAULT_INTERCONNECT]
+
+
+def kv_replicas(model: Model, tp: int) -> float:
+    """r_kv: MLA caches one latent per token that every attention-TP GPU needs (r_kv = tp); GQA splits its H_kv
+    heads over tp and copies them once tp exceeds H_kv (r_kv = max(1, tp / H_kv))."""
+    return float(tp) if model.is_mla else max(1.0, tp / model.n_kv_heads)
+
+
+def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int = 1, imbalance: float | None = None,
+                compute_format: str = "bf16", gpus_per_node: int | None = None, interconnect: str | None = None,
+                dtype=None) -> Layout:
+    """The :class:`Layout` of a replica (host values; :func:`check_layout` validates them first).
+
+    Args:
+      device, model: catalogue entries.  tp, dp, ep: degrees.  imbalance: I (default :data:`IMBALANCE`).
+      compute_format: FP8 / FP4 matmuls dispatch in FP8.  gpus_per_node: GPUs of the cluster per scale-up
+        domain (default the device's domain).  interconnect: a key of :data:`INTERCONNECTS` (default the
+        device's scale-out network).
+
+    Example:
+      >>> from sweepkit.catalogue import get_device, get_model
+      >>> lay = make_layout(get_device("H200"), get_model("deepseek-v3"), 1, dp=8, ep=8)
+      >>> float(lay.kv_replicas), float(lay.domain_gpus)
+      (1.0, 8.0)
+    """
+    domain = min(scale_up_domain(device), gpus_per_node or scale_up_domain(device))
+    bw, lat = scale_out(device, interconnect)
+    low = compute_format in ("fp8", "fp4", "nvfp4", "mxfp4")
+    f = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+    return Layout(dp=f(dp), ep=f(ep), imbalance=f(IMBALANCE if imbalance is None else imbalance),
+                  moe_layers=f(model.n_moe_layers if model.is_moe else 0), kv_replicas=f(kv_replicas(model, tp)),
+                  dispatch_bytes=f(1.0 if low else 2.0), combine_bytes=f(2.0), domain_gpus=f(domain),
+                  scale_out_bytes_per_s=f(bw), scale_out_latency_s=f(lat))
+
+
+def check_layout(model: Model, device: Device, tp: int, dp: int, ep: int, where: str,
+                 gpus_per_node: int | None = None) -> None:
+    """Refuse a layout sweepkit cannot price, in one line naming the field, its value and what is allowed."""
+    n = tp * dp
+    domain = min(scale_up_domain(device), gpus_per_node or scale_up_domain(device))
+    why = None
+    if ep > 1 and not model.is_moe:
+        why = f"ep = {ep} is not allowed; {model.name} is dense (no routed experts): expected ep = 1"
+    elif dp > 1 and not model.is_moe:
+        why = (f"dp = {dp} is not allowed; attention data parallelism needs a mixture-of-experts model "
+               f"({model.name} is dense: use instances): expected dp = 1")
+    elif model.is_moe and model.n_experts % ep:
+        divisors = [d for d in range(1, model.n_experts + 1) if model.n_experts % d == 0]
+        why = (f"ep = {ep} is not allowed; expected a divisor of {model.name}'s {model.n_experts} routed experts "
+               f"({', '.join(map(str, divisors))})")
+    elif dp == 1 and tp % ep:
+        why = f"ep = {ep} is not allowed with dp = 1; expected a divisor of tp = {tp} (experts inside the TP group)"
+    elif dp > 1 and ep != n:
+        why = (f"ep = {ep} is not allowed with dp = {dp}; expected ep = tp x dp = {n} (attention data parallelism "
+               f"with the experts over every GPU of the stage)")
+    elif tp > domain:
+        why = (f"tp = {tp} is not allowed on {device.name}; expected at most its scale-up domain of {domain} GPUs "
+               f"(tensor parallelism over the scale-out network is not modelled)")
+    if why:
+        raise InputError(f"{where}: {why}")
+
+
+def _imbalance(lay: Layout) -> jax.Array:
+    return jnp.where(lay.ep > 1.0, lay.imbalance, 1.0)
+
+
+def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Array, kv_bytes: jax.Array):
+    """(dF, dW, dO): FLOPs, weight bytes and other bytes the layout adds to a pass of ``work`` (module doc;
+    K kv is the KV the pass reads, :func:`sweepkit.costmodel.passes.kv_values_read`); all three are exactly 0
+    for the identity layout.
+
+    Example:
+      DeepSeek-V3 DEP8 (dp 8, ep 8, I 1): dW = 7 P_rep w (the non-expert weights, once per DP rank).
+    """
+    imb, tokens = _imbalance(lay), work.tokens
+    k, p_e = net.experts_per_token, net.routed_expert_params
+    e_read = experts_read(tokens, net)
+    d_flops = 2.0 * k * p_e * tokens * (imb - 1.0)
+    p_rep = net.matmul_params - k * p_e
+    d_weights = ((lay.dp - 1.0) * p_rep * weight_bytes
+                 + p_e * weight_bytes * (jnp.minimum(net.n_experts, imb * e_read) - e_read))
+    d_other = kv_values_read(work, net) * kv_bytes * (lay.kv_replicas - 1.0)
+    return d_flops * net.present, d_weights * net.present, d_other * net.present
+
+
+def remote_copies(ep: jax.Array, k: jax.Array) -> jax.Array:
+    """c_ep = ep (1 - (1 - 1/ep)^k) (ep - 1) / ep: distinct remote ranks a token's k experts land on (uniform
+    routing; one copy per destination rank); 0 at ep = 1, below min(k, ep - 1).
+
+    Example:
+      ep 8, k 8: 8 (1 - (7/8)^8) x 7/8 = 4.595.
+    """
+    safe = jnp.maximum(ep, 1.0)
+    return safe * (1.0 - jnp.power(1.0 - 1.0 / safe, k)) * (safe - 1.0) / safe
+
+
+def all_to_all_bytes(lay: Layout, tokens_per_gpu: jax.Array, d_model: jax.Array, k: jax.Array,
+                     bytes_per_value: jax.Array) -> jax.Array:
+    """Bytes the busiest GPU sends in one all-to-all: t c_ep D b_a2a I (0 at ep = 1)."""
+    return tokens_per_gpu * remote_copies(lay.ep, k) * d_model * bytes_per_value * _imbalance(lay)
+
+
+def all_to_all_s(lay: Layout, dev: DeviceArrays, bytes_: jax.Array) -> jax.Array:
+    """Seconds of one all-to-all moving ``bytes_`` per GPU: the scale-up share at link bandwidth and the
+    scale-out share at the network's, at once, plus a latency per hop; 0 at ep = 1."""
+    ep = lay.ep
+    g = jnp.minimum(ep, lay.domain_gpus)
+    peers = jnp.maximum(ep - 1.0, 1.0)
+    inside, across = (g - 1.0) / peers, (ep - g) / peers
+    t = jnp.maximum(bytes_ * inside / dev.link_bytes_per_s, bytes_ * across / lay.scale_out_bytes_per_s)
+    lat = dev.link_latency_s + jnp.where(ep > g, lay.scale_out_latency_s, 0.0)
+    return jnp.where(ep > 1.0, t + lat, 0.0)
+
+
+def moe_all_to_all(lay: Layout, dev: DeviceArrays, net: ModelArrays, tokens_per_gpu: jax.Array):
+    """(seconds, bytes sent by all GPUs per GPU) of one MoE layer's dispatch and combine, where dp > 1."""
+    k, d = net.experts_per_token, net.d_model
+    b_in = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.dispatch_bytes)
+    b_out = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.combine_bytes)
+    on = jnp.where(lay.dp > 1.0, 1.0, 0.0)
+    return on * (all_to_all_s(lay, dev, b_in) + all_to_all_s(lay, dev, b_out)), on * (b_in + b_out)
+
+
+def layout_resident_bytes(lay: Layout, target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array):
+    """Weight bytes over the replica: the non-expert weights once per DP rank, the experts once."""
+    rep = target.resident_params - target.n_experts * target.routed_expert_params
+    total = target.resident_params + draft.resident_params * draft.present
+    return (total + (lay.dp - 1.0) * rep) * weight_bytes
+
+
+def layout_kv_capacity_tokens(lay: Layout, dev: DeviceArrays, gpus: jax.Array, target: ModelArrays,
+                              draft: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array) -> jax.Array:
+    """KV token positions the replica's ``gpus`` hold: (HBM x gpus x mem_util - resident) / (r_kv x KV per token).
+
+    Each DP rank holds its own requests' KV, so MLA capacity grows with dp while attention-TP copies it.
+
+    Example:
+      DeepSeek-V3 (61 layers x (512 + 64) values per token) in FP8 on 8 x H200 as DEP8 holds r_kv = 1 copy;
+      as TP8, r_kv = 8 copies: the same free bytes hold 8 x fewer tokens.
+    """
+    free = dev.hbm_capacity_bytes * gpus * MEM_UTIL - layout_resident_bytes(lay, target, draft, weight_bytes)
+    per_token = kv_bytes_per_token(target, draft, kv_bytes) * lay.kv_replicas
+    return jnp.maximum(jnp.floor(free / per_token), 0.0)
+
+
+def per_gpu_weight_bytes(model: Model, tp: int, dp: int, pp: int, weight_bytes_per_value: float) -> float:
+    """Weight bytes on one GPU: the non-expert weights over tp, the experts over tp x dp, layers over pp.
+
+    Routed experts are stored at min(w, w_e) where the model keeps them in its ``expert_weight_format``
+    (:meth:`sweepkit.catalogue.Model.resident_weight_bytes`)."""
+    experts = model.n_experts * model.routed_expert_params
+    total = model.resident_weight_bytes(weight_bytes_per_value)
+    expert_bytes = total - (model.resident_params - experts) * weight_bytes_per_value
+    return ((total - expert_bytes) / tp + expert_bytes / (tp * dp)) / pp

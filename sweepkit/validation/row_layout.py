@@ -1,0 +1,104 @@
+"""The parallel layout of a measured row: its tp, pp, ep and dp as a serving cluster's replica.
+
+Serving engines state their degrees in two conventions; a row's (gpus G, tp, pp, ep, dp) is read as:
+
+* SGLang DP attention (``--tp-size n --dp-size d --enable-dp-attention``: tp counts every GPU of the
+  replica, each attention rank has tp / d of them): dp > 1 and tp x dp x pp > G, with dp dividing tp, gives
+  attention tp' = tp / dp and n = tp GPUs per stage;
+* otherwise tp' = tp and n = tp x dp GPUs per stage (vLLM ``--data-parallel-size`` with
+  ``--enable-expert-parallel``: ep = tp x dp).
+
+Then, for a mixture-of-experts model (:func:`sweepkit.costmodel.layout.check_layout` for the rules):
+
+    dp > 1, ep = 1         ep = n (the experts over every GPU of the stage; MoE tensor parallelism over the
+                           same GPUs reads the same expert bytes per GPU)
+    dp = 1, ep > tp'       dp = ep / tp' (wide EP: each GPU beyond the attention-TP group is an attention
+                           data-parallel rank, the DEP layout of DeepSeek-V3 and LMSYS's 96-H100 deployment)
+    dp = 1, ep | tp'       experts inside the tensor-parallel group
+
+and for a dense model dp > 1 is plain data parallelism (more instances). The cluster holds
+G / (n x pp) instances; one spanning more GPUs than the device's scale-up domain sits on
+ceil(n x pp / domain) nodes joined by the device's scale-out network. A row that fits none of these raises
+InputError saying why (reported as "not modelled: <why>").
+
+References:
+  SGLang server arguments (docs.sglang.ai, --enable-dp-attention: dp-size attention ranks within tp-size GPUs).
+  vLLM expert-parallel deployment (docs.vllm.ai, serving/expert_parallel_deployment: EP = DP x TP).
+  LMSYS, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert Parallelism on 96 H100 GPUs",
+  lmsys.org/blog/2025-05-05-large-scale-ep (DP attention with EP72 decode over 9 nodes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sweepkit.catalogue import get_device, get_model
+from sweepkit.costmodel.layout import check_layout, scale_up_domain
+from sweepkit.errors import InputError
+from sweepkit.validation.measurements import Measurement
+
+
+@dataclasses.dataclass(frozen=True)
+class RowLayout:
+    """Degrees of one measured row's replicas.
+
+    Attributes:
+      instances: replicas.  tp: attention tensor-parallel GPUs.  dp: attention data-parallel ranks.
+      ep: expert-parallel ranks.  pp: pipeline stages.  nodes: scale-up domains of the cluster (0: within one
+        domain per replica, the device's).
+    """
+
+    instances: int
+    tp: int
+    dp: int
+    ep: int
+    pp: int
+    nodes: int
+
+
+def row_layout(m: Measurement) -> RowLayout:
+    """The :class:`RowLayout` of ``m`` (module docstring); InputError names what cannot be expressed.
+
+    Example:
+      >>> from sweepkit.validation import parse_measurements
+      >>> csv = ("source,device,model,metric,value,unit,gpus,tp,dp,input_tokens,output_tokens,request_rate\\n"
+      ...        "demo,H200,deepseek-v3,total_throughput,1,tok/s,8,8,8,128,4,inf\\n")
+      >>> row_layout(parse_measurements(csv, "demo.csv")[0])
+      RowLayout(instances=1, tp=1, dp=8, ep=8, pp=1, nodes=0)
+    """
+    model, device = get_model(m.model), get_device(m.device)
+    where = f"{m.source} row {m.row}"
+    tp, dp, ep, pp = m.tp, m.dp, m.ep, m.pp
+    if dp > 1 and tp * dp * pp > m.gpus and tp % dp == 0:
+        tp = tp // dp
+    if not model.is_moe:
+        if ep > 1:
+            raise InputError(f"{where}: ep = {ep} is not allowed; {model.name} is dense (no routed experts): expected ep = 1")
+        per = tp * pp
+        if m.gpus % per:
+            raise InputError(f"{where}: gpus = {m.gpus} is not a multiple of tp x pp = {per}")
+        dp = 1
+    else:
+        if dp > 1 and ep == 1:
+            ep = tp * dp
+        elif dp == 1 and ep > tp:
+            if ep % tp:
+                raise InputError(f"{where}: ep = {ep} is not a multiple of tp = {tp} (wide EP needs whole "
+                                 f"attention ranks)")
+            dp = ep // tp
+        per = tp * dp * pp
+        if m.gpus % per:
+            raise InputError(f"{where}: gpus = {m.gpus} is not a multiple of tp x dp x pp = {per}")
+    domain = scale_up_domain(device)
+    replica = tp * dp * pp
+    instances = m.gpus // replica
+    nodes = 0
+    if replica > domain:
+        per_replica = -(-replica // domain)
+        if replica % per_replica:
+            raise InputError(f"{where}: {replica} GPUs per replica do not split evenly over {per_replica} nodes of "
+                             f"{device.name}'s scale-up domain of {domain}")
+        nodes = instances * per_replica
+    check_layout(model, device, tp, dp, ep, where,
+                 m.gpus // nodes if nodes else None)
+    return RowLayout(instances=instances, tp=tp, dp=dp, ep=ep, pp=pp, nodes=nodes)

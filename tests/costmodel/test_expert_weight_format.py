@@ -1,0 +1,131 @@
+"""Routed experts in their own weight format: weight bytes = dense params x w + expert params x min(w, w_e).
+
+gpt-oss ships its MoE experts in MXFP4 (4 bits + one 8-bit scale per 32 values: 0.53125 B) and keeps
+attention, router and embeddings in bf16 (HF openai/gpt-oss-120b config.json, quantization_config
+modules_to_not_convert). The model card (arXiv 2508.10925, Table 1) gives checkpoints of 60.8 GiB
+(gpt-oss-120b) and 12.8 GiB (gpt-oss-20b).
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweepkit.catalogue import get_draft, get_format, get_model, model_names
+from sweepkit.costmodel.arrays import model_arrays
+from sweepkit.costmodel.memory import resident_bytes
+from sweepkit.costmodel.passes import (chunk_work, decode_work, flops_and_bytes, kv_values_read, streamed_params,
+                                      verify_work)
+from sweepkit.evaluate import evaluate
+
+MXFP4 = 0.53125
+GIB = 2.0 ** 30
+
+
+def _closed_form(name: str, w: float) -> float:
+    m = get_model(name)
+    experts = m.n_experts * m.routed_expert_params
+    return (m.resident_params - experts) * w + experts * min(w, MXFP4)
+
+
+@pytest.mark.parametrize("name, card_gib", [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])
+def test_gpt_oss_bf16_weights_are_its_mxfp4_checkpoint(name, card_gib):
+    r = evaluate(device="H200", model=name, weight_format="bf16")
+    assert r["weight_bytes_per_device"] == pytest.approx(_closed_form(name, 2.0), rel=1e-12)
+    assert r["weight_bytes_per_device"] / GIB == pytest.approx(card_gib, rel=5e-3)   # 60.69 and 12.80 GiB
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "fp4", "int4", "nvfp4"])
+def test_a_narrower_weight_format_narrows_the_experts_too(fmt):
+    w = get_format(fmt).bytes_per_value
+    r = evaluate(device="H200", model="gpt-oss-120b", weight_format=fmt)
+    assert r["weight_bytes_per_device"] == pytest.approx(_closed_form("gpt-oss-120b", w), rel=1e-12)
+    if w <= MXFP4:
+        assert r["weight_bytes_per_device"] == pytest.approx(get_model("gpt-oss-120b").resident_params * w, rel=1e-12)
+
+
+def test_a_decode_step_reads_its_active_experts_at_mxfp4():
+    # One token, bf16: 4 experts x 36 layers x 3 x 2,880^2 params cost 0.53125 B instead of 2 B.
+    m = get_model("gpt-oss-120b")
+    with jax.enable_x64(True):
+        f = jnp.float64
+        work = decode_work(f(0.0), f(1.0))
+        mixed = flops_and_bytes(work, model_arrays(m, f), f(2.0), f(2.0))
+        uniform = flops_and_bytes(work, model_arrays(dataclasses.replace(m, expert_weight_format=""), f), f(2.0),
+                                  f(2.0))
+    assert float(mixed[0]) == float(uniform[0])
+    saved = 4 * 36 * 3 * 2880 ** 2 * (2.0 - MXFP4)
+    assert float(uniform[1] - mixed[1]) == pytest.approx(saved, rel=1e-9)
+
+
+UNIFORM = [n for n in model_names() if not get_model(n).expert_weight_format]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(UNIFORM), st.sampled_from(["none", "mtp"]), st.sampled_from([2.0, 1.0, 0.53125, 0.5625]),
+       st.integers(0, 1 << 20), st.integers(1, 512), st.integers(1, 8))
+def test_models_without_an_expert_format_price_weights_as_before_bit_for_bit(name, draft, w, ctx, batch, positions):
+    m = get_model(name)
+    with jax.enable_x64(True):
+        f = jnp.float64
+        t, d = model_arrays(m, f), model_arrays(get_draft(draft, m), f)
+        assert float(resident_bytes(t, d, f(w))) == float((t.resident_params + d.resident_params * d.present) * w)
+        for work in (decode_work(f(ctx), f(batch)), verify_work(f(ctx), f(batch), f(positions)),
+                     chunk_work(f(ctx), f(batch))):
+            _, got = flops_and_bytes(work, t, f(w), f(1.0))
+            old = (streamed_params(work.tokens, t) * w + work.tokens * t.d_model * w + kv_values_read(work, t) * 1.0)
+            assert float(got) == float(old)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["gpt-oss-120b", "gpt-oss-20b"]), st.sampled_from([2.0, 1.0, 0.53125, 0.5]),
+       st.integers(0, 1 << 16), st.integers(1, 512))
+def test_experts_in_their_own_format_never_cost_more(name, w, ctx, batch):
+    m = get_model(name)
+    with jax.enable_x64(True):
+        f = jnp.float64
+        mixed, uniform = model_arrays(m, f), model_arrays(dataclasses.replace(m, expert_weight_format=""), f)
+        none = model_arrays(get_draft("none", m), f)
+        work = decode_work(f(ctx * batch), f(batch))
+        b_mixed, b_uniform = flops_and_bytes(work, mixed, f(w), f(2.0))[1], flops_and_bytes(work, uniform, f(w), f(2.0))[1]
+        r_mixed, r_uniform = resident_bytes(mixed, none, f(w)), resident_bytes(uniform, none, f(w))
+    assert float(b_mixed) <= float(b_uniform) and float(r_mixed) <= float(r_uniform)
+    if w <= MXFP4:
+        assert float(b_mixed) == float(b_uniform) and float(r_mixed) == float(r_uniform)
+
+
+def test_the_catalogue_and_the_serving_cluster_fit_use_the_same_checkpoint_bytes():
+    # One H100 may use 0.9 x 80 GB = 72 GB: gpt-oss-120b's bf16 checkpoint (65.17 GB) fits, all-bf16 (233.6 GB)
+    # would not; llama-3-70b in bf16 (141 GB) is still refused with tp = 1.
+    from sweepkit.errors import InputError
+    from sweepkit.serving.cluster import parse_cluster
+
+    m = get_model("gpt-oss-120b")
+    assert m.resident_weight_bytes(2.0) == _closed_form("gpt-oss-120b", 2.0)
+    assert get_model("llama-3-8b").resident_weight_bytes(2.0) == get_model("llama-3-8b").resident_params * 2.0
+    cluster = parse_cluster({"model": "gpt-oss-120b", "instances": 1, "tp": 1, "devices": ["H100"]}, "c.toml")
+    assert cluster.weight_format == "bf16"
+    with pytest.raises(InputError, match="llama-3-70b's bf16 weights take"):
+        parse_cluster({"model": "llama-3-70b", "instances": 1, "tp": 1, "devices": ["H100"]}, "c.toml")
+
+
+def test_a_models_file_may_name_the_experts_format(tmp_path, monkeypatch):
+    # A DeepSeek-V3-shaped model with its routed experts in NVFP4 (0.5625 B) and everything else in fp8.
+    import json
+    import tomllib
+    from importlib.resources import files
+
+    raw = tomllib.loads(files("sweepkit.catalogue").joinpath("models.toml").read_text())["models"]["deepseek-v3"]
+    fields = {k: v for k, v in raw.items() if k not in ("quantization_config", "official_params",
+                                                         "official_active_params")}
+    body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
+    (tmp_path / "mine.toml").write_text(f'[models.v3-nvfp4-experts]\n{body}\nexpert_weight_format = "nvfp4"\n')
+    monkeypatch.chdir(tmp_path)
+    r = evaluate(device="B200", model="v3-nvfp4-experts", weight_format="fp8", tp=8, models_file="mine.toml")
+    m = get_model("deepseek-v3")
+    experts = m.n_experts * m.routed_expert_params
+    assert r["weight_bytes_per_device"] * 8 == pytest.approx((m.resident_params - experts) * 1.0 + experts * 0.5625,
+                                                             rel=1e-12)

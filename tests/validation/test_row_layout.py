@@ -1,0 +1,88 @@
+"""Measured rows with expert, data and pipeline parallelism priced with their layouts (tiny runs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import jax
+import pytest
+
+from sweepkit.catalogue import get_device
+from sweepkit.costmodel.layout import scale_out
+from sweepkit.errors import InputError
+from sweepkit.serving.config import pool_layout, resolve
+from sweepkit.validation import parse_measurements
+from sweepkit.validation.row_layout import RowLayout, row_layout
+from sweepkit.validation.serving_points import MODELLED, point_config, serving_status
+from sweepkit.validation.serving_runs import evaluate_serving
+
+HEAD = ("source,device,model,metric,value,unit,weight_format,kv_format,compute_format,gpus,tp,pp,ep,dp,"
+        "input_tokens,output_tokens,requests,request_rate\n")
+
+
+def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8):
+    csv = HEAD + f"demo,{device},{model},total_throughput,1000,tok/s,{fmt},{fmt},{fmt},{gpus},{tp},{pp},{ep},{dp}," \
+                 f"{inp},{out},{n},inf\n"
+    return parse_measurements(csv, "demo.csv")[0]
+
+
+@pytest.mark.parametrize("row, expected", [
+    # SGLang --tp 8 --dp 8 --enable-dp-attention (GPUStack's DeepSeek-R1 on 8 x H200): DEP8.
+    (("H200", "deepseek-v3", 8, 8, 1, 1, 8), RowLayout(1, 1, 8, 8, 1, 0)),
+    # SGLang --tp 4 --ep 4 (GPUStack's GLM-4.5-Air): experts inside the TP group.
+    (("H100", "glm-4.5-air", 4, 4, 1, 4, 1), RowLayout(1, 4, 1, 4, 1, 0)),
+    # Wide EP over 4 H100 nodes (LMSYS's EP32 prefill): attention data parallel on every GPU, 4 nodes.
+    (("H100", "deepseek-v3", 32, 1, 1, 32, 1), RowLayout(1, 1, 32, 32, 1, 4)),
+    # vLLM DP2 x TP2 with expert parallelism: ep = 4 over the stage.
+    (("H200", "qwen3-30b-a3b", 4, 2, 1, 4, 2), RowLayout(1, 2, 2, 4, 1, 0)),
+    # A dense model's data parallelism is more instances; pipeline stages multiply a replica's GPUs.
+    (("A100", "llama-3.1-8b", 8, 1, 1, 1, 8), RowLayout(8, 1, 1, 1, 1, 0)),
+    (("A100", "llama-3.1-70b", 16, 4, 2, 1, 1), RowLayout(2, 4, 1, 1, 2, 0)),
+])
+def test_a_row_builds_the_layout_its_engine_runs(row, expected):
+    assert row_layout(_row(*row)) == expected
+
+
+def test_the_cluster_carries_the_layout_and_spans_nodes_over_the_scale_out_network():
+    m = _row("H100", "deepseek-v3", 32, 1, 1, 32, 1)
+    cluster, cfg = point_config(m)
+    assert (cluster.gpus, cluster.instances, cluster.tp, cluster.dp, cluster.ep, cluster.nodes) == (32, 1, 1, 32, 32, 4)
+    with jax.enable_x64(True):
+        lay = pool_layout(cluster, cfg, resolve(cluster, cfg.lever))
+    bw, lat = scale_out(get_device("H100"))
+    assert (float(lay.dp), float(lay.ep), float(lay.domain_gpus)) == (32.0, 32.0, 8.0)
+    assert (float(lay.scale_out_bytes_per_s), float(lay.scale_out_latency_s)) == (bw, lat)
+    pp_cluster, pp_cfg = point_config(_row("A100", "llama-3.1-70b", 16, 4, 2, 1, 1))
+    assert (pp_cluster.gpus, pp_cfg.lever.instances, pp_cfg.lever.pp) == (16, 2, 2)
+
+
+@pytest.mark.parametrize("row, why", [
+    # DeepSeek-V3's 256 routed experts do not split over 72 ranks without redundant experts.
+    (("H100", "deepseek-v3", 72, 1, 1, 72, 1), "ep = 72 is not allowed; expected a divisor of deepseek-v3's 256"),
+    (("H100", "llama-3.1-8b", 2, 1, 1, 2, 1), "ep = 2 is not allowed; llama-3.1-8b is dense"),
+    (("H100", "qwen3-30b-a3b", 12, 4, 1, 6, 1), "ep = 6 is not a multiple of tp = 4"),
+    (("H100", "qwen3-30b-a3b", 12, 2, 1, 8, 1), "gpus = 12 is not a multiple of tp x dp x pp = 8"),
+])
+def test_an_inexpressible_layout_is_reported_as_not_modelled_with_why(row, why):
+    status = serving_status(_row(*row))
+    assert status.startswith("not modelled: ") and why in status, status
+    with pytest.raises(InputError, match=re.escape(why)):
+        row_layout(_row(*row))
+
+
+def test_a_small_dep_row_is_priced_end_to_end_and_differs_from_tensor_parallelism():
+    # 8 requests of 32 + 8 tokens at once on 2 x H100 running Qwen3-30B-A3B as DEP2 (tp 1, dp 2, ep 2): each
+    # DP rank holds half the requests, so the run is priced on rows split over two attention ranks and every
+    # MoE layer pays two all-to-alls; as TP2 the same GPUs all-reduce instead.
+    m = _row("H100", "qwen3-30b-a3b", 2, 1, 1, 2, 1)
+    assert serving_status(m) == MODELLED
+    dep = evaluate_serving(m)
+    tp2 = evaluate_serving(dataclasses.replace(m, tp=2, ep=1))
+    assert math.isfinite(dep) and dep > 0 and math.isfinite(tp2) and tp2 > 0
+    assert dep != pytest.approx(tp2, rel=1e-3)
+    # total tokens / makespan: the makespan is at least O = 8 passes (one prefill, 7 decode steps) of the
+    # device's per-pass overhead each, and under a second for 320 tokens of a 3B-active model.
+    dev = get_device("H100")
+    assert 8 * 40 / 1.0 < dep <= 8 * 40 / (8 * dev.pass_overhead_s)
