@@ -2,8 +2,10 @@
 
 Usage:  python benchmarks/bench_calibration.py [MEASUREMENTS.csv] [--framework TensorRT-LLM] [--engine N]
 
-Rows: the framework's max_output_throughput rows that sweepkit prices (default: the packaged corpus;
-TensorRT-LLM perf-overview v0.17 and v0.20, never MLPerf v5.x, InferenceX or TensorRT-LLM >= 1.0). Two
+Rows: the framework's steady-state rows that sweepkit prices (default: the packaged corpus; for
+TensorRT-LLM its perf-overview v0.17 and v0.20 max-throughput rows, for another framework its max-throughput
+and loaded rows, never MLPerf v5.x, InferenceX or TensorRT-LLM >= 1.0; the version scheme is TensorRT-LLM's
+only). Two
 held-out schemes, each of two folds, so every row is predicted once by a profile not fitted on it:
 
     version   fit on v0.17, test on v0.20; fit on v0.20, test on v0.17 (a slice in one release only is
@@ -48,11 +50,13 @@ from sweepkit.validation.steady import reference_throughput, row_inputs  # noqa:
 
 
 def reference_pct(rows) -> np.ndarray:
-    """Error % of the reference roofline in the steady state, with the serving engine's KV rule."""
+    """Error % of the reference roofline in the steady state, with the serving engine's KV rule (max-throughput
+    rows; NaN for loaded rows)."""
     with jax.enable_x64(True):
         r = row_inputs(rows, MAX_BATCH, TOKEN_BUDGET)
         r = dataclasses.replace(r, kv_free_fraction=r.kv_free_fraction * 0.0)
         v = np.asarray(jax.vmap(reference_throughput)(r))
+    v = np.where([m.metric == "max_output_throughput" for m in rows], v, np.nan)
     return 100.0 * (v / np.array([m.value_si for m in rows]) - 1.0)
 
 
@@ -89,12 +93,14 @@ def main() -> None:
     ap.add_argument("--engine", type=int, default=0, help="rows to simulate with the serving engine")
     args = ap.parse_args()
     points, name, _ = load_measurements(args.measurements)
-    rows = [m for m in framework_rows(points, args.framework, ("trtllm-perf-overview-v0.17",
-                                                               "trtllm-perf-overview-v0.20")) if fittable(m)]
-    print(f"{len(rows)} {args.framework} max-throughput rows of {name}")
+    trt = args.framework.lower().startswith("tensorrt")
+    sources = ("trtllm-perf-overview-v0.17", "trtllm-perf-overview-v0.20") if trt else ()
+    rows = [m for m in framework_rows(points, args.framework, sources) if fittable(m)]
+    print(f"{len(rows)} {args.framework} steady-state rows of {name}")
     seed = errors_pct(rows, packaged_profile())
     ref = reference_pct(rows)
-    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework)
+    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework) if trt \
+        else (np.full(len(rows), np.nan), 0.0)
     pairs = sorted({(m.input_tokens, m.output_tokens) for m in rows})
     parity = {p: i % 2 for i, p in enumerate(pairs)}
     by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework)
