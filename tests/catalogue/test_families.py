@@ -94,3 +94,21 @@ def test_a_fallback_never_uses_another_vendors_value(entries, device, fmt):
         assert out[k][0] == v
     fields = p.fields(device, fmt)
     assert all(0.0 < fields[k] <= 1.0 for k in ("gemm_eff_max", "moe_eff_max"))
+
+
+def test_a_fit_without_moe_rows_leaves_moe_fields_to_the_family():
+    # Dense-only H100 rows: the fitted H100 entry has no MoE fields; MoE takes H200's ratio to dense.
+    from sweepkit.validation import Measurement
+    from sweepkit.validation.framework_fit import calibrate_framework
+
+    start = dataclasses.replace(packaged_profile(), entries={("H200", "fp8"): {"gemm_eff_max": 0.6,
+                                                                              "moe_eff_max": 0.45}})
+    rows = [Measurement(source="s", device="H100", model="llama-3.1-8b", metric="max_output_throughput",
+                        value=v, unit="tok/s", value_si=v, row=k + 1, framework="TensorRT-LLM", tp=1, gpus=1,
+                        weight_format="fp8", kv_format="fp8", compute_format="fp8", input_tokens=i,
+                        output_tokens=o, split="train")
+            for k, (i, o, v) in enumerate(((128, 128, 20000.0), (1000, 1000, 9000.0), (2048, 128, 3000.0)))]
+    prof = calibrate_framework(rows, "TensorRT-LLM", file="t.csv", sha256="-", start=start).profile
+    assert not {"moe_eff_max", "moe_tokens_half"} & prof.entries[("H100", "fp8")].keys()
+    gemm = prof.entries[("H100", "fp8")]["gemm_eff_max"]
+    assert prof.fields("H100", "fp8")["moe_eff_max"] == pytest.approx(gemm * 0.45 / 0.6)
