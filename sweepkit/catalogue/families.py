@@ -14,7 +14,7 @@ and bandwidths stay the device's own (devices.toml). Families never cross vendor
 from __future__ import annotations
 
 import tomllib
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from sweepkit.errors import InputError
@@ -22,7 +22,7 @@ from sweepkit.errors import InputError
 FILE = "families.toml"
 
 
-@lru_cache(maxsize=None)
+@cache
 def families() -> dict:
     """The parsed family table: {'families': {name: {vendor, devices, fallback}}, 'formats': {f: [g, ...]}}."""
     doc = tomllib.loads(resources.files("sweepkit.catalogue").joinpath(FILE).read_text(encoding="utf-8"))

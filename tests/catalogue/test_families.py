@@ -86,7 +86,7 @@ entry = st.dictionaries(st.sampled_from(FIELDS), st.floats(0.05, 1.0), min_size=
 def test_a_fallback_never_uses_another_vendors_value(entries, device, fmt):
     p = dataclasses.replace(packaged_profile(), entries=entries)
     out = p.origins(device, fmt)
-    for field, (value, (dev, _)) in out.items():
+    for _value, (dev, _) in out.values():
         assert vendor_of(dev) == vendor_of(device)
         assert family_of(dev) is not None
     own = entries.get((device, fmt), {})
