@@ -41,10 +41,11 @@ COMMANDS: dict[str, str] = {
     "simulate": "sweepkit.cli.simulate:simulate", "matrix": "sweepkit.cli.simulate:matrix",
     "validate": "sweepkit.cli.validate:validate", "calibrate": "sweepkit.cli.calibrate:calibrate",
     "serve": "sweepkit.cli.serve:serve",
+    "plan": "sweepkit.cli.plan:plan",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 
-COMPUTING = ("run", "simulate", "trace", "report", "serve")
+COMPUTING = ("run", "simulate", "trace", "report", "serve", "plan")
 """Commands that run JAX programs: they get the persistent compilation cache (``sweepkit.jaxcache``); the
 others never import JAX (~2 s saved on every ``sql``, ``query``, ``runs``, ...)."""
 
