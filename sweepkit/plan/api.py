@@ -19,9 +19,13 @@ from sweepkit.costmodel.memory import MEM_UTIL
 from sweepkit.errors import InputError
 from sweepkit.plan.build import run_screen
 from sweepkit.plan.frontier import rows as frontier_rows
-from sweepkit.plan.search import objective_of, run_search
+from sweepkit.plan.search import Simulated, objective_of, order, run_search
 from sweepkit.plan.space import concat, enumerate_space, make_space
 from sweepkit.serving.workloads import Workload
+
+
+SCREEN_ROWS = 10
+"""Configurations shown when nothing is simulated (``max_simulated`` = 0): the best bounds."""
 
 
 @dataclasses.dataclass
@@ -102,10 +106,12 @@ def plan(model: str, workloads: list[Workload], devices, gpus: int | None = None
         b = screens[w.name]
         res = run_search(table, b, model, w, objective, per_round, max_simulated, time_budget_s, stop, progress)
         obj = objective_of(b["tok_s_per_gpu"], price, objective)
+        shown = res.simulated or [Simulated(int(i), math.nan, {}, float(obj[i]), math.nan)
+                                  for i in order(b, obj)[:SCREEN_ROWS]]       # the screen alone: its best bounds
         out.workloads[w.name] = dict(feasible=int(b["feasible"].sum()), simulated=len(res.simulated),
                                      stopped=res.stopped, search_s=res.seconds,
-                                     rows=frontier_rows(table, b, obj, res.simulated, w.name))
-        if not any(r["objective"] > 0 for r in out.workloads[w.name]["rows"]):
+                                     rows=frontier_rows(table, b, obj, shown, w.name))
+        if res.simulated and not any(r["objective"] > 0 for r in out.workloads[w.name]["rows"]):
             out.verdict = (f"no plan for {w.name}: none of the {len(res.simulated)} simulated configurations "
                            f"meets its SLOs at any load (closest bound: row {res.simulated[0].row})"
                            if res.simulated else f"no plan for {w.name}")

@@ -8,13 +8,13 @@ holding c KV tokens and drafting gamma tokens (E tokens accepted per row per ste
     b_kv = KV capacity / c          b* = min(b_tpot, b_kv, batch_cap)
 
 The pieces are the roofline without the power cap (which only slows a pass) through the pipeline slots of
-:mod:`sweepkit.costmodel.steps` with micro-batches = pp; the work is the step's exact FLOPs and bytes
+:mod:`sweepkit.costmodel.steps` with micro-batches = pp (one at batch 1, for the TPOT bound); the work is the step's exact FLOPs and bytes
 (:func:`sweepkit.costmodel.passes.flops_and_bytes`) linearized between b = 1 and b = 256 (exact for a dense
 model; a secant below the concave expert reads of an MoE model). The request rate of one instance is
 
     decode:      r_d = b* E / (t(b*) y)                     (y output tokens per request)
     colocated:   r = 1 / (t_p + y t(b*) / (b* E))           (prefill steps apart: prefill- / decode-priority)
-                 r = min(r_d, 1 / (F_p / peak + y c(b*) / (b* E)))     (chunked: prompts fill idle compute)
+                 r = min(r_d, 1 / (F_p / peak + y (c + a)(b*) / (b* E)))   (chunked: prompts fill idle compute)
     disagg:      R = min(P / t_p, D r_d)
 
 with t_p the prefill pass of the mean prompt (its new tokens after prefix-cache hits). The TTFT lower bound
@@ -114,24 +114,27 @@ class Bound:
     tpot_lb_s: jax.Array
 
 
-def _pieces(p: Point, tp, net: ModelArrays, draft: ModelArrays, work, draft_work, draft_passes, peak, bw):
-    """(compute s, memory s, all-reduce + overhead s, FLOPs, bytes) of one step's work on one instance,
-    through pp slots of micro-batches = pp; ``draft_passes`` draft passes of ``draft_work`` run on the
-    instance's devices as one."""
+def _pieces(p: Point, tp, pp, mb, net: ModelArrays, draft: ModelArrays, work, draft_work, draft_passes, peak_tp,
+            bw_tp):
+    """(compute s, memory s, all-reduce + overhead s, FLOPs, bytes) of one step's work on one instance of
+    tp x pp devices: mb + pp - 1 pipeline slots, each a stage of tp devices over F / (mb pp) FLOPs and
+    W / pp + O / (mb pp) bytes (:mod:`sweepkit.costmodel.steps`); ``draft_passes`` passes of ``draft_work``
+    run on the instance's tp x pp devices as one. ``peak_tp``, ``bw_tp``: achievable FLOP/s and bytes/s of
+    tp devices."""
     flops, bytes_ = flops_and_bytes(work, net, p.weight_bytes, p.kv_bytes)
     w_bytes = net.matmul_params * p.weight_bytes
     d_flops, d_bytes = flops_and_bytes(draft_work, draft, p.weight_bytes, p.kv_bytes)
     d_flops, d_bytes = d_flops * draft_passes, d_bytes * draft_passes
-    pp, tokens = p.pp, work.tokens
-    slots = 2.0 * pp - 1.0
-    t_c = slots * flops / (pp * pp) / peak + p.draft * d_flops / (peak * pp)
-    t_m = slots * (w_bytes / pp + (bytes_ - w_bytes) / (pp * pp)) / bw + p.draft * d_bytes / (bw * pp)
-    size = tokens / pp * net.d_model * ACTIVATION_BYTES
+    tokens = work.tokens
+    slots = mb + pp - 1.0
+    t_c = slots * flops / (mb * pp) / peak_tp + d_flops / (peak_tp * pp)
+    t_m = slots * (w_bytes / pp + (bytes_ - w_bytes) / (mb * pp)) / bw_tp + d_bytes / (bw_tp * pp)
+    size = tokens / mb * net.d_model * ACTIVATION_BYTES
     link = p.device.link_bytes_per_s
     ar = 2.0 * net.n_layers / pp * (2.0 * (tp - 1.0) / tp * size / link + 2.0 * (tp - 1.0) * p.device.link_latency_s)
     hop = jnp.where(pp > 1.0, size / link + p.device.link_latency_s, 0.0)
     fixed = STEP_OVERHEAD_S + p.device.token_overhead_s * tokens
-    return t_c, t_m, slots * (ar + hop) + fixed, flops + p.draft * d_flops, bytes_ + p.draft * d_bytes
+    return t_c, t_m, slots * (ar + hop) + fixed, flops + d_flops, bytes_ + d_bytes
 
 
 def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
@@ -152,7 +155,7 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     dev = p.device
     eff_peak = dev.peak_flops_per_s * dev.flops_efficiency * p.compute_speedup
     eff_bw = dev.hbm_bytes_per_s * dev.bandwidth_efficiency
-    peak, bw = eff_peak * p.tp * p.pp, eff_bw * p.tp * p.pp
+    peak = eff_peak * p.tp * p.pp
     draft = dataclasses.replace(mtp, present=mtp.present * p.draft)
     # KV: a reserved row holds its whole sequence, a paged one grows (on average half its output)
     row_tokens = d.prompt_tokens + d.output_tokens * jnp.where(p.paged > 0, 0.5, 1.0)
@@ -160,9 +163,9 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     fits = kv_cap >= row_tokens
     positions = p.gamma * p.draft + 1.0
 
-    def step(b):
-        return _pieces(p, p.tp, target, draft, verify_work(b * row_tokens, b, positions),
-                       decode_work(b * row_tokens, b), p.gamma * p.draft, peak, bw)
+    def step(b, mb=p.pp):
+        return _pieces(p, p.tp, p.pp, mb, target, draft, verify_work(b * row_tokens, b, positions),
+                       decode_work(b * row_tokens, b), p.gamma * p.draft, eff_peak * p.tp, eff_bw * p.tp)
 
     c1_, m1_, a1_, f1, y1 = step(1.0)
     c2_, m2_, a2_, f2, y2 = step(B_HI)
@@ -179,22 +182,24 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     # prefill of the mean prompt, on a prefill-pool instance when disaggregated
     new = d.prompt_tokens - d.cached_tokens * p.prefix
     pre_tp = jnp.where(p.disagg > 0, p.prefill_tp, p.tp)
-    pre = dataclasses.replace(p, pp=jnp.where(p.disagg > 0, 1.0, p.pp), draft=0.0 * p.draft)
+    pre_pp = jnp.where(p.disagg > 0, 1.0, p.pp)
     work = chunk_work(d.cached_tokens * p.prefix, new)
-    pc, pm, pa, pf, pbytes = _pieces(pre, pre_tp, target, draft, work, work, 0.0, eff_peak * pre_tp * pre.pp,
-                                     eff_bw * pre_tp * pre.pp)
+    pc, pm, pa, pf, pbytes = _pieces(p, pre_tp, pre_pp, pre_pp, target, draft, work, work, 0.0, eff_peak * pre_tp,
+                                     eff_bw * pre_tp)
     t_p = jnp.maximum(pc, pm) + pa
     kv_s = jnp.where(p.disagg > 0, d.prompt_tokens * target.kv_values_per_token * p.kv_bytes / KV_LINK_BYTES_PER_S
                      + KV_LINK_LATENCY_S, 0.0)
     r_d = 1.0 / per_req_decode_s
     r_sep = 1.0 / (t_p + per_req_decode_s)
-    r_chunk = jnp.minimum(r_d, 1.0 / (pf / peak + d.output_tokens * (c0 + c1 * b) / (b * p.tokens_per_step)))
+    busy_s = c0 + c1 * b + a0 + a1 * b              # compute, all-reduces and overhead do not overlap
+    r_chunk = jnp.minimum(r_d, 1.0 / (pf / peak + d.output_tokens * busy_s / (b * p.tokens_per_step)))
     r_col = p.instances * jnp.where(p.chunked > 0, r_chunk, r_sep)
     r_dis = jnp.minimum(p.prefill_instances / t_p, p.instances * r_d)
     gpus = jnp.where(p.disagg > 0, p.prefill_instances * p.prefill_tp + p.instances * p.tp, p.instances * p.tp * p.pp)
     req = jnp.where(p.disagg > 0, r_dis, r_col) / gpus
     ttft_lb = t_p + kv_s
-    tpot_lb = (jnp.maximum(c0 + c1, m0 + m1) + a0 + a1) / p.tokens_per_step
+    one_c, one_m, one_a, _, _ = step(1.0, jnp.minimum(p.pp, positions))     # batch 1: one micro-batch
+    tpot_lb = (jnp.maximum(one_c, one_m) + one_a) / p.tokens_per_step
     feasible = fits & (ttft_lb <= d.ttft_slo_s) & (b_tpot >= 1.0)
     tok = jnp.where(feasible, req * d.output_tokens, 0.0)
     dyn_j = ((f1 + (f2 - f1) * (b - 1.0) / (B_HI - 1.0)) * dev.energy_per_flop_j / p.compute_speedup
