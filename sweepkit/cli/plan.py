@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from sweepkit.cli.common import emit, format_option, note
+from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
 from sweepkit.errors import InputError
 
 COLUMNS = ("workload", "frontier", "objective", "bound", "device", "gpus", "mode", "instances", "tp", "pp",
@@ -24,6 +24,15 @@ def _fixed(pairs: tuple[str, ...]) -> dict:
             raise InputError(f"--fix {p!r} is not allowed; expected AXIS=VALUE[,VALUE...] (e.g. tp=4,8)")
         out[key.strip()] = tuple(v.strip() for v in value.split(","))
     return out
+
+
+def _request_toml(**fields) -> str:
+    """The plan's inputs as TOML (the run's grid text: what the plan was asked)."""
+    lines = ["[plan]"]
+    for k, v in fields.items():
+        if v is not None:
+            lines.append(f"{k} = {json.dumps(v)}")
+    return "\n".join(lines) + "\n"
 
 
 @click.command("plan")
@@ -50,9 +59,12 @@ def _fixed(pairs: tuple[str, ...]) -> dict:
               help="Early-stop rule of the search (docs/plan.md).")
 @click.option("--levers", "levers_out", type=click.Path(dir_okay=False), default=None,
               help="Write the frontier as a `sweepkit simulate` levers TOML file here.")
+@click.option("--commit/--no-commit", default=True, show_default=True,
+              help="Commit the simulated configurations to the warehouse (a run of kind plan; view v_plan).")
+@warehouse_option
 @format_option
 def plan(model, workloads, workloads_file, devices, gpus, usd_per_hour, ttft_slo_s, tpot_slo_s, fix, objective,
-         max_simulated, time_budget_s, stop, levers_out, fmt):
+         max_simulated, time_budget_s, stop, levers_out, commit, warehouse, fmt):
     """Search layouts, batching, KV, formats and speculation for the best deployment under SLOs.
 
     An analytic screen bounds every configuration (memory fit, TTFT and TPOT lower bounds, a capacity upper
@@ -83,6 +95,14 @@ def plan(model, workloads, workloads_file, devices, gpus, usd_per_hour, ttft_slo
     table = pa.Table.from_pylist([{k: (json.dumps(r[k]) if k == "contributions" else r[k]) for k in COLUMNS}
                                   for r in rows]) if rows else pa.table({k: [] for k in COLUMNS})
     emit(table, fmt, title=f"Plan for {model} ({objective}; frontier first)")
+    if commit and any(w["simulated"] for w in res.workloads.values()):
+        from sweepkit.plan.commit import commit_plan
+
+        request = _request_toml(model=model, workloads=list(workloads), devices=list(devices), gpus=gpus,
+                                usd_per_hour=usd_per_hour, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+                                fix=list(fix), objective=objective, max_simulated=max_simulated, stop=stop)
+        run_id = commit_plan(open_warehouse(warehouse), res, request, on_wait=note)
+        note(f"run {run_id}: the plan's simulated configurations (sweepkit query plan_frontier)")
     if levers_out:
         with open(levers_out, "w", encoding="utf-8") as f:
             f.write("\n\n".join(r["lever_toml"] for r in rows if r["frontier"]) + "\n")

@@ -14,6 +14,7 @@ from hypothesis import given, strategies as st
 from sweepkit.cli import main
 from sweepkit.plan.frontier import contributions, pareto
 from sweepkit.serving.levers import parse_lever
+from sweepkit.store import Warehouse, run_query
 
 SMALL = ["--model", "llama-3.2-1b", "--workload", "realtime-voice", "--device", "H100", "--gpus", "1",
          "--fix", "tp=1", "--fix", "kv=paged", "--fix", "weight_format=bf16", "--fix", "kv_format=bf16",
@@ -29,7 +30,9 @@ def test_the_simulated_frontier_stays_under_its_bound(tmp_path):
     cache) searched with the serving engine: its simulated goodput is below the screen's bound, it is on the
     frontier, and its lever TOML is one ``sweepkit simulate`` accepts."""
     out = tmp_path / "levers.toml"
-    res = cli(*SMALL, "--max-simulated", "1", "--stop", "bound", "--format", "json", "--levers", str(out))
+    wh = tmp_path / "wh"
+    res = cli(*SMALL, "--max-simulated", "1", "--stop", "bound", "--format", "json", "--levers", str(out),
+              "--warehouse", str(wh))
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert len(rows) == 1 and rows[0]["frontier"]
@@ -42,6 +45,12 @@ def test_the_simulated_frontier_stays_under_its_bound(tmp_path):
         lever = parse_lever({k: v for k, v in raw.items()}, "levers.toml", name)
         assert lever.tp == 1 and lever.kv == "paged"
     assert "screened" in res.stderr
+    feed = Warehouse(wh).query("select * from v_plan").to_pylist()
+    assert len(feed) == 1 and feed[0]["frontier"] and feed[0]["tokens_per_gpu_per_s"] == pytest.approx(
+        rows[0]["objective"])
+    front = run_query(Warehouse(wh), "plan_frontier", {"run_id": "latest"}).to_pylist()
+    assert [(r["rank"], r["layout"], r["kv"]) for r in front] == [(1, "1 x tp1", "paged")]
+    assert 0 < front[0]["bound_share"] <= 1
 
 
 @pytest.mark.parametrize("args, words", [
