@@ -1,8 +1,7 @@
 -- plan_frontier: the deployments of one plan run on its Pareto frontier, best objective first per workload
 --
 -- Grain: one row per workload x frontier configuration of one plan run (sweepkit plan).
--- Key: workload, device, gpus, mode, instances, tp, pp, prefill_instances, prefill_tp, batching, token_budget,
---      batch_cap, kv, weight_format, kv_format, spec
+-- Key: workload, rank
 -- The frontier is of (objective, TTFT p99, TPOT p99) at capacity over the run's simulated configurations; the
 -- screen's bound is the objective's analytic upper bound, bound_share how close the simulation came to it.
 --
@@ -60,7 +59,7 @@ final as (
         contributions,
         lever_toml
     from frontier
+    order by workload, rank
 )
 
 select * from final
-order by workload, rank
