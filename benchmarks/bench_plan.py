@@ -114,8 +114,13 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=100.0, help="seconds of simulation per workload")
     ap.add_argument("--measurements", default=None, help="CSV of published measurements (agreement check)")
     ap.add_argument("--skip-plan", action="store_true")
+    ap.add_argument("--skip-screen", action="store_true")
     args = ap.parse_args()
-    bench_screen(args.repeats)
+    from sweepkit.jaxcache import enable_persistent_cache
+
+    enable_persistent_cache()                      # as the CLI does: compiled programs kept on disk
+    if not args.skip_screen:
+        bench_screen(args.repeats)
     if args.measurements:
         bench_agreement(args.measurements)
     if not args.skip_plan:

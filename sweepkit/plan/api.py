@@ -23,7 +23,6 @@ from sweepkit.plan.search import Simulated, objective_of, order, run_search
 from sweepkit.plan.space import concat, enumerate_space, make_space
 from sweepkit.serving.workloads import Workload
 
-
 SCREEN_ROWS = 10
 """Configurations shown when nothing is simulated (``max_simulated`` = 0): the best bounds."""
 
@@ -53,7 +52,7 @@ def budgets(devices, gpus: int | None, usd_per_hour: float | None) -> dict[str, 
     for d in devices:
         n = gpus if gpus is not None else 1 << 20
         if usd_per_hour is not None:
-            n = min(n, int(math.floor(usd_per_hour / get_device(d, "device").price_usd_per_gpu_hour + 1e-9)))
+            n = min(n, math.floor(usd_per_hour / get_device(d, "device").price_usd_per_gpu_hour + 1e-9))
         out[d] = min(n, 1024)
     return out
 

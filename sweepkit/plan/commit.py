@@ -30,7 +30,7 @@ def plan_table(plan) -> pa.Table:
     """The simulated rows of a :class:`~sweepkit.plan.api.Plan` as the ``plan`` table (columns of
     :data:`COLUMNS`); the screen-only rows of a plan that simulated nothing are left out."""
     rows = []
-    for name, w in plan.workloads.items():
+    for w in plan.workloads.values():
         for r in w["rows"]:
             if r["capacity_per_s"] != r["capacity_per_s"]:       # NaN: a screen-only row
                 continue

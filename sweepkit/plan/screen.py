@@ -36,7 +36,13 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import kv_capacity_tokens
-from sweepkit.costmodel.passes import ACTIVATION_BYTES, chunk_work, decode_work, flops_and_bytes, verify_work
+from sweepkit.costmodel.passes import (
+    ACTIVATION_BYTES,
+    chunk_work,
+    decode_work,
+    flops_and_bytes,
+    verify_work,
+)
 
 STEP_OVERHEAD_S = 0.0005
 """Fixed time of every target pass (the serving cluster's ``step_overhead_s``)."""
@@ -169,7 +175,7 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
 
     c1_, m1_, a1_, f1, y1 = step(1.0)
     c2_, m2_, a2_, f2, y2 = step(B_HI)
-    slope = lambda lo, hi: (hi - lo) / (B_HI - 1.0)  # noqa: E731
+    slope = lambda lo, hi: (hi - lo) / (B_HI - 1.0)
     c1, m1, a1 = slope(c1_, c2_), slope(m1_, m2_), slope(a1_, a2_)
     c0, m0, a0 = c1_ - c1, m1_ - m1, a1_ - a1
     budget_s = d.tpot_slo_s * p.tokens_per_step

@@ -30,7 +30,8 @@ import numpy as np
 from sweepkit.catalogue import get_device
 from sweepkit.errors import InputError
 from sweepkit.plan.space import lever_fields
-from sweepkit.serving.capacity import run_at, search as capacity_search
+from sweepkit.serving.capacity import run_at
+from sweepkit.serving.capacity import search as capacity_search
 from sweepkit.serving.cluster import Cluster
 from sweepkit.serving.config import Config, check
 from sweepkit.serving.lanes import OFFLINE_RATE
@@ -119,7 +120,7 @@ def run_search(table: dict, bound: dict, model: str, w: Workload, objective: str
     obj_bound = objective_of(bound["tok_s_per_gpu"], price, objective)
     queue = order(bound, obj_bound)
     keys = [c for c in table if c not in TUNED and c != "gpus"]
-    key = lambda i: tuple(table[c][i] for c in keys)  # noqa: E731
+    key = lambda i: tuple(table[c][i] for c in keys)
     done, best, stopped, k, seen, ratio = [], -np.inf, "exhausted", 0, set(), 1.0
     while k < len(queue):
         while k < len(queue) and key(queue[k]) in seen:

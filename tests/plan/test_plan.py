@@ -9,7 +9,8 @@ import tomllib
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sweepkit.cli import main
 from sweepkit.plan.frontier import contributions, pareto
@@ -91,7 +92,7 @@ def test_screen_only():
 def test_the_frontier_is_exactly_the_undominated(points):
     obj, a, b = (np.array(x) for x in zip(*points))
     on = pareto(obj, a, b)
-    dom = lambda j, i: obj[j] >= obj[i] and a[j] <= a[i] and b[j] <= b[i] and (  # noqa: E731
+    dom = lambda j, i: obj[j] >= obj[i] and a[j] <= a[i] and b[j] <= b[i] and (
         obj[j] > obj[i] or a[j] < a[i] or b[j] < b[i])
     for i in range(len(obj)):
         assert on[i] == (not any(dom(j, i) for j in range(len(obj))))

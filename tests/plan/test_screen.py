@@ -10,7 +10,8 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_draft, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
