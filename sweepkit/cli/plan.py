@@ -7,7 +7,13 @@ import sys
 
 import click
 
-from sweepkit.cli.common import emit, format_option, note, open_warehouse, warehouse_option
+from sweepkit.cli.common import (
+    emit,
+    format_option,
+    note,
+    open_warehouse,
+    warehouse_option,
+)
 from sweepkit.errors import InputError
 
 COLUMNS = ("workload", "frontier", "objective", "bound", "device", "gpus", "mode", "instances", "tp", "pp",

@@ -15,9 +15,9 @@
 --   gpus                   GPUs of the deployment
 --   layout                 e.g. 2 x tp4 (colocated) or 1 x tp4 prefill + 1 x tp4 decode (disaggregated)
 --   batching               prefill-priority | decode-priority | chunked
---   kv                     reserved | paged | paged+prefix
+--   kv                     KV memory: reserved, paged, or paged+prefix (paged with prefix caching)
 --   formats                weight/KV formats
---   spec                   none | DRAFT:GAMMA
+--   spec                   speculation: none, or DRAFT:GAMMA (e.g. mtp:3)
 --   objective_name         tokens_per_gpu | tokens_per_usd
 --   objective              output tokens/s per GPU, or output tokens per USD, at capacity
 --   bound_share            objective / the screen's bound, 0..1
