@@ -59,10 +59,17 @@ SERVING_GRID = os.environ.get("SWEEPKIT_TEST_SERVING_GRID", "grids/serving-small
 """The serving grid the shared warehouse simulates (a smaller one may be named)."""
 
 
+PLAN = ["plan", "--model", "llama-3.2-1b", "--workload", "realtime-voice", "--device", "H100", "--gpus", "1",
+        *[x for f in ("tp=1", "kv=paged", "weight_format=bf16", "kv_format=bf16", "spec=none", "batching=chunked",
+                      "batch_cap=64", "token_budget=2048") for x in ("--fix", f)], "--max-simulated", "1"]
+"""The plan run of the shared warehouse: the `sweepkit plan --help` example's one configuration."""
+
+
 @pytest.fixture(scope="session")
 def full_warehouse(tmp_path_factory):
-    """A warehouse after `sweepkit run grids/seed.toml`, `sweepkit trace`, `sweepkit validate --no-serving` and
-    `sweepkit simulate <serving grid>`: one of each run kind, simulated once for the whole session.
+    """A warehouse after `sweepkit run grids/seed.toml`, `sweepkit trace`, `sweepkit validate --no-serving`,
+    `sweepkit simulate <serving grid>` and a one-configuration `sweepkit plan`: one of each run kind,
+    simulated once for the whole session.
 
     Tests that add runs copy it first (a moved warehouse is read through temporary views)."""
     from click.testing import CliRunner
@@ -71,7 +78,7 @@ def full_warehouse(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("full") / "wh"
     runner = CliRunner()
-    for args in (["run", "grids/seed.toml"], ["trace"], ["validate", "--no-serving"], ["simulate", SERVING_GRID]):
+    for args in (["run", "grids/seed.toml"], ["trace"], ["validate", "--no-serving"], ["simulate", SERVING_GRID], PLAN):
         res = runner.invoke(main, [*args, "--warehouse", str(root), "--format", "json"])
         assert res.exit_code == 0, (args, res.output)
     return root

@@ -43,10 +43,11 @@ COMMANDS: dict[str, str] = {
     "serve": "sweepkit.cli.serve:serve",
     "verify": "sweepkit.cli.verify:verify",
     "workload": "sweepkit.cli.workload:workload",
+    "plan": "sweepkit.cli.plan:plan",
 }
 """Registered commands: name -> "module:attribute". Add a line to add a command."""
 
-COMPUTING = ("run", "simulate", "trace", "report", "serve")
+COMPUTING = ("run", "simulate", "trace", "report", "serve", "plan")
 """Commands that run JAX programs: they get the persistent compilation cache (``sweepkit.jaxcache``); the
 others never import JAX, so that ``sql``, ``query``, ``runs``, ... start without its import time."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sweepkit.errors import InputError
-from sweepkit.report import charts
+from sweepkit.report import charts, plan_chart
 
 SERVING_HINT = "no serving run yet — run <code>sweepkit simulate grids/serving-seed.toml</code>"
 
@@ -78,6 +78,12 @@ SECTIONS = (
             "same as text.",
             "report_validation", charts.validation_scatter,
             "no validation run yet — run <code>sweepkit validate</code>"),
+    Section("plan", "Deployment plan: the frontier",
+            "The latest <code>sweepkit plan</code>: every simulated configuration, its objective at capacity "
+            "against TTFT and TPOT p99; filled points are the Pareto frontier. Hover for the settings and the "
+            "lever table for <code>sweepkit simulate</code>.",
+            "report_plan", plan_chart.plan_frontier,
+            "no plan run yet — run <code>sweepkit plan --model llama-3.1-8b --gpus 1</code>"),
 )
 
 

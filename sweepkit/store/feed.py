@@ -1,5 +1,5 @@
-"""The stable feed: ``v_decode``, ``v_serving``, ``v_capacity``, ``v_matrix``, ``v_validation_pairs``, views whose
-columns are a promise.
+"""The stable feed: ``v_decode``, ``v_serving``, ``v_capacity``, ``v_matrix``, ``v_validation_pairs``,
+``v_plan``, views whose columns are a promise.
 
 Dashboards read these views (or ``sweepkit export``), never the raw tables: a raw table may gain, rename or
 retype columns between releases, a ``v_`` view keeps every column below, with its name, type and meaning,
@@ -134,6 +134,35 @@ FEED: dict[str, tuple[str, list[Column]]] = {
         _c("predicted_change_pct", "DOUBLE", "%, 100 x (modelled_with / modelled_without - 1)"),
         _c("sign_agrees", "BOOLEAN",
            "whether measured and predicted changes share a sign (null: a side not modelled or its change within +-5%)"),
+    ]),
+    "v_plan": ("plan", [
+        _c("run_id", "VARCHAR", "run id (runs.run_id, kind plan)"),
+        _c("model", "VARCHAR", "served model, catalogue name"),
+        _c("workload", "VARCHAR", "workload name"),
+        _c("frontier", "BOOLEAN", "on the Pareto frontier of (objective, TTFT p99, TPOT p99) of the run's simulated configurations"),
+        _c("device", "VARCHAR", "accelerator, catalogue name"),
+        _c("gpus", "INTEGER", "GPUs of the deployment"),
+        _c("mode", "VARCHAR", "colocated | disagg"),
+        _c("instances", "INTEGER", "instances (the decode pool when disaggregated)"),
+        _c("tp", "INTEGER", "tensor-parallel degree of an instance"),
+        _c("pp", "INTEGER", "pipeline-parallel degree of an instance"),
+        _c("prefill_instances", "INTEGER", "prefill-pool instances (0 colocated)"),
+        _c("prefill_tp", "INTEGER", "tensor-parallel degree of a prefill-pool instance"),
+        _c("batching", "VARCHAR", "prefill-priority | decode-priority | chunked"),
+        _c("token_budget", "INTEGER", "tokens, prompt tokens per step"),
+        _c("batch_cap", "INTEGER", "rows, running requests per instance"),
+        _c("kv", "VARCHAR", "reserved | paged | paged+prefix"),
+        _c("weight_format", "VARCHAR", "weight (and compute) format"),
+        _c("kv_format", "VARCHAR", "KV-cache format"),
+        _c("spec", "VARCHAR", "none | DRAFT:GAMMA"),
+        _c("tokens_per_gpu_per_s", "DOUBLE", "output tokens/s per GPU at capacity"),
+        _c("ttft_p99_s", "DOUBLE", "s, 99th percentile time to first token at capacity"),
+        _c("tpot_p99_s", "DOUBLE", "s, 99th percentile time per output token at capacity"),
+        _c("cost_per_mtok_usd", "DOUBLE", "USD per million output tokens at capacity (illustrative prices)"),
+        _c("energy_per_token_j", "DOUBLE", "J per output token at capacity"),
+        _c("bound", "DOUBLE", "the screen's upper bound of the plan's objective"),
+        _c("contributions", "VARCHAR", "JSON: lever axis -> bound ratio against that axis at the baseline value"),
+        _c("lever_toml", "VARCHAR", "the configuration as a [levers.<name>] table for sweepkit simulate"),
     ]),
 }
 """View name -> (source FROM clause, promised columns)."""

@@ -27,7 +27,7 @@ create table if not exists runs (
 );
 comment on table runs is 'One row per committed run; a run''s Parquet rows are visible only once its row is here';
 comment on column runs.run_id is 'Run id: UTC start time yyyymmddThhmmssfffZ plus 6 random hex digits (sorts by start)';
-comment on column runs.kind is 'decode | serving | trace | validation: which engine wrote the run';
+comment on column runs.kind is 'decode | serving | trace | validation | plan: which engine wrote the run';
 comment on column runs.grid_name is 'The grid file''s name field';
 comment on column runs.grid_toml is 'The grid file''s text, verbatim (re-run it with sweepkit run)';
 comment on column runs.grid_sha256 is 'Hex SHA-256 of grid_toml (UTF-8); with sweepkit_version, the key for reusing a run';
@@ -579,3 +579,75 @@ comment on column contract_validation.device_as_written is 'Device as the measur
 comment on column contract_validation.file is 'The packaged or given file the row comes from (file_row counts in it)';
 comment on column contract_validation.model_class is 'dense | moe (the catalogue model has routed experts) | unknown (not in the catalogue)';
 -- <<< validation <<<
+
+-- >>> plan (written by sweepkit/plan/commit.py) >>>
+create table if not exists contract_plan (
+    run_id                  varchar,
+    model                   varchar,
+    workload                varchar,
+    objective_name          varchar,
+    frontier                boolean,
+    device                  varchar,
+    gpus                    integer,
+    mode                    varchar,
+    instances               integer,
+    tp                      integer,
+    pp                      integer,
+    prefill_instances       integer,
+    prefill_tp              integer,
+    batching                varchar,
+    token_budget            integer,
+    batch_cap               integer,
+    kv                      varchar,
+    weight_format           varchar,
+    kv_format               varchar,
+    spec                    varchar,
+    objective               double,
+    bound                   double,
+    capacity_per_s          double,
+    tokens_per_gpu_per_s    double,
+    goodput_per_gpu_per_s   double,
+    ttft_p99_s              double,
+    tpot_p99_s              double,
+    cost_per_mtok_usd       double,
+    energy_per_token_j      double,
+    ttft_lb_s               double,
+    tpot_lb_s               double,
+    contributions           varchar,
+    lever_toml              varchar
+);
+comment on table contract_plan is 'One row per simulated configuration of a plan (sweepkit plan), per workload: settings, screen bound, metrics at capacity';
+comment on column contract_plan.run_id is 'The run (runs.run_id, kind plan)';
+comment on column contract_plan.model is 'Served model, catalogue name';
+comment on column contract_plan.workload is 'Workload name (workloads.toml)';
+comment on column contract_plan.objective_name is 'tokens_per_gpu | tokens_per_usd: what the plan maximized';
+comment on column contract_plan.frontier is 'true: on the Pareto frontier of (objective, TTFT p99, TPOT p99) of the simulated configurations';
+comment on column contract_plan.device is 'Accelerator, catalogue name';
+comment on column contract_plan.gpus is 'GPUs of the deployment';
+comment on column contract_plan.mode is 'colocated | disagg';
+comment on column contract_plan.instances is 'Instances (the decode pool when disaggregated)';
+comment on column contract_plan.tp is 'Tensor-parallel degree of an instance (the decode pool when disaggregated)';
+comment on column contract_plan.pp is 'Pipeline-parallel degree of an instance';
+comment on column contract_plan.prefill_instances is 'Prefill-pool instances (0 colocated)';
+comment on column contract_plan.prefill_tp is 'Tensor-parallel degree of a prefill-pool instance';
+comment on column contract_plan.batching is 'prefill-priority | decode-priority | chunked';
+comment on column contract_plan.token_budget is 'tokens, prompt tokens per step';
+comment on column contract_plan.batch_cap is 'rows, running requests per instance';
+comment on column contract_plan.kv is 'reserved | paged | paged+prefix (paged with prefix caching)';
+comment on column contract_plan.weight_format is 'Weight format (and compute format where not bf16)';
+comment on column contract_plan.kv_format is 'KV-cache format';
+comment on column contract_plan.spec is 'none | DRAFT:GAMMA (speculative decoding, acceptance from the workload)';
+comment on column contract_plan.objective is 'output tokens/s per GPU (tokens_per_gpu) or output tokens per USD (tokens_per_usd) at capacity';
+comment on column contract_plan.bound is 'the screen''s upper bound of the objective';
+comment on column contract_plan.capacity_per_s is '1/s, highest load meeting the SLO target (sessions or requests per second)';
+comment on column contract_plan.tokens_per_gpu_per_s is 'output tokens/s per GPU at capacity';
+comment on column contract_plan.goodput_per_gpu_per_s is '1/s per GPU, requests per second at capacity / GPUs';
+comment on column contract_plan.ttft_p99_s is 's, 99th percentile time to first token at capacity';
+comment on column contract_plan.tpot_p99_s is 's, 99th percentile time per output token at capacity';
+comment on column contract_plan.cost_per_mtok_usd is 'USD per million output tokens at capacity (illustrative prices)';
+comment on column contract_plan.energy_per_token_j is 'J per output token at capacity';
+comment on column contract_plan.ttft_lb_s is 's, the screen''s TTFT lower bound';
+comment on column contract_plan.tpot_lb_s is 's, the screen''s TPOT lower bound';
+comment on column contract_plan.contributions is 'JSON: lever axis -> bound ratio against that axis at the baseline value';
+comment on column contract_plan.lever_toml is 'The configuration as a [levers.<name>] table for sweepkit simulate';
+-- <<< plan <<<

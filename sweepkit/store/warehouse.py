@@ -36,7 +36,7 @@ from sweepkit.store.writer import WrittenFile, fsync_path, write_stream
 
 __all__ = ["DB_NAME", "KINDS", "Warehouse", "declared_columns", "default_root", "new_run_id"]
 
-KINDS = ("decode", "serving", "trace", "validation")
+KINDS = ("decode", "serving", "trace", "validation", "plan")
 DB_NAME = "sweepkit.duckdb"
 
 

@@ -21,7 +21,7 @@ LAYERS = {
     "xla_options": 0,
     "costmodel": 1,
     "sweep": 2, "serving": 2, "trace": 2, "validation": 2, "evaluate": 2,
-    "store": 3, "queries": 3, "report": 4, "scale": 4, "serve": 4, "cli": 5,
+    "store": 3, "queries": 3, "plan": 3, "report": 4, "scale": 4, "serve": 4, "cli": 5,
 }
 
 

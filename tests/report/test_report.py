@@ -51,7 +51,7 @@ def test_report_builds_in_under_a_minute_and_is_self_contained(built):
     assert not re.search(r"<script[^>]+src=", html), "scripts must be inlined"
     assert not re.search(r"<link[^>]+href=", html), "no external stylesheets"
     specs = json.loads(re.search(r"id='sweepkit-specs'>(.*?)</script>", html, re.S).group(1).replace("<\\/", "</"))
-    expected = {"speedup", "regime", "alpha_gamma", "trace"} | ({"matrix", "best", "explorer"} if serving else set())
+    expected = {"speedup", "regime", "alpha_gamma", "trace", "plan"} | ({"matrix", "best", "explorer"} if serving else set())
     assert {k.removeprefix("chart-") for k in specs} >= expected
     for spec in specs.values():
         assert "url" not in json.dumps(spec.get("data", {})), "data must be inlined"

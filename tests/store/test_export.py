@@ -39,6 +39,12 @@ PROMISE = {
                           "unit VARCHAR, measured_without DOUBLE, measured_with DOUBLE, modelled_without DOUBLE, "
                           "modelled_with DOUBLE, measured_change_pct DOUBLE, predicted_change_pct DOUBLE, "
                           "sign_agrees BOOLEAN",
+    "v_plan": "run_id VARCHAR, model VARCHAR, workload VARCHAR, frontier BOOLEAN, device VARCHAR, gpus INTEGER, "
+              "mode VARCHAR, instances INTEGER, tp INTEGER, pp INTEGER, prefill_instances INTEGER, prefill_tp INTEGER, "
+              "batching VARCHAR, token_budget INTEGER, batch_cap INTEGER, kv VARCHAR, weight_format VARCHAR, "
+              "kv_format VARCHAR, spec VARCHAR, tokens_per_gpu_per_s DOUBLE, ttft_p99_s DOUBLE, tpot_p99_s DOUBLE, "
+              "cost_per_mtok_usd DOUBLE, energy_per_token_j DOUBLE, bound DOUBLE, contributions VARCHAR, "
+              "lever_toml VARCHAR",
 }
 """The promise, written out: changing a name, a type or the order is a breaking change for dashboards."""
 

@@ -1,0 +1,83 @@
+"""The screen against the cost model it simplifies: the batch-1 decode step is the cost model's target pass
+(same FLOPs, bytes, all-reduces and pipeline slots), the KV fit is the memory model's, and the bound moves
+the right way with the SLOs (Hypothesis)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sweepkit.catalogue import get_device, get_draft, get_model
+from sweepkit.costmodel.arrays import device_arrays, model_arrays
+from sweepkit.costmodel.memory import kv_capacity_tokens
+from sweepkit.costmodel.passes import decode_work
+from sweepkit.costmodel.steps import instance, target_pass
+from sweepkit.plan.build import demand, run_screen, tokens_per_step
+from sweepkit.plan.screen import STEP_OVERHEAD_S
+from sweepkit.plan.space import enumerate_space, make_space
+from sweepkit.serving.workloads import get_workload
+
+ONE = dict(mode=("colocated",), batching=("prefill-priority",), token_budget=(8192,), batch_cap=(256,),
+           kv=("reserved",), weight_format=("bf16",), kv_format=("bf16",), spec=("none",))
+
+
+@pytest.mark.parametrize("model, device, tp, pp", [("llama-3.1-8b", "H100", 1, 1), ("llama-3.1-70b", "H100", 4, 1),
+                                                    ("llama-3.1-70b", "H200", 2, 2)])
+def test_batch_one_decode_is_the_cost_models_target_pass(model, device, tp, pp):
+    """TPOT lower bound = one target pass of one row holding the mean request's KV (no power cap binds at
+    batch 1), with the serving cluster's 0.5 ms step overhead."""
+    w = get_workload("chat")
+    table = enumerate_space(make_space(model, [device], tp * pp, dict(ONE, tp=(tp,), pp=(pp,))))
+    b = run_screen(table, model, w)
+    d = demand(w)
+    ctx = float(d.prompt_tokens + d.output_tokens)              # a reserved row holds its whole sequence
+    inst = instance(get_device(device), get_model(model), None, tp, "bf16", "bf16", "bf16", 0, jnp.float32,
+                    pp=pp, microbatches=pp)
+    inst = dataclasses.replace(inst, device=dataclasses.replace(inst.device, pass_overhead_s=jnp.float32(STEP_OVERHEAD_S)))
+    t, _ = target_pass(inst, decode_work(jnp.float32(ctx), jnp.float32(1.0)))
+    assert len(table["tp"]) == 1
+    assert b["tpot_lb_s"][0] == pytest.approx(float(t), rel=2e-3)
+
+
+def test_kv_fit_is_the_memory_models():
+    """Llama-3.1-70B bf16 fits 2 x H100 only with room for KV; on one H100 its weights alone overflow."""
+    w = get_workload("chat")
+    for tp, fits in ((1, False), (2, True)):
+        table = enumerate_space(make_space("llama-3.1-70b", ["H100"], tp, dict(ONE, tp=(tp,), pp=(1,))))
+        b = run_screen(table, "llama-3.1-70b", w)
+        m = get_model("llama-3.1-70b")
+        cap = kv_capacity_tokens(device_arrays(get_device("H100")), jnp.float32(tp), model_arrays(m),
+                                 model_arrays(get_draft("none", m)), 2.0, 2.0)
+        assert bool(b["fits"][0]) is fits
+        assert (float(cap) > 0) is fits
+
+
+def test_speculation_accepts_the_workloads_tokens():
+    """E = 1 + sum of the cumulative products of the chat/MTP alphas (0.75, 0.69, 0.65)."""
+    e, gamma, draft = tokens_per_step("chat", "mtp:3")
+    assert (gamma, draft) == (3, "mtp")
+    assert e == pytest.approx(1 + 0.75 + 0.75 * 0.69 + 0.75 * 0.69 * 0.65)
+
+
+TABLE = enumerate_space(make_space("llama-3.1-8b", ["H100"], 2, {"batch_cap": (64, 256), "token_budget": (8192,)}))
+
+
+@given(tpot=st.floats(0.005, 0.2), factor=st.floats(1.0, 4.0))
+def test_a_looser_slo_never_lowers_the_bound(tpot, factor):
+    w = get_workload("chat")
+    tight = run_screen(TABLE, "llama-3.1-8b", w, ttft_slo_s=1.0, tpot_slo_s=tpot)
+    loose = run_screen(TABLE, "llama-3.1-8b", w, ttft_slo_s=1.0 * factor, tpot_slo_s=tpot * factor)
+    assert np.all(loose["feasible"] >= tight["feasible"])
+    assert np.all(loose["tok_s_per_gpu"] >= tight["tok_s_per_gpu"] * (1 - 1e-5))
+    assert np.all(tight["batch"] <= np.array(TABLE["batch_cap"]))
+
+
+def test_no_slo_leaves_only_memory():
+    b = run_screen(TABLE, "llama-3.1-8b", get_workload("chat"), math.inf, math.inf)
+    assert b["feasible"].all() and np.isfinite(b["usd_per_mtok"]).all()
