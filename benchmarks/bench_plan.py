@@ -97,7 +97,7 @@ def bench_agreement(path: str) -> None:
     groups = {k: v for k, v in groups.items() if len(v) > 1}
     hits = ties = 0
     t0 = time.perf_counter()
-    for (src, model, dev, fmt, isl, osl), measured in sorted(groups.items()):
+    for (_src, model, dev, fmt, isl, osl), measured in sorted(groups.items()):
         th = layout_throughputs(model, dev, sorted(measured), isl, osl, *FORMATS[fmt])
         tp = best_layout(th)
         ties += sum(v == th[tp] for v in th.values()) > 1

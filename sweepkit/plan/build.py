@@ -35,7 +35,8 @@ def demand(w: Workload, ttft_slo_s: float | None = None, tpot_slo_s: float | Non
     t = w.turns
     prompt = w.system_prompt_tokens * (w.system_prompts > 0) + w.prompt_mean_tokens * (t + 1) / 2 \
         + w.output_mean_tokens * (t - 1) / 2
-    f = lambda x: jnp.asarray(x, jnp.float32)
+    def f(x):
+        return jnp.asarray(x, jnp.float32)
     return Demand(prompt_tokens=f(prompt), cached_tokens=f(prompt - w.prompt_mean_tokens),
                   output_tokens=f(w.output_mean_tokens),
                   ttft_slo_s=f(w.ttft_slo_s if ttft_slo_s is None else ttft_slo_s),
@@ -63,9 +64,11 @@ def points(table: dict[str, np.ndarray], workload: str) -> Point:
     dev = device_arrays([get_device(d) for d in devices], np.float32, host=True)
     spec_vals = sorted(set(table["spec"]))
     spec_E = {s: tokens_per_step(workload, s) for s in spec_vals}
-    col = lambda k: table[k].astype(np.float32)
-    look = lambda k, fn: np.array([fn(v) for v in table[k]], np.float32) if len(set(table[k])) > 1 else \
-        np.full(len(table[k]), fn(table[k][0]), np.float32)
+    def col(k):
+        return table[k].astype(np.float32)
+    def look(k, fn):
+        return np.array([fn(v) for v in table[k]], np.float32) if len(set(table[k])) > 1 else \
+            np.full(len(table[k]), fn(table[k][0]), np.float32)
     speed = np.array([[get_device(d).speedup(f) for f in ("bf16", *[x for x in set(table["weight_format"])
                                                                     if x != "bf16"])] for d in devices])
     fmts = ["bf16", *[x for x in set(table["weight_format"]) if x != "bf16"]]

@@ -99,7 +99,8 @@ def rows(table: dict, bound: dict, bound_obj: np.ndarray, simulated: list, workl
     if not simulated:
         return []
     obj = np.array([s.objective for s in simulated])
-    met = lambda k: np.array([float(s.metrics.get(k, np.nan)) for s in simulated])
+    def met(k):
+        return np.array([float(s.metrics.get(k, np.nan)) for s in simulated])
     front = pareto(obj, met("ttft_p99_s"), met("tpot_p99_s"))
     out = []
     for s, on in zip(simulated, front):

@@ -175,7 +175,8 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
 
     c1_, m1_, a1_, f1, y1 = step(1.0)
     c2_, m2_, a2_, f2, y2 = step(B_HI)
-    slope = lambda lo, hi: (hi - lo) / (B_HI - 1.0)
+    def slope(lo, hi):
+        return (hi - lo) / (B_HI - 1.0)
     c1, m1, a1 = slope(c1_, c2_), slope(m1_, m2_), slope(a1_, a2_)
     c0, m0, a0 = c1_ - c1, m1_ - m1, a1_ - a1
     budget_s = d.tpot_slo_s * p.tokens_per_step

@@ -120,7 +120,8 @@ def run_search(table: dict, bound: dict, model: str, w: Workload, objective: str
     obj_bound = objective_of(bound["tok_s_per_gpu"], price, objective)
     queue = order(bound, obj_bound)
     keys = [c for c in table if c not in TUNED and c != "gpus"]
-    key = lambda i: tuple(table[c][i] for c in keys)
+    def key(i):
+        return tuple(table[c][i] for c in keys)
     done, best, stopped, k, seen, ratio = [], -np.inf, "exhausted", 0, set(), 1.0
     while k < len(queue):
         while k < len(queue) and key(queue[k]) in seen:

@@ -92,8 +92,9 @@ def test_screen_only():
 def test_the_frontier_is_exactly_the_undominated(points):
     obj, a, b = (np.array(x) for x in zip(*points))
     on = pareto(obj, a, b)
-    dom = lambda j, i: obj[j] >= obj[i] and a[j] <= a[i] and b[j] <= b[i] and (
-        obj[j] > obj[i] or a[j] < a[i] or b[j] < b[i])
+    def dom(j, i):
+        return obj[j] >= obj[i] and a[j] <= a[i] and b[j] <= b[i] and (
+            obj[j] > obj[i] or a[j] < a[i] or b[j] < b[i])
     for i in range(len(obj)):
         assert on[i] == (not any(dom(j, i) for j in range(len(obj))))
     assert on[int(np.argmax(obj))] or any(on)
