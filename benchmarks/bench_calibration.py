@@ -2,13 +2,21 @@
 
 Usage:  python benchmarks/bench_calibration.py [MEASUREMENTS.csv] [--framework TensorRT-LLM] [--engine N]
 
-Rows: the framework's max_output_throughput rows that sweepkit prices (default: the packaged corpus;
-TensorRT-LLM perf-overview v0.17 and v0.20, never MLPerf v5.x, InferenceX or TensorRT-LLM >= 1.0). Two
+Rows: the framework's steady-state rows that sweepkit prices (default: the packaged corpus; for
+TensorRT-LLM its perf-overview v0.17 and v0.20 max-throughput rows, for another framework its max-throughput
+and loaded rows, never MLPerf v5.x, InferenceX or TensorRT-LLM >= 1.0; the version scheme is TensorRT-LLM's
+only). Two
 held-out schemes, each of two folds, so every row is predicted once by a profile not fitted on it:
 
     version   fit on v0.17, test on v0.20; fit on v0.20, test on v0.17 (a slice in one release only is
               then never fitted: it keeps the seed)
     pairs     fit on half of the (ISL, OSL) pairs, test on the other half, and the reverse
+
+and a third of one fold per device:
+
+    device    fit on every other device, test on this one: the device has no fitted entry and is priced
+              by the family rule (sweepkit/catalogue/families.toml: B200 from Hopper, GH200 from H200/H100,
+              A100 and L40S from nothing, i.e. the seed)
 
 Per slice (device x dense/MoE x compute format) it prints the rows and median |error| % (signed median in
 brackets) of: the reference roofline at the reference constants in the steady state (what the serving
@@ -42,11 +50,13 @@ from sweepkit.validation.steady import reference_throughput, row_inputs  # noqa:
 
 
 def reference_pct(rows) -> np.ndarray:
-    """Error % of the reference roofline in the steady state, with the serving engine's KV rule."""
+    """Error % of the reference roofline in the steady state, with the serving engine's KV rule (max-throughput
+    rows; NaN for loaded rows)."""
     with jax.enable_x64(True):
         r = row_inputs(rows, MAX_BATCH, TOKEN_BUDGET)
         r = dataclasses.replace(r, kv_free_fraction=r.kv_free_fraction * 0.0)
         v = np.asarray(jax.vmap(reference_throughput)(r))
+    v = np.where([m.metric == "max_output_throughput" for m in rows], v, np.nan)
     return 100.0 * (v / np.array([m.value_si for m in rows]) - 1.0)
 
 
@@ -83,17 +93,22 @@ def main() -> None:
     ap.add_argument("--engine", type=int, default=0, help="rows to simulate with the serving engine")
     args = ap.parse_args()
     points, name, _ = load_measurements(args.measurements)
-    rows = [m for m in framework_rows(points, args.framework, ("trtllm-perf-overview-v0.17",
-                                                               "trtllm-perf-overview-v0.20")) if fittable(m)]
-    print(f"{len(rows)} {args.framework} max-throughput rows of {name}")
+    trt = args.framework.lower().startswith("tensorrt")
+    sources = ("trtllm-perf-overview-v0.17", "trtllm-perf-overview-v0.20") if trt else ()
+    rows = [m for m in framework_rows(points, args.framework, sources) if fittable(m)]
+    print(f"{len(rows)} {args.framework} steady-state rows of {name}")
     seed = errors_pct(rows, packaged_profile())
     ref = reference_pct(rows)
-    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework)
+    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework) if trt \
+        else (np.full(len(rows), np.nan), 0.0)
     pairs = sorted({(m.input_tokens, m.output_tokens) for m in rows})
     parity = {p: i % 2 for i, p in enumerate(pairs)}
     by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework)
-    print(f"median |error| % (signed median %); fits {t_v:.1f} s (version folds), {t_p:.1f} s (pair folds)")
-    report(rows, {"reference": ref, "seed profile": seed, "held-out:version": version, "held-out:pairs": by_pair})
+    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework)
+    print(f"median |error| % (signed median %); fits {t_v:.1f} s (version folds), {t_p:.1f} s (pair folds), "
+          f"{t_d:.1f} s (device folds)")
+    report(rows, {"reference": ref, "seed profile": seed, "held-out:version": version, "held-out:pairs": by_pair,
+                  "held-out:device": by_device})
     if args.engine:
         print(f"\nserving engine (reference constants) on {args.engine} rows vs the steady state:")
         for i in np.linspace(0, len(rows) - 1, args.engine).astype(int):

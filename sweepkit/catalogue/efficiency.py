@@ -2,7 +2,8 @@
 
 A profile file is TOML with a ``[profile]`` table (``name``, ``framework``, ``source``), a ``[framework]``
 table (``step_overhead_s``, ``token_overhead_s``), a ``[default]`` table of the per-format fields and
-``[efficiency."DEVICE".FORMAT]`` entries overriding any of them (each may carry a ``source``). The packaged
+``[efficiency."DEVICE".FORMAT]`` entries overriding any of them (each may carry a ``source``), and an optional
+``[scheduler]`` table (``token_budget``: tokens one step schedules, fitted on loaded rows). The packaged
 ``efficiency.toml`` is the seed (the reference constants); ``profile-<framework>.toml`` files are fitted
 profiles shipped with sweepkit (``sweepkit calibrate --framework``). docs/costmodel.md lists the fields.
 """
@@ -22,7 +23,7 @@ FIELDS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", 
 """Per device x format fields (fractions in (0, 1]; *_tokens_half in tokens, >= 0; seconds)."""
 FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
 SEED = "efficiency.toml"
-SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml"}
+SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "vllm": "profile-vllm.toml"}
 """Framework key -> packaged fitted profile."""
 
 
@@ -38,11 +39,22 @@ class Profile:
     default: dict
     entries: dict
     sources: dict = dataclasses.field(default_factory=dict)
+    token_budget: float = 0.0
+    """Tokens one step schedules at most, fitted on loaded rows ([scheduler] token_budget; 0: the serving
+    engine's budget)."""
 
     def fields(self, device: str, compute_format: str) -> dict[str, float]:
-        """The per-format fields for ``device`` in ``compute_format`` (an entry over the default), plus the
-        framework overheads."""
-        return {**self.default, **self.entries.get((device, compute_format), {}), **self.overheads}
+        """The per-format fields for ``device`` in ``compute_format`` (its entry, else the entries it inherits
+        by :mod:`sweepkit.catalogue.families`, over the default), plus the framework overheads."""
+        return {**self.default, **{k: v for k, (v, _) in self.origins(device, compute_format).items()},
+                **self.overheads}
+
+    def origins(self, device: str, compute_format: str) -> dict:
+        """{field: (value, (device, format) of the entry it comes from)} for the fields an entry sets
+        (:func:`sweepkit.catalogue.families.inherited`); the others come from the default."""
+        from sweepkit.catalogue.families import inherited
+
+        return inherited(self.entries, device, compute_format, FIELDS)
 
 
 def framework_key(name: str) -> str:
@@ -88,7 +100,9 @@ def parse_profile(text: str, name: str) -> Profile:
         for fmt, table in formats.items():
             entries[(dev, fmt)] = _fields(table, FIELDS, f"{name} [efficiency.{dev}.{fmt}]", False)
             sources[(dev, fmt)] = str(table.get("source", ""))
-    return Profile(name=str(head.get("name", Path(name).stem)), framework=str(head.get("framework", "")),
+    sched = doc.get("scheduler", {})
+    budget = _number(sched, "token_budget", f"{name} [scheduler]", 64.0, 1e6) if "token_budget" in sched else 0.0
+    return Profile(name=str(head.get("name", Path(name).stem)), token_budget=budget, framework=str(head.get("framework", "")),
                    source=str(head.get("source", "")),
                    overheads=_fields(doc.get("framework", {}), FRAMEWORK_FIELDS, f"{name} [framework]", True),
                    default=_fields(doc.get("default", {}), FIELDS, f"{name} [default]", True), entries=entries,
@@ -131,6 +145,8 @@ def profile_toml(p: Profile, comment: str = "") -> str:
               f"source = {_value(p.source)}", "", "[framework]"]
     lines += [f"{k} = {_value(p.overheads[k])}" for k in FRAMEWORK_FIELDS] + ["", "[default]"]
     lines += [f"{k} = {_value(p.default[k])}" for k in FIELDS]
+    if p.token_budget:
+        lines += ["", "[scheduler]", f"token_budget = {_value(p.token_budget)}"]
     for (dev, fmt), table in sorted(p.entries.items()):
         lines += ["", f'[efficiency."{dev}".{fmt}]'] + [f"{k} = {_value(v)}" for k, v in table.items()]
         if p.sources.get((dev, fmt)):

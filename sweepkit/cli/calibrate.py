@@ -18,7 +18,7 @@ def _median_abs(values) -> float:
 @click.argument("measurements", required=False, type=click.Path(dir_okay=False))
 @click.option("--device", default=None, help="Catalogue device to calibrate (rows naming it are used).")
 @click.option("--framework", default=None,
-              help="Fit this framework's efficiency profile on its max_output_throughput rows instead "
+              help="Fit this framework's efficiency profile on its max_output_throughput and loaded rows instead "
                    "(TensorRT-LLM, vLLM, SGLang, ...); --out is then a profile TOML.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Devices TOML (or, with --framework, profile TOML) to write.")

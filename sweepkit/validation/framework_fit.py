@@ -1,10 +1,11 @@
-"""``calibrate --framework``: fit one framework's efficiency profile on its max-throughput rows.
+"""``calibrate --framework``: fit one framework's efficiency profile on its steady-state rows.
 
-Rows used: ``max_output_throughput`` of the framework (:func:`sweepkit.catalogue.efficiency.framework_key`
+Rows used: ``max_output_throughput`` and loaded rows (:func:`steady_row`) of the framework (:func:`sweepkit.catalogue.efficiency.framework_key`
 of the row's ``framework``), no draft, serving status MODELLED, split = train (every split with
 ``all_rows``), never MLPerf Inference v5.x, InferenceX or TensorRT-LLM >= 1.0 rows (:data:`NOT_FITTED`).
 The fit (:func:`sweepkit.validation.profile_fit.fit_profile`) starts from ``start`` (the seed table unless
-given); slices of (device, compute format) without a training row keep the start's fields.
+given); slices of (device, compute format) without a training row keep the start's fields, and a slice
+without MoE rows is written without MoE fields (:data:`MOE_FIELDS`, inherited from its family).
 The errors are reported per slice: device x model class (dense or MoE) x compute format.
 """
 
@@ -21,9 +22,14 @@ from sweepkit.catalogue.efficiency import Profile, framework_key, packaged_profi
 from sweepkit.errors import InputError
 from sweepkit.validation.measurements import Measurement
 from sweepkit.validation.profile_fit import ProfileFit, fit_profile
-from sweepkit.validation.profiles import fitted_profile, profile_values
-from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
+from sweepkit.validation.profiles import fitted_profile, profile_values, steady_row
+from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET
 from sweepkit.validation.steady import row_inputs
+
+
+MOE_FIELDS = ("moe_eff_max", "moe_tokens_half")
+"""Fields a slice's entry leaves out when its training rows hold no MoE model: they are then inherited
+(:mod:`sweepkit.catalogue.families`, MoE efficiency as the sibling's ratio to dense), not the prior's value."""
 
 
 def slice_of(m: Measurement) -> str:
@@ -44,12 +50,11 @@ def fittable(m: Measurement) -> bool:
 
 
 def framework_rows(points: list[Measurement], framework: str, sources: tuple[str, ...] = ()) -> list[Measurement]:
-    """The framework's max-throughput rows the analytic steady state prices (those whose source starts with
-    one of ``sources``, when given)."""
+    """The framework's rows the analytic steady state prices (:func:`steady_row`; those whose source starts
+    with one of ``sources``, when given)."""
     key = framework_key(framework)
-    return [m for m in points if m.metric == "max_output_throughput" and m.draft == "none"
-            and framework_key(m.framework) == key and (not sources or m.source.startswith(sources))
-            and serving_status(m) == MODELLED]
+    return [m for m in points if framework_key(m.framework) == key
+            and (not sources or m.source.startswith(sources)) and steady_row(m)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,11 +91,15 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
                          f"{'' if all_rows else ' (--all-rows uses every split)'}")
     with jax.enable_x64(True):
         res = fit_profile(row_inputs(train, MAX_BATCH, TOKEN_BUDGET), [m.value_si for m in train],
-                          [(m.device, m.compute_format) for m in train], start)
+                          [(m.device, m.compute_format) for m in train], start,
+                          fit_token_budget=any(m.metric != "max_output_throughput" for m in train))
+    moe = {(m.device, m.compute_format) for m in train if get_model(m.model).n_experts > 0}
+    slices = {k: v if k in moe else {f: x for f, x in v.items() if f not in MOE_FIELDS}
+              for k, v in res.slices.items()}
     med = lambda r: float(100 * np.median(np.abs(np.expm1(r))))  # noqa: E731
-    prof = fitted_profile(start, framework, res.slices, res.overheads, file=file, sha256=sha256,
+    prof = fitted_profile(start, framework, slices, res.overheads, file=file, sha256=sha256,
                           rows=[m.row for m in train], error_before_pct=med(res.residuals_before),
-                          error_after_pct=med(res.residuals_after))
+                          error_after_pct=med(res.residuals_after), token_budget=res.token_budget)
     return FrameworkFit(profile=prof, fit=res, train=train, rows=rows, before_pct=errors_pct(rows, start),
                         after_pct=errors_pct(rows, prof))
 

@@ -1,6 +1,7 @@
-"""Max-throughput rows priced under an efficiency profile, and fitted framework profiles written as files.
+"""Max-throughput and loaded rows priced under an efficiency profile, and fitted framework profiles written as files.
 
-Which profile prices a ``max_output_throughput`` row: the one given (``--profile FILE``) where it names the
+Which profile prices a ``max_output_throughput`` row, or a loaded row (fixed concurrency or burst:
+:func:`steady_row`) when the profile was fitted on loaded rows: the one given (``--profile FILE``) where it names the
 row's framework or no framework, else the fitted profile shipped for the row's framework (:func:`sweepkit.catalogue.efficiency.profile_for`); a row of a
 framework without one, or with ``profile = "reference"``, is simulated by the serving engine with the
 reference constants (:mod:`sweepkit.validation.serving_points`). Under a profile the row's value is the
@@ -9,50 +10,73 @@ analytic steady state (:mod:`sweepkit.validation.steady`) with the scheduler lim
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for, profile_toml
 from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.validation.measurements import Measurement, row_ranges
 from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
-from sweepkit.validation.steady import measured_throughput, row_inputs
+from sweepkit.validation.steady import row_inputs, row_value
 
 REFERENCE = "reference"
 """The profile word that keeps every row on the serving engine with the reference constants."""
 
 
+def steady_row(m: Measurement) -> bool:
+    """Whether the analytic steady state prices ``m``: a max-throughput row, or a loaded row (output or total
+    tokens/s, mean or median TPOT / ITL) at a fixed concurrency or a burst (``request_rate = inf``); no
+    draft, no pipeline or expert parallelism or data-parallel attention, serving status MODELLED."""
+    loaded = (m.metric in LOADED and (m.concurrency is not None or (m.request_rate or 0.0) == float("inf"))
+              and (m.metric not in ("tpot", "itl") or str(m.percentile) in ("mean", "50", "50.0")))
+    layout = m.pp == 1 and m.ep == 1 and (m.dp == 1 or m.dp * m.tp == m.gpus)    # replicas of tp only
+    return ((m.metric == "max_output_throughput" or loaded) and m.draft == "none" and layout
+            and serving_status(m) == MODELLED)
+
+
+LOADED = ("output_throughput", "total_throughput", "tpot", "itl")
+"""Loaded-row metrics the steady state prices (:func:`sweepkit.validation.steady.row_value`)."""
+
+
 def row_profile(m: Measurement, profile: Profile | str | None) -> Profile | None:
-    """The profile pricing ``m`` (None: the serving engine prices it, or it is not a max-throughput row)."""
-    if m.metric != "max_output_throughput" or m.draft != "none" or profile == REFERENCE:
+    """The profile pricing ``m`` (None: the serving engine prices it, or the steady state cannot). A loaded
+    row is priced only by a profile fitted on loaded rows (one with a ``token_budget``)."""
+    if m.metric not in ("max_output_throughput",) + LOADED or m.draft != "none" or profile == REFERENCE:
         return None
     if isinstance(profile, Profile) and (not profile.framework
                                          or framework_key(profile.framework) == framework_key(m.framework)):
-        return profile
-    return profile_for(m.framework) if framework_key(m.framework) in SHIPPED else None
+        chosen = profile
+    else:
+        chosen = profile_for(m.framework) if framework_key(m.framework) in SHIPPED else None
+    loaded = m.metric != "max_output_throughput"
+    return None if chosen is None or (loaded and not chosen.token_budget) else chosen
 
 
-_vmapped = jax.jit(jax.vmap(measured_throughput))
+_vmapped = jax.jit(jax.vmap(row_value))
 
 
 def profile_values(points: list[Measurement], profiles: list[Profile]) -> np.ndarray:
-    """Output tokens/s of each max-throughput row under its profile (analytic steady state)."""
+    """What each steady-state row measures (SI) under its profile (:func:`sweepkit.validation.steady.row_value`)."""
     with jax.enable_x64(True):
         rows = row_inputs(points, MAX_BATCH, TOKEN_BUDGET)
+        rows = dataclasses.replace(rows, token_budget=jnp.asarray([p.token_budget or TOKEN_BUDGET for p in profiles],
+                                                                  dtype=rows.token_budget.dtype))
         eff = efficiency_arrays([p.fields(m.device, m.compute_format) for m, p in zip(points, profiles)])
         return np.asarray(_vmapped(rows, eff))
 
 
 def priced_by_profile(points: list[Measurement], profile: Profile | str | None = None) -> dict[int, float]:
-    """{index: modelled tokens/s} of the rows a profile prices (:func:`row_profile`, serving status MODELLED)."""
+    """{index: modelled value (SI)} of the rows a profile prices (:func:`row_profile`, :func:`steady_row`)."""
     idx, profs = [], []
     for i, m in enumerate(points):
         p = row_profile(m, profile)
-        if p is not None and serving_status(m) == MODELLED:
+        if p is not None and steady_row(m):
             idx.append(i)
             profs.append(p)
     if not idx:
@@ -63,7 +87,7 @@ def priced_by_profile(points: list[Measurement], profile: Profile | str | None =
 
 def fitted_profile(start: Profile, framework: str, slices: dict, overheads: dict, *, file: str, sha256: str,
                    rows: list[int], error_before_pct: float, error_after_pct: float,
-                   date: dt.date | None = None) -> Profile:
+                   date: dt.date | None = None, token_budget: float = 0.0) -> Profile:
     """``start`` with the fitted slices and overheads, its ``source`` carrying the lineage."""
     date = date or dt.datetime.now(dt.UTC).date()
     source = (f"fitted by sweepkit calibrate --framework {framework} on {date.isoformat()}: {file} "
@@ -72,7 +96,8 @@ def fitted_profile(start: Profile, framework: str, slices: dict, overheads: dict
     entries = {**start.entries, **slices}
     sources = {**start.sources, **{k: f"fitted to {framework} rows" for k in slices}}
     return Profile(name=framework_key(framework), framework=framework, source=source,
-                   overheads=dict(overheads), default=dict(start.default), entries=entries, sources=sources)
+                   overheads=dict(overheads), default=dict(start.default), entries=entries, sources=sources,
+                   token_budget=token_budget or start.token_budget)
 
 
 def write_profile(path: str | Path, p: Profile, comment: str = "") -> None:

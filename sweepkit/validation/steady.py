@@ -21,7 +21,16 @@ reference roofline's target pass over the combined work (:func:`reference_throug
 engine prices each step with). Written for ONE row; ``jax.vmap`` stacks rows; differentiable in the
 efficiencies (n depends on memory only).
 
+A loaded row (a fixed concurrency c, or a burst of c requests: ``request_rate = inf``) runs at most c / replicas
+requests per replica, n = min(c / replicas, ...) above; its steady step gives
+
+    output tokens/s = replicas n / t_step,  total tokens/s = output x (I + O) / O,  TPOT = ITL = t_step
+
+(Little's law: c requests each in flight for about O steps of t_step complete c / (O t_step) per second).
+:func:`row_value` returns the one a row measures (``metric_kind``, :data:`METRIC_KINDS`).
+
 References:
+  Little, "A Proof for the Queuing Formula L = lambda W", Operations Research 9(3), 1961;
   trtllm-bench throughput (github.com/NVIDIA/TensorRT-LLM, docs/source/performance/perf-benchmarking.md);
   Agrawal et al., "Sarathi-Serve", OSDI 2024, arXiv:2403.02310 (chunked prefill in decode steps).
 """
@@ -47,8 +56,9 @@ from sweepkit.costmodel.steps import pass_cost
 @dataclasses.dataclass(frozen=True)
 class RowInputs:
     """One max-throughput row as scalars: device, model, tp (devices per replica), replicas, I and O
-    (tokens), bytes per weight and KV value, the format speed-up k, the batch cap, the step token budget and
-    f_free (0: the serving engine's KV rule)."""
+    (tokens), bytes per weight and KV value, the format speed-up k, the batch cap, the step token budget,
+    f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row) and
+    the metric the row measures (:data:`METRIC_KINDS`)."""
 
     device: DeviceArrays
     model: ModelArrays
@@ -62,10 +72,13 @@ class RowInputs:
     batch_cap: jax.Array
     token_budget: jax.Array
     kv_free_fraction: jax.Array
+    concurrency: jax.Array
+    metric_kind: jax.Array
 
 
 def running(row: RowInputs) -> jax.Array:
-    """n = min(b_max, C / (I + O), N_tok / (1 + I / O)): requests one replica runs at once (>= 1)."""
+    """n = min(b_max, C / (I + O), N_tok / (1 + I / O), c / replicas): requests one replica runs at once
+    (>= 1)."""
     absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
     engine = kv_capacity_tokens(row.device, row.tp, row.model, absent, row.weight_bytes, row.kv_bytes)
     free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
@@ -73,7 +86,7 @@ def running(row: RowInputs) -> jax.Array:
     cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
     n = jnp.minimum(jnp.minimum(row.batch_cap, cap / (row.isl + row.osl)),
                     row.token_budget / (1.0 + row.isl / row.osl))
-    return jnp.maximum(n, 1.0)
+    return jnp.maximum(jnp.minimum(n, row.concurrency / row.replicas), 1.0)
 
 
 def step_work(row: RowInputs) -> tuple[Work, Work]:
@@ -92,6 +105,21 @@ def measured_throughput(row: RowInputs, eff: Efficiency) -> jax.Array:
     return row.replicas * decode.tokens / t
 
 
+def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
+    """What the row measures under ``eff`` (SI): output or total tokens/s, or TPOT / ITL in seconds.
+
+    Example:
+      A burst of 8 requests of 1000 in, 1000 out prices TPOT as the step time of 8 decode rows plus
+      8 / 1000 of a prompt (tests/validation/test_loaded_rows.py).
+    """
+    decode, prefill = step_work(row)
+    t = step_time(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes, row.kv_bytes,
+                  row.compute_speedup)
+    out = row.replicas * decode.tokens / t
+    total = out * (row.isl + row.osl) / row.osl
+    return jnp.where(row.metric_kind == 0, out, jnp.where(row.metric_kind == 1, total, t))
+
+
 def reference_throughput(row: RowInputs) -> jax.Array:
     """Output tokens/s of the row with the reference roofline (one pass over decode rows and chunks)."""
     decode, prefill = step_work(row)
@@ -106,9 +134,23 @@ KV_FREE_FRACTION = {"tensorrt-llm": 0.9}
 perf-benchmarking.md, github.com/NVIDIA/TensorRT-LLM); frameworks not listed use the engine's rule."""
 
 
+METRIC_KINDS = {"max_output_throughput": 0, "output_throughput": 0, "total_throughput": 1, "tpot": 2, "itl": 2}
+"""Metric -> ``metric_kind`` (0 output tokens/s, 1 total tokens/s, 2 seconds per output token)."""
+
+
+def concurrency(m) -> float:
+    """c of a row: its ``concurrency``, else its ``requests`` when all arrive at once (``request_rate = inf``),
+    else inf (a max-throughput row, or a burst of an unstated number of requests)."""
+    if m.concurrency is not None:
+        return float(m.concurrency)
+    burst = m.request_rate is not None and np.isinf(m.request_rate)
+    return float(m.requests) if burst and m.requests else float("inf")
+
+
 def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64) -> RowInputs:
-    """Stack max_output_throughput :class:`~sweepkit.validation.measurements.Measurement` rows (leading axis);
-    each row's f_free from its framework (:data:`KV_FREE_FRACTION`)."""
+    """Stack :class:`~sweepkit.validation.measurements.Measurement` rows (leading axis) of the metrics in
+    :data:`METRIC_KINDS`; each row's f_free from its framework (:data:`KV_FREE_FRACTION`), c from
+    :func:`concurrency`."""
     devs = [get_device(m.device) for m in points]
 
     def col(values):
@@ -122,4 +164,6 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         kv_bytes=col([get_format(m.kv_format).bytes_per_value for m in points]),
         compute_speedup=col([d.speedup(m.compute_format) for d, m in zip(devs, points)]),
         batch_cap=col([batch_cap] * len(points)), token_budget=col([token_budget] * len(points)),
-        kv_free_fraction=col([KV_FREE_FRACTION.get(framework_key(m.framework), 0.0) for m in points]))
+        kv_free_fraction=col([KV_FREE_FRACTION.get(framework_key(m.framework), 0.0) for m in points]),
+        concurrency=col([concurrency(m) for m in points]),
+        metric_kind=col([METRIC_KINDS.get(m.metric, 0) for m in points]))

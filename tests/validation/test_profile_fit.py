@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sweepkit.catalogue import get_device, get_model
-from sweepkit.catalogue.efficiency import load_profile, packaged_profile
+from sweepkit.catalogue.efficiency import load_profile, packaged_profile, profile_for
 from sweepkit.cli import main
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import efficiency_arrays
@@ -86,15 +86,19 @@ def test_fit_recovers_generated_rows_and_predicts_held_out_pairs():
         assert got[k] == pytest.approx(TRUE[("H100", "fp8")][k], rel=0.05), k
     # tp_loss, link_eff and allreduce_overhead_s all stretch tp > 1 steps: only their sum is pinned down.
     assert got["tp_loss"] == pytest.approx(0.03, rel=0.25)
-    assert fit.profile.fields("B200", "fp4") == packaged_profile().fields("B200", "fp4") | fit.profile.overheads
+    # An unfitted slice inherits its family's fitted entry (B200 -> Hopper), never another vendor's.
+    assert fit.profile.fields("B200", "fp4") == fit.profile.fields("H100", "fp8")
+    assert fit.profile.fields("MI300X", "fp8") == packaged_profile().fields("MI300X", "fp8") | fit.profile.overheads
 
 
 def test_a_profile_prices_only_its_framework_and_never_fits_excluded_sources():
     trt = dataclasses.replace(packaged_profile(), framework="TensorRT-LLM")
     assert row_profile(_row("llama-3.1-8b", 1, 128, 128), trt) is trt
-    assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="vLLM"), trt) is None     # serving engine
+    # Another framework's row keeps its own shipped profile, or the serving engine without one.
+    assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="vLLM"), trt) is profile_for("vLLM")
+    assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="LMDeploy"), trt) is None
     assert row_profile(_row("llama-3.1-8b", 1, 128, 128), REFERENCE) is None
-    assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="SGLang"), None) is None
+    assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="LMDeploy"), None) is None
     for source in ("MLPerf Inference v5.0 closed, NVIDIA", "trtllm-perf-overview-v1.0", "InferenceX H100"):
         assert not fittable(_row("llama-3.1-8b", 1, 128, 128, source=source))
     assert fittable(_row("llama-3.1-8b", 1, 128, 128, source="trtllm-perf-overview-v0.17"))
@@ -109,7 +113,7 @@ def test_calibrate_framework_writes_a_profile_that_validate_reads(tmp_path):
     csv = tmp_path / "m.csv"
     csv.write_text(HEAD + "".join(f"syn,H100,{m.model},max_output_throughput,{m.value!r},tok/s,TensorRT-LLM,{m.tp},"
                                   f"{m.gpus},fp8,fp8,fp8,{m.input_tokens},{m.output_tokens},train\n" for m in rows)
-                   + "syn,H100,llama-3.1-8b,max_output_throughput,1000,tok/s,vLLM,1,1,fp8,fp8,fp8,128,128,test\n")
+                   + "syn,H100,llama-3.1-8b,max_output_throughput,1000,tok/s,LMDeploy,1,1,fp8,fp8,fp8,128,128,test\n")
     out = tmp_path / "trt.toml"
     res = CliRunner().invoke(main, ["calibrate", str(csv), "--framework", "TensorRT-LLM", "--out", str(out),
                                     "--format", "json"], catch_exceptions=False)
@@ -124,7 +128,7 @@ def test_calibrate_framework_writes_a_profile_that_validate_reads(tmp_path):
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
     assert all(abs(r["error_pct"]) < 1.0 for r in got[:-1])
-    assert got[-1]["status"] == "not simulated (--no-serving)"          # vLLM: not this profile's framework
+    assert got[-1]["status"] == "not simulated (--no-serving)"          # LMDeploy: no profile
 
 
 @pytest.mark.parametrize("args, message", [
