@@ -98,5 +98,5 @@ def test_simulate_with_a_profile_end_to_end(tmp_path):
     assert r.exit_code == 0, r.output
     from sweepkit.store import Warehouse
 
-    runs = Warehouse(wh).connect().execute("select grid_toml from runs").fetchall()  # noqa: F841
+    runs = Warehouse(wh).connect().execute("select grid_toml from runs").fetchall()
     assert len(runs) == 1 and "--profile tensorrt-llm" in runs[0][0]
