@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from sweepkit.cli import main
+from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.costmodel.passes import Work, chunk_work
 from sweepkit.costmodel.steps import step_cost
 from sweepkit.serving.cluster import load_cluster
@@ -100,3 +101,30 @@ def test_simulate_with_a_profile_end_to_end(tmp_path):
 
     runs = Warehouse(wh).connect().execute("select grid_toml from runs").fetchall()
     assert len(runs) == 1 and "--profile tensorrt-llm" in runs[0][0]
+
+
+def test_serve_rejects_a_bad_profile_before_it_starts():
+    r = CliRunner().invoke(main, ["serve", "--profile", "nope", "--port", "0"])
+    assert r.exit_code == 2 and "'nope'" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_loaded_rows_of_a_framework_with_a_shipped_profile_are_priced_by_it():
+    # One closed-loop user: TTFT is one lone prefill pass, under TensorRT-LLM's profile by default and under the
+    # reference constants with profile = "reference" (tests/validation/test_serving_runs.py: the same row).
+    from sweepkit.catalogue import get_device, get_model
+    from sweepkit.costmodel.steps import instance, target_pass
+    from sweepkit.validation import parse_measurements
+    from sweepkit.validation.serving_runs import evaluate_serving_points
+
+    head = "source,device,model,metric,value,unit,weight_format,kv_format,compute_format,input_tokens," \
+           "output_tokens,requests,concurrency,percentile,framework\n"
+    pts = parse_measurements(head + "t,H100,meta-llama/Llama-3.1-8B,ttft,1,ms,fp8,fp8,fp8,32,8,8,1,mean,"
+                                    "TensorRT-LLM v0.14\n", "t.csv")
+    (profiled,), (ref,) = evaluate_serving_points(pts), evaluate_serving_points(pts, profile="reference")
+    with jax.enable_x64(True):
+        f, dev = jnp.float64, get_device("H100")
+        inst = instance(dev, get_model("llama-3.1-8b"), None, 1, "fp8", "fp8", "fp8", 0, f)
+        eff = resolve_profile("tensorrt-llm")[0].fields("H100", "fp8")
+        inst = dataclasses.replace(inst, efficiency=efficiency_arrays(eff, f))
+        t_pf = float(target_pass(inst, chunk_work(f(0.0), f(32.0)))[0])
+    assert profiled == pytest.approx(t_pf, rel=1e-4) and profiled != pytest.approx(ref, rel=1e-3)
