@@ -5,6 +5,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.catalogue.efficiency import profile_for
@@ -94,3 +96,30 @@ def test_pipeline_stages_add_a_bubble_and_hops():
         size = 128.0 * one.target.d_model * 2.0
         hop = size / one.device.link_bytes_per_s + one.device.link_latency_s
         assert float(target_pass(two, work)[0]) == pytest.approx(float(3 * (half / 2 + hop)), rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(ctx=st.floats(0.0, 2e6), rows=st.floats(0.0, 512.0), cached=st.floats(0.0, 8e3), new=st.floats(0.0, 8e3),
+       tp=st.sampled_from([1, 2, 8]))
+def test_any_mixed_step_under_a_profile_is_the_class_split_of_its_parts(ctx, rows, cached, new, tp):
+    # Property: with no pipeline and no layout, a step (decode rows + one prompt chunk) costs exactly
+    # efficiency.step_time of its decode rows and its chunk apart (0 for an empty step), and never less than
+    # the profile's host time per step.
+    with jax.enable_x64(True):
+        fields = profile_for("tensorrt-llm").fields("H100", "fp8")
+        t, closed, floor = _mixed(tp, fields, ctx, rows, cached, new)
+        assert float(t) == pytest.approx(float(closed), rel=1e-12, abs=1e-15)
+        assert float(t) == 0.0 or float(t) >= float(floor)
+
+
+_INSTS = {}
+
+
+def _mixed(tp, fields, ctx, rows, cached, new):
+    inst = _INSTS.setdefault(tp, _inst("llama-3.1-70b", fields, tp=tp))
+    f = jnp.float64
+    chunk = chunk_work(f(cached), f(new))
+    t, _ = step_cost(inst, f(ctx), f(rows), chunk, 0)
+    closed = step_time(decode_work(f(ctx), f(rows)), chunk, inst.target, inst.device, inst.efficiency, inst.tp,
+                       inst.weight_bytes, inst.kv_bytes, inst.compute_speedup)
+    return t, closed, inst.efficiency.step_overhead_s
