@@ -1,13 +1,16 @@
 """Accuracy against the packaged public measurements, per slice, and the time `sweepkit validate` takes.
 
     python benchmarks/bench_validation.py [--measurements FILE] [--split test] [--requests N] [--table table.json]
+                                          [--source trtllm-online-v0.14] [--profile reference|NAME|FILE]
     python benchmarks/bench_validation.py --from-table table.json      # re-print without simulating
 
 Prints the accuracy targets (docs/validation.md): median |error| over every modelled row and over the
 TensorRT-LLM rows of the test split (not fitted on), per slice (device x model class x weight format x
 framework x metric), latency-under-load median |error| on TTFT and on TPOT / ITL, and the sign agreement of
 lever pairs whose measured change is beyond +-5 %. Then the wall and CPU time of pricing every row and the
-rows not modelled, by reason. ``--table`` keeps the priced rows (JSON) for ``--from-table``.
+rows not modelled, by reason. ``--table`` keeps the priced rows (JSON) for ``--from-table``. ``--source``
+keeps the rows of one source; ``--profile`` as ``sweepkit validate --profile`` (default: each row's
+framework's shipped profile, in the steady state and in the serving engine; ``reference``: none).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", choices=["train", "test"], default=None, help="only the rows of this split")
     ap.add_argument("--table", default=None, help="write the priced rows here (JSON)")
     ap.add_argument("--from-table", default=None, help="read priced rows from a --table file instead")
+    ap.add_argument("--source", default=None, help="only the rows of this source")
+    ap.add_argument("--profile", default=None, help="reference, a profile file, or a shipped framework's name "
+                                                      "(default: each row's framework's shipped profile)")
     args = ap.parse_args(argv)
 
     from sweepkit.validation.summary import by_slice, framework_family, markdown, targets
@@ -45,12 +51,15 @@ def main(argv: list[str] | None = None) -> int:
 
         t0, c0 = time.perf_counter(), time.process_time()
         points, name, sha = load_measurements(args.measurements)
-        points = [m for m in points if args.split in (None, m.split)]
+        points = [m for m in points if args.split in (None, m.split) and args.source in (None, m.source)]
         if args.requests:
             points = [dataclasses.replace(m, requests=min(m.requests or args.requests, args.requests))
                       for m in points]
         progress = RowProgress(sum(m.metric not in PER_PASS and status(m) == MODELLED for m in points))
-        table = rows(points, evaluate_points(points, progress=progress), name, sha)
+        from sweepkit.serving.profile import REFERENCE, resolve_profile
+
+        profile = args.profile if args.profile in (None, REFERENCE) else resolve_profile(args.profile)[0]
+        table = rows(points, evaluate_points(points, progress=progress, profile=profile), name, sha)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if args.table:
             with open(args.table, "w", encoding="utf-8") as f:

@@ -17,8 +17,11 @@ from sweepkit.cli.common import note, warehouse_option
               help="A levers TOML file (default: the packaged levers).")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="A cluster TOML file (default: the packaged 2 x TP4 cluster).")
+@click.option("--profile", "profile", default=None, metavar="NAME|FILE",
+              help="Efficiency profile pricing every target pass: reference (default), seed, tensorrt-llm, vllm or "
+                   "a profile file (docs/serving.md).")
 @click.option("--no-warm", is_flag=True, help="Do not compile the first pages' programs at start-up.")
-def serve(warehouse, host, port, workloads_file, levers_file, cluster_file, no_warm) -> None:
+def serve(warehouse, host, port, workloads_file, levers_file, cluster_file, profile, no_warm) -> None:
     """Start the what-if explorer: pages /what-if, /decode, /matrix and the JSON API under /api (docs/serve.md).
 
     Every script and style is served from the package: no network is needed. The warehouse's newest serving
@@ -27,12 +30,17 @@ def serve(warehouse, host, port, workloads_file, levers_file, cluster_file, no_w
     \b
     Example: sweepkit serve --warehouse /tmp/wh --port 8000
     """
+    import dataclasses
+
     import uvicorn
 
     from sweepkit.serve.api import build_context
     from sweepkit.serve.app import create_app
     from sweepkit.store import Warehouse
 
+    from sweepkit.serving.profile import resolve_profile
+
+    chosen = resolve_profile(profile)[0]                # a bad name or file: one line, before anything starts
     wh = Warehouse(warehouse)
     if not wh.root.is_dir():
         if warehouse is not None:
@@ -42,6 +50,8 @@ def serve(warehouse, host, port, workloads_file, levers_file, cluster_file, no_w
         note(f"no warehouse at {wh.root}: no matrix; loads default to 1/s (sweepkit simulate GRID records them)")
         wh = None
     ctx = build_context(wh, workloads_file, levers_file, cluster_file)
+    if chosen is not None:
+        ctx = dataclasses.replace(ctx, cluster=dataclasses.replace(ctx.cluster, profile=chosen))
     sock = bind(host, port)
     config = uvicorn.Config(create_app(ctx, warm=not no_warm), log_level="warning")
     note(f"sweepkit serve: {url(sock)}/what-if  (Ctrl-C stops it)")

@@ -145,12 +145,15 @@ def matrix_options(f):
 @click.option("--device", default=None,
               help="The device whose lever tables print (default: the grid's reference device, H100); with "
                    "--long or a machine format, only this device's rows (default: every device).")
+@click.option("--profile", "profile", default=None, metavar="NAME|FILE",
+              help="Efficiency profile pricing every target pass: reference (the reference constants), seed, "
+                   "tensorrt-llm, vllm or a profile file (default: the grid's [serving] profile, else reference).")
 @matrix_options
 @format_option
 @scale_options
 def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: bool, device: str | None,
-             lever: str | None, long: bool, fmt: str, executor: str | None, address: str | None, workers: int | None, resume: str | None,
-             retries: int) -> None:
+             profile: str | None, lever: str | None, long: bool, fmt: str, executor: str | None, address: str | None,
+             workers: int | None, resume: str | None, retries: int) -> None:
     """Simulate a serving GRID (TOML): capacity searches + reference loads, into the warehouse; print the matrix.
 
     A grid already committed with the same text and sweepkit version is reused unless --force.
@@ -158,6 +161,7 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
     (--device, --lever; --long or a machine format for the long rows). --executor local|ray runs each (workload, device)
     capacity search as a resumable part (docs/scale-out.md). A grid with [serving.bands] also simulates its
     draws (table serving_draws) and prints each verdict with its share of draws, e.g. better (94%).
+    --profile prices target passes with a measured efficiency profile (docs/serving.md, "Efficiency profiles").
 
     \b
     Example: sweepkit simulate grids/serving-small.toml --warehouse /tmp/wh --device H100 --format markdown
@@ -165,6 +169,10 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
     from sweepkit.serving.run import load_serving_grid, run_grid
 
     spec = load_serving_grid(grid)
+    if profile is not None:
+        from sweepkit.serving.profile import with_profile
+
+        spec = with_profile(spec, profile)
     if lever is not None and lever not in [lv.name for lv in spec.levers if lv.name != spec.baseline]:
         from sweepkit.errors import bad_value
 

@@ -80,14 +80,23 @@ def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) ->
 
 def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: DeviceArrays, eff: Efficiency,
                        tp: jax.Array, weight_bytes: jax.Array, kv_bytes: jax.Array,
-                       compute_speedup: jax.Array) -> dict[str, jax.Array]:
+                       compute_speedup: jax.Array, *, allreduces: jax.Array | None = None,
+                       ring: jax.Array | None = None, ring_share: jax.Array = 1.0) -> dict[str, jax.Array]:
     """Seconds of each operator class of one step (module docstring): the decode rows' and the prompt
     chunks' work, one model replica on ``tp`` devices.
+
+    Decode rows of a speculative verify pass (:func:`~sweepkit.costmodel.passes.verify_work`) are decode
+    work; a mixed step passes its decode rows and its prompt chunks (combined) separately. Under a layout
+    (:mod:`sweepkit.costmodel.layout`) the all-reduces differ from the default 2 L rings over all ``tp``
+    devices carrying every token: ``allreduces`` rings of ``ring`` devices each carry ``ring_share`` of the
+    step's tokens (the attention-TP group and 1 / dp of the tokens under attention data parallelism).
 
     Args:
       decode, prefill: the step's decode rows and prompt chunks (:mod:`sweepkit.costmodel.passes` Work).
       model, dev: the network and the device (per chip).  eff: the efficiencies.
       tp: devices of the replica.  weight_bytes, kv_bytes: bytes per value.  compute_speedup: k.
+      allreduces: all-reduces in the step (None: 2 L).  ring: devices of each (None: ``tp``).
+      ring_share: share of the step's tokens each carries (1 without attention data parallelism).
 
     Returns:
       dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, overhead (each >= 0).
@@ -111,10 +120,11 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
         return jnp.maximum(flops / (peak * flops_eff), work.kv_tokens * model.kv_values_per_token * kv_bytes
                            / (bw * eff.kv_bw_eff))
 
-    size = tokens * model.d_model * ACTIVATION_BYTES
-    t_comm = 2.0 * model.n_layers * (2.0 * (tp - 1.0) / tp * size / (dev.link_bytes_per_s * eff.link_eff)
-                                     + 2.0 * (tp - 1.0) * dev.link_latency_s
-                                     + jnp.where(tp > 1.0, eff.allreduce_overhead_s, 0.0))
+    n_ar = 2.0 * model.n_layers if allreduces is None else allreduces
+    r = tp if ring is None else ring
+    size = tokens * ring_share * model.d_model * ACTIVATION_BYTES
+    t_comm = n_ar * (2.0 * (r - 1.0) / r * size / (dev.link_bytes_per_s * eff.link_eff)
+                     + 2.0 * (r - 1.0) * dev.link_latency_s + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))
     shard = 1.0 + eff.tp_loss * (tp - 1.0)
     return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=attention(decode, eff.attn_prefill_eff) * shard,
                 attn_prefill=attention(prefill, eff.attn_prefill_eff) * shard, comm=t_comm,

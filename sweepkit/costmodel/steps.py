@@ -23,6 +23,13 @@ the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cos
 (expert imbalance, weights copied per attention-DP rank, KV copied over attention-TP) and prices the MoE
 all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none.
 
+An instance with an ``efficiency`` (a measured profile, :mod:`sweepkit.costmodel.efficiency`) takes each
+target pass's seconds from the profile's operator-class split (:mod:`sweepkit.costmodel.profiled`; a mixed
+step's decode rows and prompt chunks as separate attention classes) and keeps the reference's energy
+accounting: the dynamic joules of the pass's FLOPs, HBM bytes and link bits as above, and idle power over the
+profiled seconds. Draft passes keep the reference roofline (the profiles are fitted on target models
+without drafts). ``efficiency = None`` (the default) prices every pass exactly as before.
+
 Two views of the same pass: :func:`target_pass` and :func:`draft_pass` give (seconds, dynamic joules:
 compute, HBM and link; the serving engine charges idle power once per GPU over the whole horizon), while
 :func:`target_pass_cost` and :func:`draft_pass_cost` give a :class:`~sweepkit.costmodel.roofline.PassCost`
@@ -46,9 +53,11 @@ import jax.numpy as jnp
 
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
+from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import Layout, layout_work, moe_all_to_all
-from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, combine, decode_work, expert_bytes_saved,
+from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved,
                                        expert_params_read, flops_and_bytes, streamed_params, verify_work)
+from sweepkit.costmodel.profiled import measured_pass_s, split
 from sweepkit.costmodel.roofline import PassCost, roofline
 
 
@@ -64,6 +73,8 @@ class Instance:
       compute format over bf16.  gamma: drafted tokens per verify pass (0 without a draft).
       layout: expert and attention-data parallelism (:mod:`sweepkit.costmodel.layout`); None: tp x pp only
         (part of the tree structure: the identity layout prices every pass exactly as None does).
+      efficiency: a measured profile timing target passes (:mod:`sweepkit.costmodel.profiled`); None: the
+        reference roofline (part of the tree structure, like ``layout``).
       pipelined: static (part of the tree structure, not data). False promises pp = microbatches = 1 and
         prices a pass without the pipeline terms (the decode grid: fewer operations per point); True (the
         default, the serving engine) takes pp and microbatches as data, so layouts share one program.
@@ -80,6 +91,7 @@ class Instance:
     compute_speedup: jax.Array
     gamma: jax.Array
     layout: Layout | None = None
+    efficiency: Efficiency | None = None
     pipelined: bool = dataclasses.field(default=True, metadata=dict(static=True))
 
     @property
@@ -159,8 +171,10 @@ def _all_to_all(inst: Instance, tokens_per_gpu: jax.Array):
     return jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0), t, b
 
 
-def _target(inst: Instance, work: Work):
-    """One target pass: (seconds, dynamic joules, bound code of a pipeline slot, FLOPs, bytes)."""
+def _target(inst: Instance, work: Work, prefill: Work | None = None):
+    """One target pass over ``work`` (and the prompt chunks ``prefill`` of a mixed step): (seconds, dynamic
+    joules, bound code of a pipeline slot, FLOPs, bytes)."""
+    work, decode, prefill = split(work, prefill)
     dev, net, tp = inst.device, inst.target, inst.tp
     flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
     pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops, bytes_)
@@ -176,6 +190,8 @@ def _target(inst: Instance, work: Work):
     slots = mb + pp - 1.0
     fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens) * net.present
     t = slots * (slot.t_s + ar_s + hop_s + moe_s) + fixed
+    if inst.efficiency is not None:
+        t = measured_pass_s(inst, decode, prefill, _layout_terms(inst, work), (a2a_layers, a2a_s))
     dyn_slot = slot.energy_j - dev.idle_w * n * slot.t_s
     link_bits = (mb * pp * n_ar * 2.0 * (tp - 1.0) * ar_size * inst.dp + mb * (pp - 1.0) * size
                  + mb * a2a_layers * n * a2a_bytes * net.present) * 8.0
@@ -255,7 +271,7 @@ def step_cost(inst: Instance, ctx: jax.Array, rows: jax.Array, chunks: Work, gam
       pass, and with a draft the step is the verify pass plus gamma draft decode passes (no draft prefill).
     """
     positions = inst.gamma * (rows > 0) + 1.0
-    t, e = target_pass(inst, combine(verify_work(ctx, rows, positions), chunks))
+    t, e, *_ = _target(inst, verify_work(ctx, rows, positions), chunks)
 
     def drafted(te):
         t, e = te

@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 
 from sweepkit.catalogue import get_device, get_format, get_model
+from sweepkit.catalogue.efficiency import Profile
 from sweepkit.costmodel.layout import INTERCONNECTS, check_layout, per_gpu_weight_bytes, scale_up_domain
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
@@ -37,6 +38,8 @@ class Cluster:
       batch_cap: running requests per instance.  prefill_token_budget: prompt tokens per prefill step (a longer
       prompt runs alone).  step_overhead_s: fixed time of every target pass.
       weight_format, kv_format, compute_format: catalogue formats.  devices: catalogue device names.
+      profile: the measured efficiency profile pricing target passes (None: the reference constants;
+        :mod:`sweepkit.serving.profile`; set by a grid's ``profile``, not a ``[cluster]`` key).
     """
 
     description: str
@@ -57,6 +60,7 @@ class Cluster:
     nodes: int = 0
     scale_out: str = ""
     expert_imbalance: float | None = None
+    profile: Profile | None = dataclasses.field(default=None, hash=False)
 
     @property
     def gpus_per_node(self) -> int | None:

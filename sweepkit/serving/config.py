@@ -30,6 +30,7 @@ from sweepkit.serving.cluster import Cluster
 from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, \
     PREFILL_POOL, PREFILL_PRIORITY, SESSION, Policy
 from sweepkit.serving.levers import Lever, check_lever
+from sweepkit.serving.profile import instance_efficiency
 
 BLOCK_TOKENS = 16
 """Tokens per paged KV block (vLLM's default block size)."""
@@ -182,7 +183,8 @@ def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microba
     darr = dataclasses.replace(inst.device, pass_overhead_s=f(cluster.step_overhead_s))
     if cfg.draw is not None and cfg.draw.factors:     # an uncertainty band's draw: factors on the device
         darr = dataclasses.replace(darr, **{k: getattr(darr, k) * f(v) for k, v in cfg.draw.factors})
-    return dataclasses.replace(inst, device=darr)
+    return dataclasses.replace(inst, device=darr,
+                               efficiency=instance_efficiency(cluster.profile, cfg.device, res["compute_format"]))
 
 
 def roles(res: dict, instances_max: int) -> np.ndarray:

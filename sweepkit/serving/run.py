@@ -14,6 +14,7 @@ Grid file (grids/serving-seed.toml)::
     search = "interpolate"             # or "bisect" (the reference's rule): how a bracket narrows
     reference_loads = {chat = 1.9375}  # optional: pin a workload's reference load (default 0.5 x capacity)
     workloads_file / levers_file / cluster_file = "path.toml"   # optional, relative to the grid file
+    profile = "reference"              # or "seed", "tensorrt-llm", "vllm", a profile file (sweepkit.serving.profile)
     [serving.bands]                    # optional: uncertainty draws per point (sweepkit.serving.draws)
     draws = 16
     alpha = { low = -0.05, high = 0.05 }
@@ -37,6 +38,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from sweepkit.catalogue import get_device
+from sweepkit.catalogue.efficiency import SHIPPED, framework_key
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
 from sweepkit.serving.capacity import RULES, TOLERANCE, run_at, search
@@ -47,6 +49,7 @@ from sweepkit.serving.lanes import OFFLINE_RATE
 from sweepkit.serving.programs import lane_threads
 from sweepkit.serving.levers import Lever, load_levers
 from sweepkit.serving.metrics import capacity_row
+from sweepkit.serving.profile import REFERENCE, profile_names, resolve_profile
 from sweepkit.serving.workloads import Workload, load_workloads
 from sweepkit.sweep.bands import Bands
 
@@ -80,6 +83,7 @@ class ServingGrid:
     search: str = "interpolate"
     reference_loads: dict = dataclasses.field(default_factory=dict)
     bands: Bands | None = None
+    profile: str = "reference"
 
     @property
     def n_points(self) -> int:
@@ -120,7 +124,8 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         raise InputError(f"{where}: [serving] must be a table")
     w_where = f"{where} [serving]"
     check_keys(sv, {"workloads", "levers", "devices", "reference_device", "baseline", "rates_per_call", "tolerance",
-                    "search", "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands"},
+                    "search", "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands",
+                    "profile"},
                {"workloads", "levers"}, w_where)
     base = Path(path).parent
 
@@ -179,6 +184,11 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         if k not in workloads:
             raise InputError(f"{w_where}: reference_loads.{k} is not allowed; expected one of {', '.join(workloads)}")
         number(refs, k, f"{w_where} reference_loads", lo=0, lo_open=True)
+    profile = sv.get("profile", REFERENCE)
+    named = not isinstance(profile, str) or profile in profile_names() or framework_key(profile) in SHIPPED
+    file = None if named else base / profile        # a profile file, relative to the grid file's folder
+    chosen = str(file) if file is not None and file.is_file() else profile
+    cluster = dataclasses.replace(cluster, profile=resolve_profile(chosen, w_where)[0])
     return ServingGrid(
         name=str(raw.get("name", Path(path).stem)), description=str(raw.get("description", "")), path=str(path),
         text=text, sha256=hashlib.sha256(text.encode()).hexdigest(),
@@ -186,7 +196,8 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         cluster=cluster, reference_device=ref, baseline=baseline,
         rates_per_call=number(sv, "rates_per_call", w_where, lo=1, hi=256, integer=True, default=1),
         tolerance=number(sv, "tolerance", w_where, lo=0.001, hi=0.5, default=TOLERANCE), search=_rule(sv, w_where),
-        reference_loads={k: float(v) for k, v in refs.items()}, bands=parse_serving_bands(sv.get("bands"), where))
+        reference_loads={k: float(v) for k, v in refs.items()}, bands=parse_serving_bands(sv.get("bands"), where),
+        profile=profile)
 
 
 def _rule(sv: dict, where: str) -> str:

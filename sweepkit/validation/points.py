@@ -142,6 +142,6 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
     if serving:
         sidx = [i for i, m in enumerate(points)
                 if m.metric not in PER_PASS and i not in by_profile and status(m) == MODELLED]
-        for i, v in zip(sidx, evaluate_serving_points([points[i] for i in sidx], progress)):
+        for i, v in zip(sidx, evaluate_serving_points([points[i] for i in sidx], progress, profile)):
             out[i] = v if np.isfinite(v) and v > 0 else None
     return out

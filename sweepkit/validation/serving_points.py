@@ -15,6 +15,11 @@ The scheduler is assumed, not measured (the sources do not state it): paged KV, 
 at most :data:`TOKEN_BUDGET` tokens, at most :data:`MAX_BATCH` running requests per instance, the device's
 per-pass overhead as the step overhead.
 
+Target passes are priced by the row's efficiency profile (:func:`engine_profile`: the one given where it names
+the row's framework or none, else the fitted profile shipped for the row's framework; "reference" or a
+framework without one: the reference constants), whose host overheads then replace the device's
+(:mod:`sweepkit.serving.profile`).
+
 References:
   MLPerf Inference rules, Server scenario (github.com/mlcommons/inference_policies, inference_rules.adoc).
   trtllm-bench throughput (github.com/NVIDIA/TensorRT-LLM, docs/source/performance/perf-benchmarking.md).
@@ -22,15 +27,19 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sweepkit.catalogue import get_device
+from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster, make_cluster
 from sweepkit.serving.config import Config, check
 from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.levers import Lever
 from sweepkit.serving.metrics import lane_metrics
+from sweepkit.serving.profile import REFERENCE
 from sweepkit.serving.workloads import Workload, fixed_workload
 from sweepkit.validation.measurements import LATENCIES, Measurement
 from sweepkit.validation.row_layout import row_layout
@@ -66,8 +75,31 @@ def serving_status(m: Measurement) -> str:
     return MODELLED
 
 
-def point_config(m: Measurement, max_batch: int = MAX_BATCH) -> tuple[Cluster, Config]:
-    """The cluster and (device, lever) configuration of a measured point (module docstring)."""
+def engine_profile(m: Measurement, profile: Profile | str | None = None) -> Profile | None:
+    """The efficiency profile pricing ``m``'s target passes in the serving engine: ``profile`` where it is a
+    :class:`~sweepkit.catalogue.efficiency.Profile` naming the row's framework or none, else the profile shipped
+    for the row's framework (:func:`sweepkit.catalogue.efficiency.profile_for`); None (the reference
+    constants) for ``profile = "reference"`` or a framework without one.
+
+    Example:
+      >>> from sweepkit.validation import parse_measurements
+      >>> m = parse_measurements("source,device,model,metric,value,unit,framework\\n"
+      ...                        "s,H100,llama-3.1-8b,ttft,1,s,TensorRT-LLM\\n", "demo.csv")[0]
+      >>> (engine_profile(m).framework, engine_profile(m, "reference"))
+      ('TensorRT-LLM', None)
+    """
+    if profile == REFERENCE:
+        return None
+    if isinstance(profile, Profile) and (not profile.framework
+                                         or framework_key(profile.framework) == framework_key(m.framework)):
+        return profile
+    return profile_for(m.framework) if framework_key(m.framework) in SHIPPED else None
+
+
+def point_config(m: Measurement, max_batch: int = MAX_BATCH, profile: Profile | None = None
+                 ) -> tuple[Cluster, Config]:
+    """The cluster and (device, lever) configuration of a measured point (module docstring), its target
+    passes priced by ``profile`` (None: the reference constants; :func:`engine_profile` chooses it)."""
     dev = get_device(m.device)
     lay = row_layout(m)
     extra = {"nodes": lay.nodes} if lay.nodes else {}
@@ -77,6 +109,7 @@ def point_config(m: Measurement, max_batch: int = MAX_BATCH) -> tuple[Cluster, C
         batch_cap=max_batch, prefill_token_budget=TOKEN_BUDGET, step_overhead_s=dev.pass_overhead_s,
         weight_format=m.weight_format, kv_format=m.kv_format, compute_format=m.compute_format,
         devices=[m.device], **extra)
+    cluster = dataclasses.replace(cluster, profile=profile)
     lever = Lever(name="measured", description="the measured system's layout and formats", kv="paged",
                   batching="chunked", **({"instances": lay.instances, "pp": lay.pp} if lay.pp > 1 else {}))
     return cluster, Config(device=m.device, lever=lever)
@@ -90,9 +123,10 @@ def point_workload(m: Measurement, requests: int = REQUESTS, offline: bool | Non
                           source=m.source)
 
 
-def _runner(m: Measurement, requests: int, max_batch: int, offline: bool | None = None):
+def _runner(m: Measurement, requests: int, max_batch: int, offline: bool | None = None,
+            profile: Profile | None = None):
     """A function rates -> lane metrics (one compiled engine call per list of rates)."""
-    cluster, cfg = point_config(m, max_batch)
+    cluster, cfg = point_config(m, max_batch, profile)
     check(cluster, cfg, f"{m.source} row {m.row}")
     w = point_workload(m, requests, offline)
     dev = get_device(m.device)

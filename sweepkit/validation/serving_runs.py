@@ -35,6 +35,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sweepkit.catalogue import get_device
+from sweepkit.catalogue.efficiency import Profile
 from sweepkit.serving.cluster_state import bin_centres_s
 from sweepkit.serving.config import check
 from sweepkit.serving.lanes import WARMUP_FRACTION, run_configs
@@ -42,7 +43,7 @@ from sweepkit.serving.metrics import lane_metrics
 from sweepkit.validation.measurements import Measurement
 from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import (
-    MAX_BATCH, REQUESTS, _runner, constrained_rate, point_config, point_workload)
+    MAX_BATCH, REQUESTS, _runner, constrained_rate, engine_profile, point_config, point_workload)
 
 STATS = ("mean", "50", "90", "99")
 
@@ -135,64 +136,69 @@ def _load_kind(m: Measurement) -> tuple:
     return ("limits", m.row, m.file)
 
 
-def _simulate(m: Measurement, requests: int, offline: bool, rates: list[float], max_batch: int = MAX_BATCH):
+def _simulate(m: Measurement, requests: int, offline: bool, rates: list[float], max_batch: int = MAX_BATCH,
+              profile: Profile | None = None):
     """One engine call at ``rates``; the batch cap is at most the requests simulated (a larger cap is never
     reached, and a smaller program runs faster)."""
-    cluster, cfg = point_config(m, min(max_batch, requests))
+    cluster, cfg = point_config(m, min(max_batch, requests), profile)
     check(cluster, cfg, f"{m.source} row {m.row}")
     w = point_workload(m, requests, offline)
     lanes = run_configs(w, cluster, [cfg], np.asarray([rates], np.float64), early_stop=False)
     return lanes, w
 
 
-def evaluate_serving_points(points: list[Measurement], progress: Callable[[int], None] | None = None
-                            ) -> list[float]:
+def evaluate_serving_points(points: list[Measurement], progress: Callable[[int], None] | None = None,
+                            profile: Profile | str | None = None) -> list[float]:
     """The serving engine's value (base SI) of every point (each ``serving_status`` MODELLED), in order.
 
-    ``progress(n)`` is called after each simulated group with the number of rows it priced.
+    ``progress(n)`` is called after each simulated group with the number of rows it priced. Each row's
+    target passes are priced by :func:`~sweepkit.validation.serving_points.engine_profile` of ``profile``
+    (a :class:`~sweepkit.catalogue.efficiency.Profile`, "reference" for none, None for each row's framework's
+    shipped profile).
     """
     out = [float("nan")] * len(points)
     groups: dict[tuple, list[int]] = {}
+    chosen = [engine_profile(m, profile) for m in points]
     for i, m in enumerate(points):
-        key = _setup_key(m) + _load_kind(m)
+        key = _setup_key(m) + _load_kind(m) + (id(chosen[i]),)
         groups.setdefault(key, []).append(i)
     for rows in groups.values():
-        m0 = points[rows[0]]
+        m0, prof = points[rows[0]], chosen[rows[0]]
         kind = _load_kind(m0)
         if kind[0] == "offline":
-            lanes, w = _simulate(m0, kind[1], True, [1.0])
+            lanes, w = _simulate(m0, kind[1], True, [1.0], profile=prof)
             met = run_metrics(lanes, 0, w, m0, whole=True)
             for i in rows:
                 out[i] = metric_value(points[i], met)
         elif kind[0] == "poisson":
             rates = sorted({points[i].request_rate for i in rows})
-            lanes, w = _simulate(m0, kind[1], False, rates)
+            lanes, w = _simulate(m0, kind[1], False, rates, profile=prof)
             mets = {rate: run_metrics(lanes, k, w, m0, whole=False) for k, rate in enumerate(rates)}
             for i in rows:
                 out[i] = metric_value(points[i], mets[points[i].request_rate])
         elif kind[0] == "closed":
             c, n = kind[1], kind[2]
             inst = row_layout(m0).instances
-            lanes, w = _simulate(m0, n, True, [1.0], max_batch=max(1, math.ceil(c / inst)))
+            lanes, w = _simulate(m0, n, True, [1.0], max_batch=max(1, math.ceil(c / inst)), profile=prof)
             met = run_metrics(lanes, 0, w, m0, whole=True, closed=c)
             for i in rows:
                 out[i] = metric_value(points[i], met)
         else:
             for i in rows:
-                out[i] = _limits_value(points[i])
+                out[i] = _limits_value(points[i], prof)
         if progress is not None:
             progress(len(rows))
     return out
 
 
-def _limits_value(m: Measurement) -> float:
+def _limits_value(m: Measurement, profile: Profile | None = None) -> float:
     """Output tokens/s at the highest Poisson rate meeting the row's p99 limits (MLPerf Server)."""
     n = max(2, min(m.requests or REQUESTS, REQUESTS))
-    saturated = _runner(m, n, MAX_BATCH, offline=True)([1.0])[0]["goodput_req_s"]
-    return constrained_rate(m, _runner(m, n, MAX_BATCH), saturated, n) * m.output_tokens
+    saturated = _runner(m, n, MAX_BATCH, offline=True, profile=profile)([1.0])[0]["goodput_req_s"]
+    return constrained_rate(m, _runner(m, n, MAX_BATCH, profile=profile), saturated, n) * m.output_tokens
 
 
-def evaluate_serving(m: Measurement, requests: int | None = None) -> float:
+def evaluate_serving(m: Measurement, requests: int | None = None, profile: Profile | str | None = None) -> float:
     """The serving engine's value of ``m`` (base SI: tokens/s or seconds); ``serving_status(m)`` is MODELLED.
 
     One row of :func:`sweepkit.validation.serving_runs.evaluate_serving_points` (its docstring gives the
@@ -207,5 +213,6 @@ def evaluate_serving(m: Measurement, requests: int | None = None) -> float:
 
     Args:
       requests: requests simulated (default min(the row's ``requests``, REQUESTS)).
+      profile: as :func:`evaluate_serving_points`.
     """
-    return evaluate_serving_points([dataclasses.replace(m, requests=requests or m.requests)])[0]
+    return evaluate_serving_points([dataclasses.replace(m, requests=requests or m.requests)], profile=profile)[0]

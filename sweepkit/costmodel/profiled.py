@@ -1,0 +1,82 @@
+"""A target pass timed by a measured efficiency profile, with layouts and pipeline slots.
+
+An :class:`~sweepkit.costmodel.steps.Instance` with an ``efficiency`` (:class:`~sweepkit.costmodel.efficiency.
+Efficiency`) times each target pass by the operator-class split of :mod:`sweepkit.costmodel.efficiency`
+instead of the reference roofline. With pp stages, mb micro-batches (as the reference: mb = min(microbatches,
+max(1, T))) and n = tp x dp GPUs per stage, one slot prices the step's decode rows and prompt chunks, each
+divided by mb, on n GPUs, a 1 / pp share of the layers:
+
+    t_slot = sum_{c in gemm, moe, attn} t_c(work / mb; n) / pp + t_allreduce + t_a2a / pp + t_hop + t_layout
+    t_layout = max(dF / (mb pp) / (P n k eff(T / mb; g)),  (dW / pp + dO / (mb pp)) / (B n b_w))
+    t = (mb + pp - 1) t_slot + t_0 + t_tok T
+
+t_allreduce: (2 L - L_a2a) / pp rings of tp GPUs, each carrying 1 / dp of the micro-batch's tokens
+(:func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``allreduces``, ``ring``, ``ring_share``), at
+the profile's link efficiency and all-reduce overhead; t_a2a: the layout's MoE all-to-alls
+(:func:`sweepkit.costmodel.layout.moe_all_to_all`) over L_a2a layers; t_hop: one stage-to-stage send
+(pp > 1); dF, dW, dO: the layout's extra FLOPs, weight bytes and other bytes
+(:func:`sweepkit.costmodel.layout.layout_work`) at the dense GEMM and weight-streaming efficiencies. The
+host overheads t_0 (per step) and t_tok (per token position) are the profile's, paid once per step. At
+pp = mb = 1 without a layout (or with the identity layout) t is exactly
+:func:`sweepkit.costmodel.efficiency.step_time`.
+
+References:
+  Huang et al., "GPipe", NeurIPS 2019, arXiv:1811.06965 (slots);
+  NVIDIA AIConfigurator (github.com/ai-dynamo/aiconfigurator): per-operator measured times summed per step.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from sweepkit.costmodel.efficiency import saturating, step_time_by_class
+from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, combine
+
+
+def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple) -> jax.Array:
+    """Seconds of one target pass of ``inst`` (an :class:`~sweepkit.costmodel.steps.Instance` with an
+    ``efficiency``) over its decode rows and prompt chunks (module docstring).
+
+    Args:
+      inst: the replica.  decode: the decode (or verify) rows' work.  prefill: the prompt chunks' work.
+      extra: (dF, dW, dO), the layout's extra FLOPs, weight bytes and other bytes over the whole pass.
+      a2a: (L_a2a, seconds of one all-to-all layer): the MoE layers priced by all-to-alls and the time of one.
+
+    Returns:
+      t_s, seconds (>= the profile's step overhead).
+
+    Example:
+      Llama-3.1-8B fp8 on one H100, 256 decode rows at 1,000 cached tokens each, b_w = b_kv = 0.8, t_0 = 0,
+      no prefill: 9.07 ms, as :func:`sweepkit.costmodel.efficiency.step_time` (tests/costmodel/test_profiled.py).
+    """
+    eff, net, dev, tp, dp = inst.efficiency, inst.target, inst.device, inst.tp, inst.dp
+    tokens = decode.tokens + prefill.tokens
+    if inst.pipelined:
+        pp, mb = inst.pp, jnp.minimum(inst.microbatches, jnp.maximum(1.0, tokens))
+    else:
+        pp, mb = 1.0, 1.0
+    per_mb = lambda w: Work(w.tokens / mb, w.attn_pairs / mb, w.kv_tokens / mb)  # noqa: E731
+    n = tp * dp
+    a2a_layers, a2a_s = a2a
+    parts = step_time_by_class(per_mb(decode), per_mb(prefill), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
+                               inst.compute_speedup, allreduces=(2.0 * net.n_layers - a2a_layers) / pp, ring=tp,
+                               ring_share=1.0 / dp)
+    compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"]) / pp
+    d_f, d_w, d_o = extra
+    g_eff = saturating(tokens / mb, eff.gemm_eff_max, eff.gemm_tokens_half)
+    t_layout = jnp.maximum(d_f / (mb * pp) / (dev.peak_flops_per_s * n * inst.compute_speedup * g_eff),
+                           (d_w / pp + d_o / (mb * pp)) / (dev.hbm_bytes_per_s * n * eff.weight_bw_eff))
+    size = tokens / mb * net.d_model * ACTIVATION_BYTES
+    hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0)
+    slot = compute + parts["comm"] + hop_s + a2a_layers / pp * a2a_s + t_layout
+    return ((mb + pp - 1.0) * slot + (eff.step_overhead_s + eff.token_overhead_s * tokens)) * net.present
+
+
+def split(work: Work, prefill: Work | None) -> tuple[Work, Work, Work]:
+    """(whole, decode, prefill) of a pass given as one Work (all of it decode-class attention) or as decode
+    rows plus prompt chunks."""
+    if prefill is None:
+        zero = jnp.zeros_like(work.tokens)
+        return work, work, Work(zero, zero, zero)
+    return combine(work, prefill), work, prefill
