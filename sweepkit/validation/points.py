@@ -63,13 +63,15 @@ def status(m: Measurement) -> str:
         return SPEEDUP
     if m.draft != "none":
         return NEEDS_ACCEPTANCE
+    if m.metric not in PER_PASS:
+        return serving_status(m)        # the serving engine prices pp / ep / dp layouts (row_layout)
     if m.pp > 1:
-        return f"not modelled: pipeline parallelism (pp = {m.pp})"
+        return f"not modelled: pipeline parallelism (pp = {m.pp}) in a per-pass row"
     if m.ep > 1:
-        return f"not modelled: expert parallelism (ep = {m.ep})"
+        return f"not modelled: expert parallelism (ep = {m.ep}) in a per-pass row"
     if m.dp > 1 and m.dp * m.tp != m.gpus:
-        return f"not modelled: dp = {m.dp} with tp = {m.tp} on {m.gpus} GPUs (data-parallel attention)"
-    return MODELLED if m.metric in PER_PASS else serving_status(m)
+        return f"not modelled: dp = {m.dp} with tp = {m.tp} on {m.gpus} GPUs (data-parallel attention) in a per-pass row"
+    return MODELLED
 
 
 def with_efficiency(dev: DeviceArrays, mfu: jax.Array, mbu: jax.Array, overhead_s: jax.Array,
