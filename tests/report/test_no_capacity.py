@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_report_builds_and_says_no_capacity(no_capacity, tmp_path):
     wh, _ = no_capacity
     res = CliRunner().invoke(main, ["report", "--warehouse", str(wh), "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
-    assert "building the report: 1 of 8 sections" in res.stderr           # progress off a terminal
+    assert re.search(r"building the report: 1 of \d+ sections", res.stderr)     # progress off a terminal
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "n/a (no capacity)" in html
     assert (tmp_path / "matrix.png").read_bytes()[:4] == b"\x89PNG"
