@@ -56,7 +56,7 @@ class Reuse:
       prompt_tokens: every row's prompt.  trace_tokens: sum of min(repeated leading blocks x block_tokens,
         prompt - 1): the trace's own reusable tokens.  chained_tokens: the replay's hits on one instance with
         an unbounded cache: each turn's chain where it leaves a prompt token to compute, a system prompt
-        counting from its second session on (<= trace_tokens).
+        counting once a later session reuses it (<= trace_tokens).
     """
 
     blocks: int
