@@ -97,22 +97,17 @@ def file_problem(root: Path, path: str, size_bytes: int, footer: str | None,
         return f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc})"
     if actual != size_bytes:
         return f"{path} has {actual:,} bytes, committed {size_bytes:,}"
-    if footer is None:
-        return None
-    try:
-        now = footer_sha256(full, fs)
-    except OSError as exc:
-        return f"{path} cannot be read ({exc.strerror or exc})"
-    if now != footer:
-        return f"{path} differs from the committed file (its Parquet footer: schema, row groups)"
-    if content is None:
-        return None
-    try:
-        now = content_sha256(full, fs)
-    except OSError as exc:
-        return f"{path} cannot be read ({exc.strerror or exc})"
-    if now != content:
-        return f"{path} differs from the committed file (its content SHA-256: a changed byte in its data)"
+    checks = ((footer, footer_sha256, "its Parquet footer: schema, row groups"),
+              (content, content_sha256, "its content SHA-256: a changed byte in its data"))
+    for committed, digest, what in checks:      # the footer first (cheap), then the whole content
+        if committed is None:
+            return None
+        try:
+            now = digest(full, fs)
+        except OSError as exc:
+            return f"{path} cannot be read ({exc.strerror or exc})"
+        if now != committed:
+            return f"{path} differs from the committed file ({what})"
     return None
 
 
