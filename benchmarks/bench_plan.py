@@ -46,7 +46,7 @@ def bench_screen(repeats: int) -> None:
     from sweepkit.costmodel.arrays import model_arrays
 
     table = concat([enumerate_space(make_space("llama-3.1-70b", [d], 16)) for d in ("H100", "H200")])
-    pts = points(table, "chat")
+    pts = points(table, "chat", "llama-3.1-70b")
     n = 1 << 20
     idx = np.arange(n) % len(table["tp"])
     big = jax.tree.map(lambda a: jax.device_put(a[idx]), pts)

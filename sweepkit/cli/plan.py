@@ -16,8 +16,8 @@ from sweepkit.cli.common import (
 )
 from sweepkit.errors import InputError
 
-COLUMNS = ("workload", "frontier", "objective", "bound", "device", "gpus", "mode", "instances", "tp", "pp",
-           "prefill_instances", "prefill_tp", "batching", "token_budget", "batch_cap", "kv", "weight_format",
+COLUMNS = ("workload", "frontier", "objective", "bound", "device", "gpus", "mode", "instances", "tp", "pp", "dp",
+           "ep", "prefill_instances", "prefill_tp", "batching", "token_budget", "batch_cap", "kv", "weight_format",
            "kv_format", "spec", "output_tok_s_per_gpu", "ttft_p99_s", "tpot_p99_s", "usd_per_mtok",
            "energy_per_token_j", "capacity_per_s", "contributions")
 
@@ -53,7 +53,7 @@ def _request_toml(**fields) -> str:
 @click.option("--usd-per-hour", type=float, default=None, help="Price budget: the GPUs it buys of each device.")
 @click.option("--ttft", "ttft_slo_s", type=float, default=None, help="TTFT p99 SLO, s (default: the workload's).")
 @click.option("--tpot", "tpot_slo_s", type=float, default=None, help="TPOT p99 SLO, s (default: the workload's).")
-@click.option("--fix", "fix", multiple=True, help="Fixed choice AXIS=VALUE[,VALUE] (repeatable): tp, pp, mode, "
+@click.option("--fix", "fix", multiple=True, help="Fixed choice AXIS=VALUE[,VALUE] (repeatable): tp, pp, dp, ep, mode, "
               "prefill_tp, batching, token_budget, batch_cap, kv, weight_format, kv_format, spec.")
 @click.option("--objective", type=click.Choice(["tokens_per_gpu", "tokens_per_usd"]), default="tokens_per_gpu",
               show_default=True, help="What the frontier maximizes.")

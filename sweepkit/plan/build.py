@@ -22,6 +22,7 @@ import numpy as np
 from sweepkit.acceptance import workload_alphas
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
+from sweepkit.costmodel.layout import make_layout
 from sweepkit.errors import InputError
 from sweepkit.plan.screen import Demand, Point, screen
 from sweepkit.serving.workloads import Workload
@@ -57,7 +58,23 @@ def tokens_per_step(workload: str, spec: str) -> tuple[float, int, str]:
     return 1.0 + float(np.sum(np.cumprod(alphas))), int(gamma), draft
 
 
-def points(table: dict[str, np.ndarray], workload: str) -> Point:
+def layout_columns(table: dict[str, np.ndarray], model: str, tp: str, dp: str | None, ep: str | None):
+    """The :class:`~sweepkit.costmodel.layout.Layout` of every row (float32 host columns), from the table's
+    ``tp``, ``dp`` and ``ep`` columns (None: 1), its device and compute (= weight) format, as the serving
+    engine builds a replica's (:func:`sweepkit.serving.config.pool_layout`, the default expert imbalance)."""
+    m, n = get_model(model), len(table[tp])
+    ones = np.ones(n, np.int64)
+    keys = np.stack([np.unique(table["device"], return_inverse=True)[1], table[tp].astype(np.int64),
+                     table[dp].astype(np.int64) if dp else ones, table[ep].astype(np.int64) if ep else ones,
+                     np.unique(table["weight_format"], return_inverse=True)[1]], axis=1)
+    uniq, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    lays = [make_layout(get_device(str(table["device"][i])), m, int(k[1]), dp=int(k[2]), ep=int(k[3]),
+                        compute_format=str(table["weight_format"][i]), dtype=np.float32)
+            for k, i in zip(uniq, first)]
+    return jax.tree.map(lambda *xs: np.asarray(xs, np.float32)[inv.reshape(-1)], *lays)
+
+
+def points(table: dict[str, np.ndarray], workload: str, model: str) -> Point:
     """The :class:`Point` columns (float32, host arrays) of every row of the space's table."""
     devices = sorted(set(table["device"]))
     dev_idx = np.searchsorted(np.array(devices, dtype=object), table["device"])
@@ -78,7 +95,9 @@ def points(table: dict[str, np.ndarray], workload: str) -> Point:
     E = np.array([spec_E[u][0] for u in uniq], np.float32)[inv]
     gamma = np.array([spec_E[u][1] for u in uniq], np.float32)[inv]
     return Point(
-        device=jax.tree.map(lambda a: a[dev_idx], dev), tp=col("tp"), pp=col("pp"), instances=col("instances"),
+        device=jax.tree.map(lambda a: a[dev_idx], dev),
+        layout=layout_columns(table, model, "tp", "dp", "ep"),
+        prefill_layout=layout_columns(table, model, "prefill_tp", None, None), tp=col("tp"), pp=col("pp"), instances=col("instances"),
         disagg=(table["mode"] == "disagg").astype(np.float32), prefill_instances=col("prefill_instances"),
         prefill_tp=col("prefill_tp"), chunked=(table["batching"] == "chunked").astype(np.float32),
         batch_cap=col("batch_cap"), paged=np.char.startswith(table["kv"].astype(str), "paged").astype(np.float32),
@@ -100,7 +119,7 @@ def run_screen(table: dict[str, np.ndarray], model: str, w: Workload, ttft_slo_s
     target = model_arrays(target_model, jnp.float32)
     mtp = model_arrays(get_draft("mtp", target_model), jnp.float32)
     dm = demand(w, ttft_slo_s, tpot_slo_s)
-    pts = pts if pts is not None else points(table, w.name)
+    pts = pts if pts is not None else points(table, w.name, model)
     n = int(pts.tp.shape[0])
     size = min(CHUNK, 1 << max(math.ceil(math.log2(max(n, 1))), 10))
     out = []

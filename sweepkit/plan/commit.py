@@ -20,7 +20,7 @@ COLUMNS = {
     "capacity_per_s": pa.float64(), "tokens_per_gpu_per_s": pa.float64(), "goodput_per_gpu_per_s": pa.float64(),
     "ttft_p99_s": pa.float64(), "tpot_p99_s": pa.float64(), "cost_per_mtok_usd": pa.float64(),
     "energy_per_token_j": pa.float64(), "ttft_lb_s": pa.float64(), "tpot_lb_s": pa.float64(),
-    "contributions": pa.string(), "lever_toml": pa.string(),
+    "contributions": pa.string(), "lever_toml": pa.string(), "dp": pa.int32(), "ep": pa.int32(),
 }
 RENAME = {"output_tok_s_per_gpu": "tokens_per_gpu_per_s", "goodput_req_s_per_gpu": "goodput_per_gpu_per_s",
           "usd_per_mtok": "cost_per_mtok_usd"}

@@ -18,7 +18,8 @@ from sweepkit.plan.space import LEVER_AXES, lever_fields
 BASELINE = {"batching": "prefill-priority", "token_budget": 8192, "batch_cap": 256, "kv": "reserved",
             "weight_format": "bf16", "kv_format": "bf16", "spec": "none"}
 """The serving cluster's defaults (sweepkit/serving/data/cluster.toml): what a lever is measured against."""
-SETTINGS = ("device", "gpus", "mode", "instances", "tp", "pp", "prefill_instances", "prefill_tp", *LEVER_AXES)
+SETTINGS = ("device", "gpus", "mode", "instances", "tp", "pp", "dp", "ep", "prefill_instances", "prefill_tp",
+            *LEVER_AXES)
 METRICS = ("output_tok_s_per_gpu", "goodput_req_s_per_gpu", "ttft_p99_s", "tpot_p99_s", "usd_per_mtok",
            "energy_per_token_j", "attainment")
 
@@ -71,7 +72,7 @@ def lever_toml(table: dict, row: int, name: str) -> str:
 
     Example:
       >>> t = dict(device=np.array(["H100"]), gpus=np.array([1]), mode=np.array(["colocated"]), instances=np.array([1]),
-      ...          tp=np.array([1]), pp=np.array([1]), prefill_instances=np.array([0]), prefill_tp=np.array([1]),
+      ...          tp=np.array([1]), pp=np.array([1]), dp=np.array([1]), ep=np.array([1]), prefill_instances=np.array([0]), prefill_tp=np.array([1]),
       ...          batching=np.array(["chunked"]), token_budget=np.array([2048]), batch_cap=np.array([128]),
       ...          kv=np.array(["paged"]), weight_format=np.array(["bf16"]), kv_format=np.array(["fp8"]),
       ...          spec=np.array(["none"]))

@@ -10,7 +10,13 @@ holding c KV tokens and drafting gamma tokens (E tokens accepted per row per ste
 The pieces are the roofline without the power cap (which only slows a pass) through the pipeline slots of
 :mod:`sweepkit.costmodel.steps` with micro-batches = pp (one at batch 1, for the TPOT bound); the work is the step's exact FLOPs and bytes
 (:func:`sweepkit.costmodel.passes.flops_and_bytes`) linearized between b = 1 and b = 256 (exact for a dense
-model; a secant below the concave expert reads of an MoE model). The request rate of one instance is
+model; a secant below the concave expert reads of an MoE model). A mixture-of-experts instance's
+:class:`~sweepkit.costmodel.layout.Layout` (expert parallelism ep, attention data parallelism dp) spreads
+each slot over tp x dp GPUs, adds the layout's work (:func:`~sweepkit.costmodel.layout.layout_work`: expert
+imbalance, weights copied per DP rank, KV copied over attention-TP) and, with dp > 1, prices the MoE layers'
+all-to-alls (:func:`~sweepkit.costmodel.layout.moe_all_to_all`) in place of their all-reduces, as the
+serving engine's target pass does; its KV capacity is :func:`~sweepkit.costmodel.layout.layout_kv_capacity_tokens`.
+The request rate of one instance is
 
     decode:      r_d = b* E / (t(b*) y)                     (y output tokens per request)
     colocated:   r = 1 / (t_p + y t(b*) / (b* E))           (prefill steps apart: prefill- / decode-priority)
@@ -35,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.memory import kv_capacity_tokens
+from sweepkit.costmodel.layout import Layout, layout_kv_capacity_tokens, layout_work, moe_all_to_all
 from sweepkit.costmodel.passes import (
     ACTIVATION_BYTES,
     chunk_work,
@@ -59,6 +65,8 @@ class Point:
 
     Attributes:
       device: the accelerator (per chip).  tp, pp, instances: the (decode) instances' layout.
+      layout, prefill_layout: the expert / attention-data parallelism of a (decode) instance and of a prefill-pool
+        instance (:mod:`sweepkit.costmodel.layout`; dp = ep = 1 for tensor parallelism alone).
       disagg: 1 for a disaggregated layout.  prefill_instances, prefill_tp: its prefill pool.
       chunked: 1 for chunked batching.  batch_cap: rows per instance.  paged, prefix: KV paging, prefix cache.
       weight_bytes, kv_bytes: bytes per value.  compute_speedup: native multiple of the compute format.
@@ -67,6 +75,8 @@ class Point:
     """
 
     device: DeviceArrays
+    layout: Layout
+    prefill_layout: Layout
     tp: jax.Array
     pp: jax.Array
     instances: jax.Array
@@ -120,27 +130,32 @@ class Bound:
     tpot_lb_s: jax.Array
 
 
-def _pieces(p: Point, tp, pp, mb, net: ModelArrays, draft: ModelArrays, work, draft_work, draft_passes, peak_tp,
-            bw_tp):
-    """(compute s, memory s, all-reduce + overhead s, FLOPs, bytes) of one step's work on one instance of
-    tp x pp devices: mb + pp - 1 pipeline slots, each a stage of tp devices over F / (mb pp) FLOPs and
-    W / pp + O / (mb pp) bytes (:mod:`sweepkit.costmodel.steps`); ``draft_passes`` passes of ``draft_work``
-    run on the instance's tp x pp devices as one. ``peak_tp``, ``bw_tp``: achievable FLOP/s and bytes/s of
-    tp devices."""
+def _pieces(p: Point, lay: Layout, tp, pp, mb, net: ModelArrays, draft: ModelArrays, work, draft_work, draft_passes,
+            peak_n, bw_n):
+    """(compute s, memory s, communication + overhead s, FLOPs, bytes) of one step's work on one instance of
+    n = tp x dp GPUs per stage and pp stages: mb + pp - 1 pipeline slots, each a stage of n GPUs over
+    (F + dF) / (mb pp) FLOPs and (W + dW) / pp + (O + dO) / (mb pp) bytes (:mod:`sweepkit.costmodel.steps`;
+    dF, dW, dO the layout's work), 2 L - L_a2a all-reduces over tp of the slot's tokens / dp and, with dp > 1,
+    the MoE layers' all-to-alls; ``draft_passes`` passes of ``draft_work`` run on the instance's GPUs as one.
+    ``peak_n``, ``bw_n``: achievable FLOP/s and bytes/s of the stage's n GPUs."""
     flops, bytes_ = flops_and_bytes(work, net, p.weight_bytes, p.kv_bytes)
+    d_f, d_w, d_o = layout_work(lay, net, work, p.weight_bytes, p.kv_bytes)
     w_bytes = net.matmul_params * p.weight_bytes
     d_flops, d_bytes = flops_and_bytes(draft_work, draft, p.weight_bytes, p.kv_bytes)
     d_flops, d_bytes = d_flops * draft_passes, d_bytes * draft_passes
     tokens = work.tokens
     slots = mb + pp - 1.0
-    t_c = slots * flops / (mb * pp) / peak_tp + d_flops / (peak_tp * pp)
-    t_m = slots * (w_bytes / pp + (bytes_ - w_bytes) / (mb * pp)) / bw_tp + d_bytes / (bw_tp * pp)
+    t_c = slots * (flops + d_f) / (mb * pp) / peak_n + d_flops / (peak_n * pp)
+    t_m = slots * ((w_bytes + d_w) / pp + (bytes_ - w_bytes + d_o) / (mb * pp)) / bw_n + d_bytes / (bw_n * pp)
     size = tokens / mb * net.d_model * ACTIVATION_BYTES
     link = p.device.link_bytes_per_s
-    ar = 2.0 * net.n_layers / pp * (2.0 * (tp - 1.0) / tp * size / link + 2.0 * (tp - 1.0) * p.device.link_latency_s)
+    a2a_s, _ = moe_all_to_all(lay, p.device, net, tokens / (mb * tp * lay.dp))
+    a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
+    ar = (2.0 * net.n_layers - a2a_layers) / pp * (2.0 * (tp - 1.0) / tp * size / lay.dp / link
+                                                   + 2.0 * (tp - 1.0) * p.device.link_latency_s)
     hop = jnp.where(pp > 1.0, size / link + p.device.link_latency_s, 0.0)
     fixed = STEP_OVERHEAD_S + p.device.token_overhead_s * tokens
-    return t_c, t_m, slots * (ar + hop) + fixed, flops + d_flops, bytes_ + d_bytes
+    return t_c, t_m, slots * (ar + hop + a2a_layers / pp * a2a_s) + fixed, flops + d_f + d_flops, bytes_ + d_bytes
 
 
 def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
@@ -158,20 +173,21 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
       See tests/plan/test_screen.py: Llama-3.1-8B on one H100 at batch 1 gives t(1) within 1% of the
       cost model's decode pass.
     """
-    dev = p.device
+    dev, lay = p.device, p.layout
     eff_peak = dev.peak_flops_per_s * dev.flops_efficiency * p.compute_speedup
     eff_bw = dev.hbm_bytes_per_s * dev.bandwidth_efficiency
-    peak = eff_peak * p.tp * p.pp
+    n = p.tp * lay.dp
+    peak = eff_peak * n * p.pp
     draft = dataclasses.replace(mtp, present=mtp.present * p.draft)
     # KV: a reserved row holds its whole sequence, a paged one grows (on average half its output)
     row_tokens = d.prompt_tokens + d.output_tokens * jnp.where(p.paged > 0, 0.5, 1.0)
-    kv_cap = kv_capacity_tokens(dev, p.tp * p.pp, target, draft, p.weight_bytes, p.kv_bytes)
+    kv_cap = layout_kv_capacity_tokens(lay, dev, n * p.pp, target, draft, p.weight_bytes, p.kv_bytes)
     fits = kv_cap >= row_tokens
     positions = p.gamma * p.draft + 1.0
 
     def step(b, mb=p.pp):
-        return _pieces(p, p.tp, p.pp, mb, target, draft, verify_work(b * row_tokens, b, positions),
-                       decode_work(b * row_tokens, b), p.gamma * p.draft, eff_peak * p.tp, eff_bw * p.tp)
+        return _pieces(p, lay, p.tp, p.pp, mb, target, draft, verify_work(b * row_tokens, b, positions),
+                       decode_work(b * row_tokens, b), p.gamma * p.draft, eff_peak * n, eff_bw * n)
 
     c1_, m1_, a1_, f1, y1 = step(1.0)
     c2_, m2_, a2_, f2, y2 = step(B_HI)
@@ -191,8 +207,10 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     pre_tp = jnp.where(p.disagg > 0, p.prefill_tp, p.tp)
     pre_pp = jnp.where(p.disagg > 0, 1.0, p.pp)
     work = chunk_work(d.cached_tokens * p.prefix, new)
-    pc, pm, pa, pf, pbytes = _pieces(p, pre_tp, pre_pp, pre_pp, target, draft, work, work, 0.0, eff_peak * pre_tp,
-                                     eff_bw * pre_tp)
+    pre_lay = jax.tree.map(lambda a, b: jnp.where(p.disagg > 0, a, b), p.prefill_layout, lay)
+    pre_n = pre_tp * pre_lay.dp
+    pc, pm, pa, pf, pbytes = _pieces(p, pre_lay, pre_tp, pre_pp, pre_pp, target, draft, work, work, 0.0,
+                                     eff_peak * pre_n, eff_bw * pre_n)
     t_p = jnp.maximum(pc, pm) + pa
     kv_s = jnp.where(p.disagg > 0, d.prompt_tokens * target.kv_values_per_token * p.kv_bytes / KV_LINK_BYTES_PER_S
                      + KV_LINK_LATENCY_S, 0.0)
@@ -202,7 +220,7 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     r_chunk = jnp.minimum(r_d, 1.0 / (pf / peak + d.output_tokens * busy_s / (b * p.tokens_per_step)))
     r_col = p.instances * jnp.where(p.chunked > 0, r_chunk, r_sep)
     r_dis = jnp.minimum(p.prefill_instances / t_p, p.instances * r_d)
-    gpus = jnp.where(p.disagg > 0, p.prefill_instances * p.prefill_tp + p.instances * p.tp, p.instances * p.tp * p.pp)
+    gpus = jnp.where(p.disagg > 0, p.prefill_instances * p.prefill_tp + p.instances * n, p.instances * n * p.pp)
     req = jnp.where(p.disagg > 0, r_dis, r_col) / gpus
     ttft_lb = t_p + kv_s
     one_c, one_m, one_a, _, _ = step(1.0, jnp.minimum(p.pp, positions))     # batch 1: one micro-batch

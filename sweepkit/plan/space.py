@@ -1,16 +1,21 @@
 """The configuration space of a plan, as data: axes of values and the layouts a GPU budget allows.
 
-A configuration is one value per axis. Layout axes (``tp``, ``pp``, ``mode``, ``prefill_tp``) expand into
-every layout that uses exactly the budget's GPUs: colocated ``instances x tp x pp = gpus``, disaggregated
-``prefill_instances x prefill_tp + instances x tp = gpus`` (every P:D split). The other axes multiply:
+A configuration is one value per axis. Layout axes (``tp``, ``pp``, ``dp``, ``ep``, ``mode``, ``prefill_tp``)
+expand into every layout that uses exactly the budget's GPUs: colocated ``instances x tp x dp x pp = gpus``,
+disaggregated ``prefill_instances x prefill_tp + instances x tp x dp = gpus`` (every P:D split). Expert
+parallelism (``ep``) and attention data parallelism (``dp``) apply to a mixture-of-experts model's
+(decode) instances, in the two forms :func:`sweepkit.costmodel.layout.check_layout` accepts: dp = 1 with ep
+dividing tp (experts inside the TP group), or dp > 1 with ep = tp x dp (DEP: all-to-all dispatch); a dense
+model has dp = ep = 1, and a prefill pool runs tensor parallelism alone. The other axes multiply:
 
     configurations = sum over devices and layouts of  prod_{axis} |values(axis)|
 
 less the combinations the serving engine cannot model (:func:`sweepkit.serving.levers.check_lever`'s rules:
-prefix caching needs paged KV; speculation, disaggregation with pp > 1; a compute format the device lacks).
+prefix caching needs paged KV; speculation, disaggregation with pp > 1; a compute format the device lacks;
+and :func:`~sweepkit.costmodel.layout.check_layout`'s: tensor parallelism within the device's scale-up
+domain, ep dividing the routed experts).
 
-A new axis (expert or data parallelism) is a new entry of :data:`AXES` and a column of the table; the screen
-reads columns by name.
+A new axis is a new entry of :data:`AXES` and a column of the table; the screen reads columns by name.
 """
 
 from __future__ import annotations
@@ -21,11 +26,14 @@ import itertools
 import numpy as np
 
 from sweepkit.catalogue import get_device, get_format, get_model
+from sweepkit.costmodel.layout import check_layout
 from sweepkit.errors import InputError
 
 AXES: dict[str, tuple] = {
     "tp": (1, 2, 4, 8, 16),
     "pp": (1, 2),
+    "dp": (1, 2, 4, 8, 16, 32, 64),
+    "ep": (1, 2, 4, 8, 16, 32, 64),
     "mode": ("colocated", "disagg"),
     "prefill_tp": (1, 2, 4, 8),
     "batching": ("prefill-priority", "decode-priority", "chunked"),
@@ -36,8 +44,11 @@ AXES: dict[str, tuple] = {
     "kv_format": ("bf16", "fp8"),
     "spec": ("none", "mtp:1", "mtp:2", "mtp:3", "mtp:4"),
 }
-"""Default values of every axis; ``spec`` is draft:gamma (``none`` without speculation)."""
-LAYOUT_AXES = ("tp", "pp", "mode", "prefill_tp")
+"""Default values of every axis; ``spec`` is draft:gamma (``none`` without speculation); ``dp`` and ``ep``
+take values other than 1 for mixture-of-experts models only."""
+LAYOUT_AXES = ("tp", "pp", "dp", "ep", "mode", "prefill_tp")
+LAYOUT_FIELDS = ("mode", "instances", "tp", "pp", "dp", "ep", "prefill_instances", "prefill_tp")
+"""The columns a layout adds to the table."""
 LEVER_AXES = ("batching", "token_budget", "batch_cap", "kv", "weight_format", "kv_format", "spec")
 MAX_TABLE_ROWS = 50_000_000
 """Largest space enumerated (the table's columns stay under a few GB)."""
@@ -94,29 +105,62 @@ def make_space(model: str, devices, gpus: int, fixed: dict | None = None) -> Spa
 
 
 def layouts(space: Space) -> list[dict]:
-    """Every layout of ``space.gpus`` GPUs: colocated (instances x tp x pp) and disaggregated P:D splits.
+    """Every layout of ``space.gpus`` GPUs: colocated (instances x tp x dp x pp) and disaggregated P:D splits.
 
     Example:
       >>> s = make_space("llama-3.1-8b", ["H100"], 2, {"tp": (1, 2), "pp": (1,), "prefill_tp": (1,)})
       >>> [(l["mode"], l["instances"], l["tp"], l["prefill_instances"]) for l in layouts(s)]
       [('colocated', 2, 1, 0), ('colocated', 1, 2, 0), ('disagg', 1, 1, 1)]
+      >>> s = make_space("deepseek-v3", ["H200"], 16, {"tp": (1,), "pp": (1,), "mode": ("colocated",)})
+      >>> [(l["instances"], l["dp"], l["ep"]) for l in layouts(s)]
+      [(16, 1, 1), (8, 2, 2), (4, 4, 4), (2, 8, 8), (1, 16, 16)]
     """
-    heads = get_model(space.model).n_heads
+    model = get_model(space.model)
+    heads = model.n_heads
     tps = [t for t in space.values("tp") if heads % t == 0]
     n, out = space.gpus, []
     if "colocated" in space.values("mode"):
         for tp, pp in itertools.product(tps, space.values("pp")):
-            if n % (tp * pp) == 0:
-                out.append(dict(mode="colocated", instances=n // (tp * pp), tp=tp, pp=pp, prefill_instances=0,
-                                prefill_tp=tp))
+            for dp, ep in _expert_layouts(model, tp, space):
+                if n % (tp * dp * pp) == 0:
+                    out.append(dict(mode="colocated", instances=n // (tp * dp * pp), tp=tp, pp=pp, dp=dp, ep=ep,
+                                    prefill_instances=0, prefill_tp=tp))
     if "disagg" in space.values("mode"):
         for tp, ptp in itertools.product(tps, [t for t in space.values("prefill_tp") if heads % t == 0]):
-            for p in range(1, n // ptp + 1):
-                rest = n - p * ptp
-                if rest > 0 and rest % tp == 0:
-                    out.append(dict(mode="disagg", instances=rest // tp, tp=tp, pp=1, prefill_instances=p,
-                                    prefill_tp=ptp))
+            for dp, ep in _expert_layouts(model, tp, space):
+                for p in range(1, n // ptp + 1):
+                    rest = n - p * ptp
+                    if rest > 0 and rest % (tp * dp) == 0:
+                        out.append(dict(mode="disagg", instances=rest // (tp * dp), tp=tp, pp=1, dp=dp, ep=ep,
+                                        prefill_instances=p, prefill_tp=ptp))
     return out
+
+
+def _expert_layouts(model, tp: int, space: Space) -> list[tuple[int, int]]:
+    """(dp, ep) pairs of the space for an instance of tp GPUs per stage: (1, 1) for a dense model; for a
+    mixture-of-experts model, dp > 1 with ep = tp x dp, and at dp = 1 the smallest of the space's ep values
+    that divides tp (1 unless fixed otherwise: experts spread inside the TP group add only their imbalance,
+    at the same memory per GPU, so the cost model never prefers them); ep divides the routed experts."""
+    eps = [ep for ep in space.values("ep") if not model.is_moe or model.n_experts % ep == 0]
+    if not model.is_moe:
+        return [(1, 1)] if 1 in space.values("dp") and 1 in eps else []
+    out = [(dp, tp * dp) for dp in space.values("dp") if dp > 1 and tp * dp in eps]
+    inside = [ep for ep in eps if tp % ep == 0]
+    return ([(1, min(inside))] if 1 in space.values("dp") and inside else []) + out
+
+
+def layout_allowed(model: str, device: str, lay: dict) -> bool:
+    """Whether the serving engine accepts the layout on ``device`` (:func:`sweepkit.costmodel.layout.check_layout`
+    on the (decode) instances and the prefill pool: tensor parallelism within the scale-up domain, the EP / DP
+    rules)."""
+    m, d = get_model(model), get_device(device)
+    try:
+        check_layout(m, d, lay["tp"], lay["dp"], lay["ep"], "plan")
+        if lay["prefill_instances"]:
+            check_layout(m, d, lay["prefill_tp"], 1, 1, "plan")
+    except InputError:
+        return False
+    return True
 
 
 def _allowed(dev: str, lay: dict, lv: dict) -> bool:
@@ -131,18 +175,19 @@ def enumerate_space(space: Space) -> dict[str, np.ndarray]:
     """The space as a table: one row per configuration, one column per axis plus the layout's fields.
 
     Returns:
-      dict column -> [N] array (strings as object arrays); columns ``device``, ``gpus``, the layout's (``mode``,
-      ``instances``, ``tp``, ``pp``, ``prefill_instances``, ``prefill_tp``) and every :data:`LEVER_AXES`.
+      dict column -> [N] array (strings as object arrays); columns ``device``, ``gpus``, the layout's
+      (:data:`LAYOUT_FIELDS`) and every :data:`LEVER_AXES`.
     """
     lays = layouts(space)
+    per_dev = {d: [lay for lay in lays if layout_allowed(space.model, d, lay)] for d in space.devices}
     levers = [dict(zip(LEVER_AXES, combo)) for combo in itertools.product(*(space.values(a) for a in LEVER_AXES))]
-    n = len(space.devices) * len(lays) * len(levers)
+    n = sum(len(v) for v in per_dev.values()) * len(levers)
     if n > MAX_TABLE_ROWS:
         raise InputError(f"the space has {n:,} configurations; at most {MAX_TABLE_ROWS:,} (fix some axes)")
-    rows = [(d, lay, lv) for d in space.devices for lay in lays for lv in levers if _allowed(d, lay, lv)]
+    rows = [(d, lay, lv) for d in space.devices for lay in per_dev[d] for lv in levers if _allowed(d, lay, lv)]
     cols = {"device": np.array([r[0] for r in rows], dtype=object),
             "gpus": np.full(len(rows), space.gpus, np.int64)}
-    for k in ("mode", "instances", "tp", "pp", "prefill_instances", "prefill_tp"):
+    for k in LAYOUT_FIELDS:
         cols[k] = np.array([r[1][k] for r in rows], dtype=object if k == "mode" else np.int64)
     for k in LEVER_AXES:
         cols[k] = np.array([r[2][k] for r in rows], dtype=object if isinstance(AXES[k][0], str) else np.int64)
@@ -166,6 +211,9 @@ def lever_fields(row: dict) -> dict:
                prefix_caching=row["kv"] == "paged+prefix", weight_format=str(row["weight_format"]),
                kv_format=str(row["kv_format"]),
                compute_format=str(row["weight_format"]))
+    for k in ("dp", "ep"):
+        if int(row.get(k, 1)) != 1:
+            out[k] = int(row[k])
     if row["mode"] == "disagg":
         out.update(prefill_instances=int(row["prefill_instances"]), prefill_tp=int(row["prefill_tp"]))
     if row["spec"] != "none":

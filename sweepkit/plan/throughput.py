@@ -36,7 +36,7 @@ def layout_throughputs(model: str, device: str, tps, input_tokens: int, output_t
     out = {}
     for tp in tps:
         space = make_space(model, [device], int(tp), dict(
-            tp=(int(tp),), pp=(1,), mode=("colocated",), batching=("chunked",), token_budget=(8192,),
+            tp=(int(tp),), pp=(1,), dp=(1,), ep=(1,), mode=("colocated",), batching=("chunked",), token_budget=(8192,),
             batch_cap=BATCH_CAPS, kv=("paged",), weight_format=(weight_format,), kv_format=(kv_format,),
             spec=("none",)))
         table = enumerate_space(space)

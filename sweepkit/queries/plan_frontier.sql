@@ -13,7 +13,8 @@
 --   rank                   1 = the highest objective on the workload's frontier
 --   device                 accelerator, catalogue name
 --   gpus                   GPUs of the deployment
---   layout                 e.g. 2 x tp4 (colocated) or 1 x tp4 prefill + 1 x tp4 decode (disaggregated)
+--   layout                 e.g. 2 x tp4 (colocated), 1 x tp4 prefill + 1 x tp4 decode (disaggregated), 2 x tp1 dp8 ep8
+--                          (attention data parallelism over 8 ranks, experts over 8)
 --   batching               prefill-priority | decode-priority | chunked
 --   kv                     KV memory: reserved, paged, or paged+prefix (paged with prefix caching)
 --   formats                weight/KV formats
@@ -35,6 +36,13 @@ with frontier as (
     where frontier
 ),
 
+experts as (
+    select
+        *,
+        case when dp > 1 then ' dp' || dp else '' end || case when ep > 1 then ' ep' || ep else '' end as experts
+    from frontier
+),
+
 final as (
     select
         workload,
@@ -42,8 +50,9 @@ final as (
         device,
         gpus,
         case when mode = 'disagg'
-             then prefill_instances || ' x tp' || prefill_tp || ' prefill + ' || instances || ' x tp' || tp || ' decode'
-             else instances || ' x tp' || tp || case when pp > 1 then ' pp' || pp else '' end
+             then prefill_instances || ' x tp' || prefill_tp || ' prefill + ' || instances || ' x tp' || tp || experts
+                  || ' decode'
+             else instances || ' x tp' || tp || case when pp > 1 then ' pp' || pp else '' end || experts
         end as layout,
         batching,
         kv,
@@ -58,7 +67,7 @@ final as (
         energy_per_token_j,
         contributions,
         lever_toml
-    from frontier
+    from experts
     order by workload, rank
 )
 

@@ -163,6 +163,8 @@ FEED: dict[str, tuple[str, list[Column]]] = {
         _c("bound", "DOUBLE", "the screen's upper bound of the plan's objective"),
         _c("contributions", "VARCHAR", "JSON: lever axis -> bound ratio against that axis at the baseline value"),
         _c("lever_toml", "VARCHAR", "the configuration as a [levers.<name>] table for sweepkit simulate"),
+        _c("dp", "INTEGER", "attention data-parallel ranks of an instance (1: tensor parallelism alone)"),
+        _c("ep", "INTEGER", "expert-parallel ranks of an instance (1: none; tp x dp where dp > 1)"),
     ]),
 }
 """View name -> (source FROM clause, promised columns)."""

@@ -614,7 +614,9 @@ create table if not exists contract_plan (
     ttft_lb_s               double,
     tpot_lb_s               double,
     contributions           varchar,
-    lever_toml              varchar
+    lever_toml              varchar,
+    dp                      integer,
+    ep                      integer
 );
 comment on table contract_plan is 'One row per simulated configuration of a plan (sweepkit plan), per workload: settings, screen bound, metrics at capacity';
 comment on column contract_plan.run_id is 'The run (runs.run_id, kind plan)';
@@ -650,4 +652,6 @@ comment on column contract_plan.ttft_lb_s is 's, the screen''s TTFT lower bound'
 comment on column contract_plan.tpot_lb_s is 's, the screen''s TPOT lower bound';
 comment on column contract_plan.contributions is 'JSON: lever axis -> bound ratio against that axis at the baseline value';
 comment on column contract_plan.lever_toml is 'The configuration as a [levers.<name>] table for sweepkit simulate';
+comment on column contract_plan.dp is 'Attention data-parallel ranks of an instance (1: tensor parallelism alone; mixture-of-experts models)';
+comment on column contract_plan.ep is 'Expert-parallel ranks of an instance (1: none; tp x dp where dp > 1)';
 -- <<< plan <<<

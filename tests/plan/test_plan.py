@@ -102,7 +102,7 @@ def test_the_frontier_is_exactly_the_undominated(points):
 
 def test_a_levers_contribution_is_its_bound_ratio():
     table = {k: np.array(v, dtype=object) for k, v in dict(
-        device=["H100"] * 2, gpus=[1, 1], mode=["colocated"] * 2, instances=[1, 1], tp=[1, 1], pp=[1, 1],
+        device=["H100"] * 2, gpus=[1, 1], mode=["colocated"] * 2, instances=[1, 1], tp=[1, 1], pp=[1, 1], dp=[1, 1], ep=[1, 1],
         prefill_instances=[0, 0], prefill_tp=[1, 1], batching=["prefill-priority"] * 2, token_budget=[8192] * 2,
         batch_cap=[256] * 2, kv=["reserved", "paged"], weight_format=["bf16"] * 2, kv_format=["bf16"] * 2,
         spec=["none"] * 2).items()}

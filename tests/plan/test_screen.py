@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_draft, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
+from sweepkit.costmodel.layout import layout_kv_capacity_tokens, make_layout
 from sweepkit.costmodel.memory import kv_capacity_tokens
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import instance, target_pass
@@ -43,6 +44,45 @@ def test_batch_one_decode_is_the_cost_models_target_pass(model, device, tp, pp):
     t, _ = target_pass(inst, decode_work(jnp.float32(ctx), jnp.float32(1.0)))
     assert len(table["tp"]) == 1
     assert b["tpot_lb_s"][0] == pytest.approx(float(t), rel=2e-3)
+
+
+@pytest.mark.parametrize("model, device, tp, dp, ep, fmt", [
+    ("qwen3-30b-a3b", "H100", 1, 2, 2, "bf16"), ("qwen3-30b-a3b", "H100", 2, 1, 1, "bf16"),
+    ("deepseek-v3", "H200", 1, 8, 8, "fp8"), ("deepseek-v3", "H200", 2, 4, 8, "fp8")])
+def test_batch_one_decode_of_an_expert_layout_is_the_cost_models(model, device, tp, dp, ep, fmt):
+    """A mixture-of-experts instance with expert and attention-data parallelism: the TPOT bound is the cost
+    model's target pass under the same :class:`~sweepkit.costmodel.layout.Layout` (imbalance, replicated
+    weights, all-to-alls in place of the MoE layers' all-reduces), and the KV fit is the layout's capacity."""
+    w = get_workload("chat")
+    fixed = dict(ONE, tp=(tp,), pp=(1,), dp=(dp,), ep=(ep,), weight_format=(fmt,), kv_format=(fmt,))
+    table = enumerate_space(make_space(model, [device], tp * dp, fixed))
+    assert len(table["tp"]) == 1 and (table["dp"][0], table["ep"][0]) == (dp, ep)
+    b = run_screen(table, model, w)
+    d = demand(w)
+    ctx = float(d.prompt_tokens + d.output_tokens)
+    m, dev = get_model(model), get_device(device)
+    lay = make_layout(dev, m, tp, dp=dp, ep=ep, compute_format=fmt, dtype=jnp.float32)
+    inst = instance(dev, m, None, tp, fmt, fmt, fmt, 0, jnp.float32, layout=lay)
+    inst = dataclasses.replace(inst, device=dataclasses.replace(inst.device, pass_overhead_s=jnp.float32(STEP_OVERHEAD_S)))
+    t, _ = target_pass(inst, decode_work(jnp.float32(ctx), jnp.float32(1.0)))
+    assert b["tpot_lb_s"][0] == pytest.approx(float(t), rel=2e-3)
+    byte = 1.0 if fmt == "fp8" else 2.0
+    cap = layout_kv_capacity_tokens(lay, device_arrays(dev, jnp.float32), jnp.float32(tp * dp), model_arrays(m),
+                                    model_arrays(get_draft("none", m)), byte, byte)
+    assert bool(b["fits"][0]) == bool(float(cap) >= ctx)
+
+
+def test_attention_data_parallelism_holds_more_mla_kv():
+    """DeepSeek-V3 (MLA) on 8 x H200 in FP8: TP8 copies the latent KV on every GPU (r_kv = 8), DEP8 holds one
+    copy per DP rank, so its bound takes larger batches and more tokens per GPU under the same SLOs."""
+    w = get_workload("chat")
+    out = {}
+    for tp, dp, ep in ((8, 1, 1), (1, 8, 8)):
+        fixed = dict(ONE, tp=(tp,), pp=(1,), dp=(dp,), ep=(ep,), weight_format=("fp8",), kv_format=("fp8",),
+                     batching=("chunked",), kv=("paged",), batch_cap=(512,))
+        b = run_screen(enumerate_space(make_space("deepseek-v3", ["H200"], 8, fixed)), "deepseek-v3", w)
+        out[dp] = (float(b["batch"][0]), float(b["tok_s_per_gpu"][0]))
+    assert out[8][0] > out[1][0] and out[8][1] > out[1][1] > 0
 
 
 def test_kv_fit_is_the_memory_models():

@@ -44,7 +44,7 @@ PROMISE = {
               "batching VARCHAR, token_budget INTEGER, batch_cap INTEGER, kv VARCHAR, weight_format VARCHAR, "
               "kv_format VARCHAR, spec VARCHAR, tokens_per_gpu_per_s DOUBLE, ttft_p99_s DOUBLE, tpot_p99_s DOUBLE, "
               "cost_per_mtok_usd DOUBLE, energy_per_token_j DOUBLE, bound DOUBLE, contributions VARCHAR, "
-              "lever_toml VARCHAR",
+              "lever_toml VARCHAR, dp INTEGER, ep INTEGER",
 }
 """The promise, written out: changing a name, a type or the order is a breaking change for dashboards."""
 
