@@ -65,12 +65,15 @@ def _request_toml(**fields) -> str:
               help="Early-stop rule of the search (docs/plan.md).")
 @click.option("--levers", "levers_out", type=click.Path(dir_okay=False), default=None,
               help="Write the frontier as a `sweepkit simulate` levers TOML file here.")
+@click.option("--serve-dir", "serve_dir", type=click.Path(file_okay=False), default=None,
+              help="Write cluster.toml and levers.toml for `sweepkit serve` here and add each frontier point's "
+                   "what-if page address (column whatif).")
 @click.option("--commit/--no-commit", default=True, show_default=True,
               help="Commit the simulated configurations to the warehouse (a run of kind plan; view v_plan).")
 @warehouse_option
 @format_option
 def plan(model, workloads, workloads_file, devices, gpus, usd_per_hour, ttft_slo_s, tpot_slo_s, fix, objective,
-         max_simulated, time_budget_s, stop, levers_out, commit, warehouse, fmt):
+         max_simulated, time_budget_s, stop, levers_out, serve_dir, commit, warehouse, fmt):
     """Search layouts, batching, KV, formats and speculation for the best deployment under SLOs.
 
     An analytic screen bounds every configuration (memory fit, TTFT and TPOT lower bounds, a capacity upper
@@ -98,8 +101,19 @@ def plan(model, workloads, workloads_file, devices, gpus, usd_per_hour, ttft_slo
     for name, w in res.workloads.items():
         note(f"{name}: screened {res.screened:,} configurations in {res.screen_s:.2f} s, {w['feasible']:,} "
              f"feasible, simulated {w['simulated']} in {w['search_s']:.0f} s (stopped: {w['stopped']})")
-    table = pa.Table.from_pylist([{k: (json.dumps(r[k]) if k == "contributions" else r[k]) for k in COLUMNS}
-                                  for r in rows]) if rows else pa.table({k: [] for k in COLUMNS})
+    columns = COLUMNS
+    if serve_dir:
+        from sweepkit.plan.links import serve_files
+
+        links = serve_files(res, serve_dir)
+        columns = (*COLUMNS, "whatif")
+        for r in rows:
+            r["whatif"] = links.get(f"plan-{r['workload']}-{r['row']}", "")
+        extra = f" --workloads {workloads_file}" if workloads_file else ""
+        note(f"what-if page of the frontier: sweepkit serve --cluster {serve_dir}/cluster.toml --levers "
+             f"{serve_dir}/levers.toml{extra}, then open the whatif column's address")
+    table = pa.Table.from_pylist([{k: (json.dumps(r[k]) if k == "contributions" else r[k]) for k in columns}
+                                  for r in rows]) if rows else pa.table({k: [] for k in columns})
     emit(table, fmt, title=f"Plan for {model} ({objective}; frontier first)")
     if commit and any(w["simulated"] for w in res.workloads.values()):
         from sweepkit.plan.commit import commit_plan
