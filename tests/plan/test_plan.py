@@ -54,6 +54,30 @@ def test_the_simulated_frontier_stays_under_its_bound(tmp_path):
     assert 0 < front[0]["bound_share"] <= 1
 
 
+DEP = ["--model", "qwen3-30b-a3b", "--workload", "realtime-voice", "--device", "H100", "--gpus", "2",
+       "--fix", "tp=1", "--fix", "dp=2", "--fix", "ep=2", "--fix", "mode=colocated", "--fix", "kv=paged",
+       "--fix", "weight_format=bf16", "--fix", "kv_format=bf16", "--fix", "spec=none", "--fix", "batching=chunked",
+       "--fix", "batch_cap=64", "--fix", "token_budget=2048"]
+
+
+def test_an_expert_parallel_deployment_is_simulated_under_its_bound(tmp_path):
+    """Qwen3-30B-A3B on 2 x H100 as one DEP2 instance (attention over 2 DP ranks, experts over 2): the serving
+    engine simulates the layout the screen bounded, below the bound; the warehouse and the frontier report
+    name dp and ep, and the point links to the what-if page."""
+    wh = tmp_path / "wh"
+    res = cli(*DEP, "--max-simulated", "1", "--format", "json", "--warehouse", str(wh), "--serve-dir",
+              str(tmp_path / "serve"))
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)
+    assert (row["tp"], row["dp"], row["ep"], row["instances"]) == (1, 2, 2, 1)
+    assert 0 < row["objective"] <= row["bound"]
+    assert row["whatif"] == "/what-if?workload=realtime-voice&device=H100&lever=plan-realtime-voice-0"
+    feed = Warehouse(wh).query("select dp, ep from v_plan").to_pylist()
+    assert feed == [{"dp": 2, "ep": 2}]
+    front = run_query(Warehouse(wh), "plan_frontier", {"run_id": "latest"}).to_pylist()
+    assert front[0]["layout"] == "1 x tp1 dp2 ep2"
+
+
 @pytest.mark.parametrize("args, words", [
     (["--usd-per-hour", "1"], "buys no GPU"),
     (["--model", "llama-3.1-405b", "--gpus", "1"], "does not fit"),
