@@ -135,8 +135,8 @@ def _no_slo(w: Workload, table: dict, b: dict, ttft_slo_s, tpot_slo_s) -> str:
     miss = np.maximum(b["ttft_lb_s"] / ttft, b["tpot_lb_s"] / tpot)
     miss = np.where(b["fits"], miss, np.inf)
     i = int(np.argmin(miss))
-    desc = ", ".join(f"{k}={table[k][i]}" for k in ("device", "mode", "instances", "tp", "pp", "weight_format",
-                                                    "kv_format", "spec"))
+    desc = ", ".join(f"{k}={table[k][i]}" for k in ("device", "mode", "instances", "tp", "pp", "dp", "ep",
+                                                    "weight_format", "kv_format", "spec"))
     return (f"no plan for {w.name}: no configuration meets TTFT <= {ttft:g} s and TPOT <= {tpot * 1e3:g} ms; "
             f"the closest ({desc}) needs at least TTFT {b['ttft_lb_s'][i]:.3g} s and TPOT "
             f"{b['tpot_lb_s'][i] * 1e3:.3g} ms")
