@@ -100,6 +100,8 @@ def make_space(model: str, devices, gpus: int, fixed: dict | None = None) -> Spa
                     raise InputError(f"--fix spec={x!r} is not allowed; expected none or DRAFT:GAMMA (mtp:3)")
         elif cast is str and any(x not in AXES[k] for x in vals):
             raise InputError(f"--fix {k}={v!r} is not allowed; expected one of {', '.join(AXES[k])}")
+        if k in ("dp", "ep") and 1 not in vals and not get_model(model).is_moe:
+            raise InputError(f"--fix {k}={v!r} is not allowed; {model} is dense (no routed experts): expected 1")
         axes[k] = vals
     return Space(model, tuple(devices), int(gpus), tuple(axes.items()))
 

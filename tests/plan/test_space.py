@@ -88,7 +88,8 @@ def test_every_expert_layout_passes_the_engines_checks(seed):
 
 @pytest.mark.parametrize("fixed, words", [
     ({"nope": 1}, "unknown axis"), ({"kv": "virtual"}, "kv"), ({"tp": "four"}, "tp"),
-    ({"spec": "mtp"}, "DRAFT:GAMMA"), ({"weight_format": "fp7"}, "fp7")])
+    ({"spec": "mtp"}, "DRAFT:GAMMA"), ({"weight_format": "fp7"}, "fp7"), ({"dp": (2,)}, "dense"),
+    ({"ep": (4, 8)}, "dense")])
 def test_a_bad_fixed_choice_is_one_line(fixed, words):
     with pytest.raises(InputError) as e:
         make_space("llama-3.1-8b", ["H100"], 1, fixed)
