@@ -15,7 +15,8 @@ Cases (:data:`CASES`):
    searches none by default) and the serving engine's capacity search on its best
    ``--max-simulated`` survivors (fixed-length requests at Poisson arrivals, p99 SLOs); AIConfigurator: its
    default agg-versus-disagg search (closed form, no queue). No published measurement of this setting
-   predates TensorRT-LLM 1.0, so the two recommendations are compared, not scored.
+   predates TensorRT-LLM 1.0, so the two recommendations are compared, not scored. ``qwen3-235b-a22b-slo``:
+   the same for the mixture-of-experts Qwen3-235B-A22B (both search expert and attention-data parallelism).
 2. ``llama-3.3-70b-h200`` and ``llama-3.3-70b-h100``: Llama-3.3-70B FP8 on 8 GPUs, 5,000 / 500 tokens, no SLO
    (maximum throughput). sweepkit: the plan's max-throughput mode (best TP per GPU); AIConfigurator: its agg
    search with SLOs too loose to bind (TTFT 10^6 ms, TPOT 10^4 ms; AIConfigurator's bundled
@@ -42,6 +43,9 @@ import time
 CASES = {
     "qwen3-32b-slo": dict(model="qwen3-32b", aic_model="Qwen/Qwen3-32B-FP8", device="H200", aic_system="h200_sxm",
                           gpus=8, isl=4000, osl=500, ttft_s=1.0, tpot_s=0.020, measured=None),
+    "qwen3-235b-a22b-slo": dict(model="qwen3-235b-a22b", aic_model="Qwen/Qwen3-235B-A22B-FP8", device="H200",
+                                aic_system="h200_sxm", gpus=8, isl=4000, osl=500, ttft_s=1.0, tpot_s=0.020,
+                                measured=None),
     "llama-3.3-70b-h200": dict(model="llama-3.1-70b", aic_model="nvidia/Llama-3.1-70B-Instruct-FP8", device="H200",
                                aic_system="h200_sxm", gpus=8, isl=5000, osl=500, ttft_s=None, tpot_s=None,
                                measured=("meta-llama/Llama-3.3-70B-Instruct", "H200")),
@@ -136,8 +140,10 @@ def run_sweepkit(case: dict, max_simulated: int, budget_s: float) -> tuple[dict,
         return dict(text=res.verdict), wall
     got = res.workloads[w.name]
     r = got["rows"][0]
-    lay = (f"{r['prefill_instances']} x tp{r['prefill_tp']} prefill + {r['instances']} x tp{r['tp']} decode"
-           if r["mode"] == "disagg" else f"{r['instances']} x tp{r['tp']}" + (f" pp{r['pp']}" if r["pp"] > 1 else ""))
+    experts = (f" dp{r['dp']}" if r["dp"] > 1 else "") + (f" ep{r['ep']}" if r["ep"] > 1 else "")
+    lay = (f"{r['prefill_instances']} x tp{r['prefill_tp']} prefill + {r['instances']} x tp{r['tp']}{experts} decode"
+           if r["mode"] == "disagg" else f"{r['instances']} x tp{r['tp']}{experts}"
+           + (f" pp{r['pp']}" if r["pp"] > 1 else ""))
     text = (f"{r['mode']} {lay}, {r['batching']}, {r['kv']}, {r['spec']}, batch cap {r['batch_cap']}: "
             f"{r['objective']:,.0f} tok/s/GPU simulated (bound {r['bound']:,.0f}), TTFT p99 "
             f"{r['ttft_p99_s'] * 1e3:,.0f} ms, TPOT p99 {r['tpot_p99_s'] * 1e3:.1f} ms; {res.screened:,} screened, "

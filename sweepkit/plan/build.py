@@ -97,7 +97,8 @@ def points(table: dict[str, np.ndarray], workload: str, model: str) -> Point:
     return Point(
         device=jax.tree.map(lambda a: a[dev_idx], dev),
         layout=layout_columns(table, model, "tp", "dp", "ep"),
-        prefill_layout=layout_columns(table, model, "prefill_tp", None, None), tp=col("tp"), pp=col("pp"), instances=col("instances"),
+        prefill_layout=layout_columns(table, model, "prefill_tp", None, None),
+        tp=col("tp"), pp=col("pp"), instances=col("instances"),
         disagg=(table["mode"] == "disagg").astype(np.float32), prefill_instances=col("prefill_instances"),
         prefill_tp=col("prefill_tp"), chunked=(table["batching"] == "chunked").astype(np.float32),
         batch_cap=col("batch_cap"), paged=np.char.startswith(table["kv"].astype(str), "paged").astype(np.float32),
