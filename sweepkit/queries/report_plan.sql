@@ -8,7 +8,8 @@
 --
 -- Columns:
 --   workload               workload name
---   configuration          device, layout, batching, KV, formats and speculation in one label
+--   configuration          device, layout (with dpN epM for expert layouts), batching, KV, formats and speculation in
+--                          one label
 --   device                 accelerator, catalogue name
 --   frontier               on the Pareto frontier of (objective, TTFT p99, TPOT p99)
 --   objective_name         tokens_per_gpu | tokens_per_usd
@@ -21,7 +22,9 @@
 --   lever_toml             the configuration as a [levers.<name>] table for sweepkit simulate
 
 with simulated as (
-    select *
+    select
+        *,
+        case when dp > 1 then 'dp' || dp else '' end || case when ep > 1 then 'ep' || ep else '' end as experts
     from plan
     semi join latest_run('plan', $run_id) using (run_id)
 ),
@@ -31,8 +34,9 @@ final as (
         workload,
         device || ' ' || gpus || ' GPUs: '
             || case when mode = 'disagg'
-                    then prefill_instances || 'xtp' || prefill_tp || ' P + ' || instances || 'xtp' || tp || ' D'
-                    else instances || 'xtp' || tp || case when pp > 1 then 'pp' || pp else '' end
+                    then prefill_instances || 'xtp' || prefill_tp || ' P + ' || instances || 'xtp' || tp || experts
+                         || ' D'
+                    else instances || 'xtp' || tp || case when pp > 1 then 'pp' || pp else '' end || experts
                end
             || ', ' || batching || ' ' || token_budget || ', cap ' || batch_cap || ', ' || kv || ', '
             || weight_format || '/' || kv_format || ', ' || spec as configuration,

@@ -76,6 +76,8 @@ def test_an_expert_parallel_deployment_is_simulated_under_its_bound(tmp_path):
     assert feed == [{"dp": 2, "ep": 2}]
     front = run_query(Warehouse(wh), "plan_frontier", {"run_id": "latest"}).to_pylist()
     assert front[0]["layout"] == "1 x tp1 dp2 ep2"
+    report = run_query(Warehouse(wh), "report_plan", {"run_id": "latest"}).to_pylist()
+    assert report[0]["configuration"].startswith("H100 2 GPUs: 1xtp1dp2ep2, chunked")
 
 
 @pytest.mark.parametrize("args, words", [
