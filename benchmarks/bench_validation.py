@@ -7,7 +7,8 @@
 Prints the accuracy targets (docs/validation.md): median |error| over every modelled row and over the
 TensorRT-LLM rows of the test split (not fitted on), per slice (device x model class x weight format x
 framework x metric), latency-under-load median |error| on TTFT and on TPOT / ITL, and the sign agreement of
-lever pairs whose measured change is beyond +-5 %. Then the wall and CPU time of pricing every row and the
+lever pairs whose measured change is beyond +-5 %, and per lever family the pairs expressed, their sign
+agreement and median |size error| (predicted - measured change, percentage points). Then the wall and CPU time of pricing every row and the
 rows not modelled, by reason. ``--table`` keeps the priced rows (JSON) for ``--from-table``. ``--source``
 keeps the rows of one source; ``--profile`` as ``sweepkit validate --profile`` (default: each row's
 framework's shipped profile, in the steady state and in the serving engine; ``reference``: none).
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       "(default: each row's framework's shipped profile)")
     args = ap.parse_args(argv)
 
-    from sweepkit.validation.summary import by_slice, framework_family, markdown, targets
+    from sweepkit.validation.summary import by_slice, framework_family, markdown, pair_families, pairs, targets
 
     if args.from_table:
         with open(args.from_table, encoding="utf-8") as f:
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         from sweepkit.serving.profile import REFERENCE, resolve_profile
 
         profile = args.profile if args.profile in (None, REFERENCE) else resolve_profile(args.profile)[0]
-        table = rows(points, evaluate_points(points, progress=progress, profile=profile), name, sha)
+        table = rows(points, evaluate_points(points, progress=progress, profile=profile), name, sha,
+                     profile=profile)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if args.table:
             with open(args.table, "w", encoding="utf-8") as f:
@@ -74,7 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         med = "-" if s["median_abs_error_pct"] is None else f"{s['median_abs_error_pct']:.1f}%"
         bias = "-" if s["bias_pct"] is None else f"{s['bias_pct']:+.1f}%"
         print(f"  {label:28s} n={s['n']:4d}  median |error| {med:>7s}  bias {bias:>7s}")
-    print(f"  lever pairs: signs agree {t['pairs_sign_agree']} of {t['pairs_counted']} (|measured change| > 5%)")
+    print(f"  lever pairs: signs agree {t['pairs_sign_agree']} of {t['pairs_counted']} (|measured change| > 5%); "
+          f"{t['pairs_expressed']} of {t['pairs']} pairs expressed")
+    for f in pair_families(pairs(table)):
+        size = "-" if f["median_abs_size_error_pct"] is None else f"{f['median_abs_size_error_pct']:.1f} pts"
+        print(f"    {f['lever_family']:40s} pairs {f['pairs']:3d}  expressed {f['expressed']:3d}  "
+              f"signs agree {f['agree']:3d} of {f['counted']:3d}  median |size error| {size}")
     print("\nTensorRT-LLM test split, per slice:")
     trt = [r for r in table if framework_family(r["framework"]) == "TensorRT-LLM" and r["split"] == "test"]
     for s in by_slice(trt):

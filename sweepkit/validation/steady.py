@@ -27,6 +27,11 @@ requests per replica, n = min(c / replicas, ...) above; its steady step gives
     output tokens/s = replicas n / t_step,  total tokens/s = output x (I + O) / O,  TPOT = ITL = t_step
 
 (Little's law: c requests each in flight for about O steps of t_step complete c / (O t_step) per second).
+
+t_step = t_device + t_host, the operator classes and the framework's host time per step; where the row's
+host work overlaps the device's (``--async-scheduling``) t_step = max(t_device, t_host). A row's stated token
+budget and batch cap scale N_tok and b_max by their ratio to the framework's defaults
+(:mod:`sweepkit.validation.levers`).
 :func:`row_value` returns the one a row measures (``metric_kind``, :data:`METRIC_KINDS`).
 
 References:
@@ -46,10 +51,11 @@ import numpy as np
 from sweepkit.catalogue import get_device, get_format, get_model
 from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
-from sweepkit.costmodel.efficiency import Efficiency, step_time
+from sweepkit.costmodel.efficiency import Efficiency, step_time_by_class
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
 from sweepkit.costmodel.passes import Work, decode_work
 from sweepkit.costmodel.steps import pass_cost
+from sweepkit.validation.levers import host_overlap, scheduler_scales
 
 
 @jax.tree_util.register_dataclass
@@ -57,8 +63,10 @@ from sweepkit.costmodel.steps import pass_cost
 class RowInputs:
     """One max-throughput row as scalars: device, model, tp (devices per replica), replicas, I and O
     (tokens), bytes per weight and KV value, the format speed-up k, the batch cap, the step token budget,
-    f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row) and
-    the metric the row measures (:data:`METRIC_KINDS`)."""
+    f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row),
+    the metric the row measures (:data:`METRIC_KINDS`), the row's stated token budget and batch cap as
+    ratios to its framework's defaults (1: the defaults) and whether its host work overlaps the device's
+    (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`)."""
 
     device: DeviceArrays
     model: ModelArrays
@@ -74,6 +82,9 @@ class RowInputs:
     kv_free_fraction: jax.Array
     concurrency: jax.Array
     metric_kind: jax.Array
+    budget_scale: jax.Array
+    cap_scale: jax.Array
+    host_overlap: jax.Array
 
 
 def running(row: RowInputs) -> jax.Array:
@@ -84,8 +95,8 @@ def running(row: RowInputs) -> jax.Array:
     free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
     framework = row.kv_free_fraction * free / kv_bytes_per_token(row.model, absent, row.kv_bytes)
     cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
-    n = jnp.minimum(jnp.minimum(row.batch_cap, cap / (row.isl + row.osl)),
-                    row.token_budget / (1.0 + row.isl / row.osl))
+    n = jnp.minimum(jnp.minimum(row.batch_cap * row.cap_scale, cap / (row.isl + row.osl)),
+                    row.token_budget * row.budget_scale / (1.0 + row.isl / row.osl))
     return jnp.maximum(jnp.minimum(n, row.concurrency / row.replicas), 1.0)
 
 
@@ -97,12 +108,25 @@ def step_work(row: RowInputs) -> tuple[Work, Work]:
                                                    kv_tokens=prompts * i)
 
 
+def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
+    """t_step of the row's mean steady step under ``eff`` (s): the device's operator classes plus the host
+    time, or the larger of the two where the host work overlaps (``host_overlap``, asynchronous scheduling).
+
+    Example:
+      With host_overlap = 0 this is :func:`sweepkit.costmodel.efficiency.step_time`; with 1 and a host time
+      below the device time, the device time alone (tests/validation/test_levers.py).
+    """
+    decode, prefill = step_work(row)
+    parts = step_time_by_class(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes,
+                               row.kv_bytes, row.compute_speedup)
+    host = parts.pop("overhead")
+    device = sum(parts.values())
+    return jnp.where(row.host_overlap > 0, jnp.maximum(device, host), device + host)
+
+
 def measured_throughput(row: RowInputs, eff: Efficiency) -> jax.Array:
     """Output tokens/s of the row under the measured profile ``eff``: replicas x n / t_step."""
-    decode, prefill = step_work(row)
-    t = step_time(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes, row.kv_bytes,
-                  row.compute_speedup)
-    return row.replicas * decode.tokens / t
+    return row.replicas * running(row) / row_step_time(row, eff)
 
 
 def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -112,10 +136,8 @@ def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
       A burst of 8 requests of 1000 in, 1000 out prices TPOT as the step time of 8 decode rows plus
       8 / 1000 of a prompt (tests/validation/test_loaded_rows.py).
     """
-    decode, prefill = step_work(row)
-    t = step_time(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes, row.kv_bytes,
-                  row.compute_speedup)
-    out = row.replicas * decode.tokens / t
+    t = row_step_time(row, eff)
+    out = row.replicas * running(row) / t
     total = out * (row.isl + row.osl) / row.osl
     return jnp.where(row.metric_kind == 0, out, jnp.where(row.metric_kind == 1, total, t))
 
@@ -150,7 +172,7 @@ def concurrency(m) -> float:
 def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64) -> RowInputs:
     """Stack :class:`~sweepkit.validation.measurements.Measurement` rows (leading axis) of the metrics in
     :data:`METRIC_KINDS`; each row's f_free from its framework (:data:`KV_FREE_FRACTION`), c from
-    :func:`concurrency`."""
+    :func:`concurrency`; its stated scheduler flags from :mod:`sweepkit.validation.levers`."""
     devs = [get_device(m.device) for m in points]
 
     def col(values):
@@ -166,4 +188,7 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         batch_cap=col([batch_cap] * len(points)), token_budget=col([token_budget] * len(points)),
         kv_free_fraction=col([KV_FREE_FRACTION.get(framework_key(m.framework), 0.0) for m in points]),
         concurrency=col([concurrency(m) for m in points]),
-        metric_kind=col([METRIC_KINDS.get(m.metric, 0) for m in points]))
+        metric_kind=col([METRIC_KINDS.get(m.metric, 0) for m in points]),
+        budget_scale=col([scheduler_scales(m)[0] for m in points]),
+        cap_scale=col([scheduler_scales(m)[1] for m in points]),
+        host_overlap=col([host_overlap(m) for m in points]))
