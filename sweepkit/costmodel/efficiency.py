@@ -13,8 +13,10 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     communication   t_x = 2 L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
     t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_0 + t_tok T
 
-P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). The
-attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
+P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). On a
+model with windowed layers (sliding window or attention chunk of W positions) 2 L q A_j and K_j kv are
+:func:`~sweepkit.costmodel.passes.attention_flops` and :func:`~sweepkit.costmodel.passes.kv_values_read`:
+those layers attend to at most W + 1 positions. The attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
 efficiencies are achieved rates and already include the clocks the devices ran at.
 
 References:
@@ -30,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, experts_read
+from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, attention_flops, experts_read, kv_values_read
 
 PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
           "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
@@ -116,9 +118,9 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
                         expert_bytes / (bw * eff.weight_bw_eff))
 
     def attention(work: Work, flops_eff):
-        flops = 2.0 * model.n_layers * model.q_dim * work.attn_pairs
-        return jnp.maximum(flops / (peak * flops_eff), work.kv_tokens * model.kv_values_per_token * kv_bytes
-                           / (bw * eff.kv_bw_eff))
+        # windowed layers attend to at most W + 1 positions (passes.attention_flops, passes.kv_values_read)
+        return jnp.maximum(attention_flops(work, model) / (peak * flops_eff),
+                           kv_values_read(work, model) * kv_bytes / (bw * eff.kv_bw_eff))
 
     n_ar = 2.0 * model.n_layers if allreduces is None else allreduces
     r = tp if ring is None else ring

@@ -94,15 +94,16 @@ def test_async_scheduling_takes_the_larger_of_device_and_host_time():
 @given(budget=st.sampled_from([512, 2048, 4096, 16384]), isl=st.sampled_from([128, 2000, 32000]),
        osl=st.sampled_from([4, 100, 2000]))
 def test_a_stated_budget_moves_the_running_requests_by_its_ratio(budget, isl, osl):
-    # n = min(b_max, C / (I + O), N_fit x N / N_default / (1 + I / O), c): the budget term scales by N / 8192
+    # n = min(b_max, C / (I + O), N_default x N / N_default / (1 + I / O), c): the budget term scales by N / 8192
     pts = [_row(isl=isl, osl=osl), _row(isl=isl, osl=osl, notes=f"flags: --max-num-batched-tokens {budget}")]
     with jax.enable_x64(True):
         r, _ = _inputs(pts)
         n0, n1 = np.asarray(jax.vmap(running)(r))
-        free = dataclasses.replace(r, batch_cap=r.batch_cap * 1e9, concurrency=r.concurrency * 0 + 1e12,
+        free = dataclasses.replace(r, framework_cap=r.framework_cap * 1e9, concurrency=r.concurrency * 0 + 1e12,
                                    device=dataclasses.replace(r.device, hbm_capacity_bytes=r.device.hbm_capacity_bytes * 1e6))
         f0, f1 = np.asarray(jax.vmap(running)(free))
-    assert f1 / f0 == pytest.approx(budget / 8192.0, rel=1e-9)      # budget-bound: exactly the ratio
+    raw = 8192.0 / (1.0 + isl / osl)                                  # n >= 1: one request at least
+    assert (f0, f1) == pytest.approx((max(raw, 1.0), max(raw * budget / 8192.0, 1.0)), rel=1e-9)
     assert (n1 >= n0) == (budget >= 8192) or n1 == pytest.approx(n0)
 
 
@@ -128,3 +129,48 @@ def test_pairs_expressed_in_the_table_and_by_family():
     fams = {f["lever_family"]: f for f in pair_families(p)}
     assert fams["async scheduling"]["expressed"] == 1 and fams["framework"]["expressed"] == 0
     assert "no loaded-row profile for SGLang" in fams["framework"]["not_expressed"]
+
+
+def test_a_burst_runs_a_ramp_a_steady_phase_and_a_tail():
+    # 1,000 requests of 2,000 in / 100 out, gpt-oss-20b on one H100 under vLLM's 8,192-token budget (its KV
+    # cache holds more): n = 8192 / 21 = 390.1;
+    # the ramp prefills n prompts at 8,192 - n / 2 tokens a step (97.6 steps), the tail is O = 100 steps, and
+    # the steady phase holds the rest of the 100,000 decode tokens (157.6 steps)
+    from sweepkit.costmodel.passes import Work, decode_work
+    from sweepkit.validation.steady import _step, burst, row_value
+
+    pts = [_row(metric=k, model="openai/gpt-oss-20b", fmt="fp8") for k in ("total_throughput", "tpot")]
+    with jax.enable_x64(True):
+        r, eff = _inputs(pts)
+        one = jax.tree_util.tree_map(lambda x: x[1], r)
+        e1 = jax.tree_util.tree_map(lambda x: x[1], eff)
+        n = float(running(one))
+        assert n == pytest.approx(8192 / 21, rel=1e-9)
+        p = 8192 - n / 2
+        s_r, s_t = n * 2000 / p, 1000 * 100 / n - n * 2000 / p / 2 - 50
+        assert (s_r, s_t) == pytest.approx((97.56, 157.57), abs=0.01)
+        half = decode_work(n / 2 * 2050, n / 2)
+        t_r = float(_step(one, e1, half, Work(p, p * 2001.0, p)))
+        t_tail = float(_step(one, e1, half, Work(0.0, 0.0, 0.0)))
+        t_s = float(row_step_time(one, e1))
+        out, tpot = (float(x) for x in burst(one, e1))
+        total, tpot_row = np.asarray(jax.vmap(row_value)(r, eff))
+    assert out == pytest.approx(1000 * 100 / (s_r * t_r + s_t * t_s + 100 * t_tail), rel=1e-9)
+    assert tpot == pytest.approx((s_r * n / 2 * t_r + s_t * n * t_s + 100 * n / 2 * t_tail) / 1e5, rel=1e-9)
+    assert (total, tpot_row) == pytest.approx((out * 2100 / 100, tpot), rel=1e-9)
+    assert out < n / t_s                    # the ramp and the tail: below the steady state's throughput
+
+
+@settings(max_examples=10, deadline=None)
+@given(isl=st.sampled_from([128, 2000, 32000]), osl=st.sampled_from([4, 100, 200]))
+def test_a_burst_tends_to_the_steady_state(isl, osl):
+    from sweepkit.validation.steady import burst
+
+    pts = [dataclasses.replace(_row(isl=isl, osl=osl), requests=10 ** 9, concurrency=None)]
+    with jax.enable_x64(True):
+        r, eff = _inputs(pts)
+        one, e1 = (jax.tree_util.tree_map(lambda x: x[0], a) for a in (r, eff))
+        out, tpot = (float(x) for x in burst(one, e1))
+        t = float(row_step_time(one, e1))
+        n = float(running(one))
+    assert tpot == pytest.approx(t, rel=1e-4) and out == pytest.approx(n / t, rel=1e-4)
