@@ -2,6 +2,7 @@
 
     python benchmarks/bench_validation.py [--measurements FILE] [--split test] [--requests N] [--table table.json]
                                           [--source trtllm-online-v0.14] [--profile reference|NAME|FILE]
+    python benchmarks/bench_validation.py --pairs                      # the lever pairs alone
     python benchmarks/bench_validation.py --from-table table.json      # re-print without simulating
 
 Prints the accuracy targets (docs/validation.md): median |error| over every modelled row and over the
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", default=None, help="write the priced rows here (JSON)")
     ap.add_argument("--from-table", default=None, help="read priced rows from a --table file instead")
     ap.add_argument("--source", default=None, help="only the rows of this source")
+    ap.add_argument("--pairs", action="store_true",
+                    help="only the rows of lever pairs; the serving engine simulates only rows of frameworks with a "
+                         "shipped profile (a pair switching to another framework is not expressed whatever its value)")
     ap.add_argument("--profile", default=None, help="reference, a profile file, or a shipped framework's name "
                                                       "(default: each row's framework's shipped profile)")
     args = ap.parse_args(argv)
@@ -60,8 +64,24 @@ def main(argv: list[str] | None = None) -> int:
         from sweepkit.serving.profile import REFERENCE, resolve_profile
 
         profile = args.profile if args.profile in (None, REFERENCE) else resolve_profile(args.profile)[0]
-        table = rows(points, evaluate_points(points, progress=progress, profile=profile), name, sha,
-                     profile=profile)
+        if args.pairs:
+            from sweepkit.catalogue.efficiency import SHIPPED, framework_key
+
+            points = [m for m in points if m.pair_id]
+            simulated = [framework_key(m.framework) in SHIPPED for m in points]
+            values = [None] * len(points)
+            for flag in (True, False):
+                idx = [i for i, s in enumerate(simulated) if s == flag]
+                for i, v in zip(idx, evaluate_points([points[i] for i in idx], serving=flag, profile=profile)):
+                    values[i] = v
+        else:
+            values = evaluate_points(points, progress=progress, profile=profile)
+        table = rows(points, values, name, sha, profile=profile)
+        if args.pairs:
+            from sweepkit.validation.store import NO_VALUE, NOT_SIMULATED
+
+            for r, sim in zip(table, simulated):
+                r["status"] = NOT_SIMULATED if (not sim and r["status"] == NO_VALUE) else r["status"]
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if args.table:
             with open(args.table, "w", encoding="utf-8") as f:

@@ -15,7 +15,8 @@ moves the priced one by its ratio to the default, so a row served with the defau
 A pair (a ``:with`` and a ``:without`` row, sweepkit.validation.summary) changes one or more *parts*
 (:func:`lever_parts`): the framework, the layout (tp, GPUs, dp, ep, pp), the KV or weight format, the
 scheduler settings, asynchronous scheduling, a speculative draft, prefix caching. Its *family* is the parts
-joined by ``+``. A pair is *expressed* when every part is one the model prices and both sides are priced the
+joined by ``+``; levers a source names only in its ``lever`` text (two-batch overlap, cache-aware routing,
+expert balance: :data:`NAMED`) are parts too. A pair is *expressed* when every part is one the model prices and both sides are priced the
 same way (both by the steady state, or both by the serving engine); otherwise :func:`pair_status` says
 which part is not, and why, and the pair's predicted change is not reported.
 
@@ -39,6 +40,13 @@ FLAGS = re.compile(r"flags:\s*([^;]*)")
 BUDGET_FLAGS = ("max-num-batched-tokens", "chunked-prefill-size", "max-num-tokens")
 CAP_FLAGS = ("max-num-seqs", "max-running-requests", "max-batch-size")
 SPECULATIVE = re.compile(r"speculative|eagle|\bmtp\b|draft|num-steps", re.I)
+NAMED = ((re.compile(r"two-batch overlap|\btbo\b", re.I), "two-batch overlap",
+          "the step adds its all-to-alls to the device time; two overlapped micro-batches are not modelled"),
+         (re.compile(r"cache-aware|load balancer|router", re.I), "routing",
+          "prefix-cache hits per data-parallel worker are not modelled"),
+         (re.compile(r"\beplb\b|expert distribution", re.I), "expert balance",
+          "the layouts route tokens to experts uniformly"))
+"""Levers a source names only in its ``lever`` text: (pattern, part, why it is not expressed)."""
 EXPRESSED = "expressed"
 
 
@@ -89,8 +97,10 @@ def scheduler_scales(m: Measurement) -> tuple[float, float]:
 
 
 def host_overlap(m: Measurement) -> bool:
-    """Whether the row's host work overlaps its device work (``--async-scheduling``)."""
-    return "--async-scheduling" in flags(m).replace("_", "-")
+    """Whether the row's host work overlaps its device work (vLLM's ``--async-scheduling``; SGLang's overlap
+    scheduler, named in a ``:with`` row's lever)."""
+    named = m.side == "with" and re.search(r"overlap scheduling", m.lever, re.I) is not None
+    return "--async-scheduling" in flags(m).replace("_", "-") or named
 
 
 def _loaded_profile(framework: str) -> bool:
@@ -117,6 +127,8 @@ def lever_parts(w: Measurement, wo: Measurement) -> list[tuple[str, str]]:
         parts.append(("scheduler", ""))
     if host_overlap(w) != host_overlap(wo):
         parts.append(("async scheduling", ""))
+    name = w.lever.rsplit(":", 1)[0]
+    parts += [(part, why) for pattern, part, why in NAMED if pattern.search(name)]
     if w.draft != wo.draft or SPECULATIVE.search(flags(w)) or SPECULATIVE.search(w.lever.split(":")[0]):
         parts.append(("speculative", "needs the draft's acceptance, which the source does not give"))
     if "prefix-caching" in flags(w).replace("_", "-") and "prefix-caching" not in flags(wo).replace("_", "-"):

@@ -174,3 +174,15 @@ def test_a_burst_tends_to_the_steady_state(isl, osl):
         t = float(row_step_time(one, e1))
         n = float(running(one))
     assert tpot == pytest.approx(t, rel=1e-4) and out == pytest.approx(n / t, rel=1e-4)
+
+
+def test_levers_named_only_in_the_lever_text():
+    base = _row(framework="SGLang", lever="TBO on vs off:without", pair="T")
+    tbo = _row(framework="SGLang", lever="two-batch overlap (TBO) on vs off:with", pair="T")
+    assert lever_family(tbo, base) == "two-batch overlap"
+    assert "two overlapped micro-batches are not modelled" in pair_status(tbo, base, "steady state: x",
+                                                                          "steady state: x")
+    ovl = _row(framework="SGLang", lever="overlap scheduling on vs off:with", pair="O")
+    assert host_overlap(ovl) and lever_family(ovl, base) == "async scheduling"
+    router = _row(lever="cache-aware load balancer vs round-robin data parallel:with", pair="R")
+    assert lever_family(router, _row(lever="x:without", pair="R")) == "routing"
