@@ -58,24 +58,6 @@ def row_profile(m: Measurement, profile: Profile | str | None) -> Profile | None
     return None if chosen is None or (loaded and not chosen.token_budget) else chosen
 
 
-def priced_by(m: Measurement, profile: Profile | str | None = None) -> str:
-    """How ``m`` is priced: 'cost model' (a per-pass row), 'steady state: NAME' (:func:`priced_by_profile`),
-    'serving engine: NAME' (NAME the profile timing its passes, or 'reference'), '' when not modelled."""
-    from sweepkit.validation.measurements import PER_PASS
-    from sweepkit.validation.points import status
-    from sweepkit.validation.serving_points import engine_profile
-
-    if status(m) != MODELLED:
-        return ""
-    if m.metric in PER_PASS:
-        return "cost model"
-    chosen = row_profile(m, profile)
-    if chosen is not None and steady_row(m):
-        return f"steady state: {chosen.name}"
-    engine = engine_profile(m, profile)
-    return f"serving engine: {REFERENCE if engine is None else engine.name}"
-
-
 _vmapped = jax.jit(jax.vmap(row_value))
 
 

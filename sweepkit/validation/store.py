@@ -12,10 +12,12 @@ import math
 
 import pyarrow as pa
 
-from sweepkit.validation.measurements import LATENCIES, UNITS, Measurement
+from sweepkit.catalogue.efficiency import Profile
 from sweepkit.validation.levers import annotate_pairs
+from sweepkit.validation.measurements import LATENCIES, PER_PASS, UNITS, Measurement
 from sweepkit.validation.points import status
-from sweepkit.validation.profiles import priced_by
+from sweepkit.validation.profiles import REFERENCE, row_profile, steady_row
+from sweepkit.validation.serving_points import MODELLED, engine_profile
 from sweepkit.validation.summary import model_class
 
 SCHEMA = pa.schema([
@@ -34,6 +36,20 @@ SCHEMA = pa.schema([
     ("lever_family", pa.string()), ("pair_status", pa.string()),
 ])
 """Columns of ``validation`` as written (the view adds ``run_id``)."""
+
+
+def priced_by(m: Measurement, profile: Profile | str | None = None) -> str:
+    """How ``m`` is priced: 'cost model' (a per-pass row), 'steady state: NAME' (:func:`sweepkit.validation.profiles.priced_by_profile`),
+    'serving engine: NAME' (NAME the profile timing its passes, or 'reference'), '' when not modelled."""
+    if status(m) != MODELLED:
+        return ""
+    if m.metric in PER_PASS:
+        return "cost model"
+    chosen = row_profile(m, profile)
+    if chosen is not None and steady_row(m):
+        return f"steady state: {chosen.name}"
+    engine = engine_profile(m, profile)
+    return f"serving engine: {REFERENCE if engine is None else engine.name}"
 
 
 def in_unit(m: Measurement, value_si: float | None) -> float | None:
