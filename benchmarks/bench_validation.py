@@ -2,12 +2,14 @@
 
     python benchmarks/bench_validation.py [--measurements FILE] [--split test] [--requests N] [--table table.json]
                                           [--source trtllm-online-v0.14] [--profile reference|NAME|FILE]
+    python benchmarks/bench_validation.py --pairs                      # the lever pairs alone
     python benchmarks/bench_validation.py --from-table table.json      # re-print without simulating
 
 Prints the accuracy targets (docs/validation.md): median |error| over every modelled row and over the
 TensorRT-LLM rows of the test split (not fitted on), per slice (device x model class x weight format x
 framework x metric), latency-under-load median |error| on TTFT and on TPOT / ITL, and the sign agreement of
-lever pairs whose measured change is beyond +-5 %. Then the wall and CPU time of pricing every row and the
+lever pairs whose measured change is beyond +-5 %, and per lever family the pairs expressed, their sign
+agreement and median |size error| (predicted - measured change, percentage points). Then the wall and CPU time of pricing every row and the
 rows not modelled, by reason. ``--table`` keeps the priced rows (JSON) for ``--from-table``. ``--source``
 keeps the rows of one source; ``--profile`` as ``sweepkit validate --profile`` (default: each row's
 framework's shipped profile, in the steady state and in the serving engine; ``reference``: none).
@@ -31,11 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", default=None, help="write the priced rows here (JSON)")
     ap.add_argument("--from-table", default=None, help="read priced rows from a --table file instead")
     ap.add_argument("--source", default=None, help="only the rows of this source")
+    ap.add_argument("--pairs", action="store_true",
+                    help="only the rows of lever pairs; the serving engine simulates only rows of frameworks with a "
+                         "shipped profile (a pair switching to another framework is not expressed whatever its value)")
     ap.add_argument("--profile", default=None, help="reference, a profile file, or a shipped framework's name "
                                                       "(default: each row's framework's shipped profile)")
     args = ap.parse_args(argv)
 
-    from sweepkit.validation.summary import by_slice, framework_family, markdown, targets
+    from sweepkit.validation.summary import by_slice, framework_family, markdown, pair_families, pairs, targets
 
     if args.from_table:
         with open(args.from_table, encoding="utf-8") as f:
@@ -59,7 +64,24 @@ def main(argv: list[str] | None = None) -> int:
         from sweepkit.serving.profile import REFERENCE, resolve_profile
 
         profile = args.profile if args.profile in (None, REFERENCE) else resolve_profile(args.profile)[0]
-        table = rows(points, evaluate_points(points, progress=progress, profile=profile), name, sha)
+        if args.pairs:
+            from sweepkit.catalogue.efficiency import SHIPPED, framework_key
+
+            points = [m for m in points if m.pair_id]
+            simulated = [framework_key(m.framework) in SHIPPED for m in points]
+            values = [None] * len(points)
+            for flag in (True, False):
+                idx = [i for i, s in enumerate(simulated) if s == flag]
+                for i, v in zip(idx, evaluate_points([points[i] for i in idx], serving=flag, profile=profile)):
+                    values[i] = v
+        else:
+            values = evaluate_points(points, progress=progress, profile=profile)
+        table = rows(points, values, name, sha, profile=profile)
+        if args.pairs:
+            from sweepkit.validation.store import NO_VALUE, NOT_SIMULATED
+
+            for r, sim in zip(table, simulated):
+                r["status"] = NOT_SIMULATED if (not sim and r["status"] == NO_VALUE) else r["status"]
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if args.table:
             with open(args.table, "w", encoding="utf-8") as f:
@@ -74,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         med = "-" if s["median_abs_error_pct"] is None else f"{s['median_abs_error_pct']:.1f}%"
         bias = "-" if s["bias_pct"] is None else f"{s['bias_pct']:+.1f}%"
         print(f"  {label:28s} n={s['n']:4d}  median |error| {med:>7s}  bias {bias:>7s}")
-    print(f"  lever pairs: signs agree {t['pairs_sign_agree']} of {t['pairs_counted']} (|measured change| > 5%)")
+    print(f"  lever pairs: signs agree {t['pairs_sign_agree']} of {t['pairs_counted']} (|measured change| > 5%); "
+          f"{t['pairs_expressed']} of {t['pairs']} pairs expressed")
+    for f in pair_families(pairs(table)):
+        size = "-" if f["median_abs_size_error_pct"] is None else f"{f['median_abs_size_error_pct']:.1f} pts"
+        print(f"    {f['lever_family']:40s} pairs {f['pairs']:3d}  expressed {f['expressed']:3d}  "
+              f"signs agree {f['agree']:3d} of {f['counted']:3d}  median |size error| {size}")
     print("\nTensorRT-LLM test split, per slice:")
     trt = [r for r in table if framework_family(r["framework"]) == "TensorRT-LLM" and r["split"] == "test"]
     for s in by_slice(trt):

@@ -19,7 +19,9 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
   8 GPUs -> tok/s/gpu, value / 8 (marked "(computed)" in notes); "s/request" -> s; speed-ups -> x;
 - cells with a number and a remark ("1408 (batch to fill KV cache)", "~20000 (+-15%)") keep the number, the
   remark goes to notes; cells without one ("ShareGPT", "multi-node") are left empty, the text goes to notes;
-  request_rate "inf (all prompts at once)" -> inf; "N requests" in the scenario -> requests;
+  request_rate "inf (all prompts at once)" -> inf; "N requests" in the scenario -> requests; GPUStack's
+  performance-lab random-dataset cases run 100 (32,000 in), 500 (4,000 and 2,000 in) and 1,000 (128 in)
+  prompts (:data:`GPUSTACK_PROMPTS`, "Successful requests" in each page's benchmark output);
 - split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
   every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
   even, so every metric, load, format and length of one model on one system falls on the same side, and
@@ -48,6 +50,10 @@ FP8_NATIVE = {"H100", "H200", "H800", "GH200", "L40S", "B200", "B300", "GB200", 
 FP4_NATIVE = {"B200", "B300", "GB200", "GB300", "MI355X"}
 INT8_NATIVE = FP8_NATIVE | {"A100", "Ascend-910B", "RTX-3090"}
 COLUMNS = REQUIRED + OPTIONAL
+GPUSTACK_PROMPTS = {("Very Long Prompt", "32000"): "100", ("Long Prompt", "4000"): "500",
+                    ("Medium Prompt", "2000"): "500", ("Short Prompt", "128"): "1000"}
+"""(dataset case, input tokens) -> prompts of a GPUStack performance-lab burst (github.com/gpustack/gpustack,
+docs/performance-lab/*/*.md: the benchmark outputs print "Successful requests" 100, 500, 500 and 1000)."""
 MODELOPT_FP8_KV = ("trtllm-perf-overview-v0.20",)
 """Sources that ran NVIDIA's ModelOpt FP8 / FP4 checkpoints (huggingface.co/nvidia/*-FP8, *-FP4) without naming
 the KV format: those checkpoints set kv_cache_quant_algo FP8 in hf_quant_config.json, which TensorRT-LLM's
@@ -183,6 +189,10 @@ def convert(r: dict) -> tuple[dict | None, str]:
         out["requests"] = m.group(1)
     elif m := re.search(r"\((\d+) prompts\)", r["input_tokens"]):
         out["requests"] = m.group(1)
+    elif out["source"] == "gpustack-performance-lab" and out["request_rate"] == "inf" and (
+            m := re.search(r"dataset case '([^']+)'", r["notes"])) and (m.group(1), out["input_tokens"]) in GPUSTACK_PROMPTS:
+        out["requests"] = GPUSTACK_PROMPTS[(m.group(1), out["input_tokens"])]
+        notes.append(f"requests: {out['requests']} (the page's benchmark output)")
     conv = unit(r["unit"], float(r["value"]), out["gpus"])
     if conv is None:
         return None, "input-token (prefill) throughput: no such metric"

@@ -102,7 +102,7 @@ def validation_table(measurements: str | None, devices_file: str | None, serving
             values = evaluate_points(points, extra, serving=serving, progress=progress, profile=chosen)
         finally:
             progress.close()
-        table = rows(points, values, name, sha, devices_file or "", serving=serving)
+        table = rows(points, values, name, sha, devices_file or "", serving=serving, profile=chosen)
     return table, name, sha
 
 

@@ -8,13 +8,17 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
 
     eff(T; e_max, T_half) = e_max T / (T + T_half)                          (saturating GEMM efficiency)
     dense GEMM      t_g = max(2 P_d T / (P tp k eff(T; g)),      (P_d + T D) w / (B tp b_w))
-    grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w / (B tp b_w))
+    grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
     communication   t_x = 2 L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
     t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_0 + t_tok T
 
-P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). The
-attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
+P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). On a
+model with windowed layers (sliding window or attention chunk of W positions) 2 L q A_j and K_j kv are
+:func:`~sweepkit.costmodel.passes.attention_flops` and :func:`~sweepkit.costmodel.passes.kv_values_read`:
+those layers attend to at most W + 1 positions. w_e = min(w, the experts' own bytes per weight) where the
+checkpoint stores its experts in a narrower format (gpt-oss: MXFP4, 0.53 B), else w, as in
+:func:`~sweepkit.costmodel.passes.expert_bytes_saved`. The attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
 efficiencies are achieved rates and already include the clocks the devices ran at.
 
 References:
@@ -30,7 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, experts_read
+from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, attention_flops, experts_read, kv_values_read
 
 PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
           "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
@@ -111,14 +115,17 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
                          (dense + tokens * model.d_model) * weight_bytes / (bw * eff.weight_bw_eff))
     per_expert = tokens * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
     e_eff = saturating(per_expert, eff.moe_eff_max, eff.moe_tokens_half)
-    expert_bytes = model.routed_expert_params * experts_read(tokens, model) * weight_bytes
+    # experts stored in their own narrower format (gpt-oss's MXFP4 experts beside bf16 attention)
+    expert_w = jnp.where(model.expert_weight_bytes > 0, jnp.minimum(weight_bytes, model.expert_weight_bytes),
+                         weight_bytes)
+    expert_bytes = model.routed_expert_params * experts_read(tokens, model) * expert_w
     t_moe = jnp.maximum(2.0 * routed_active * tokens / (peak * compute_speedup * e_eff),
                         expert_bytes / (bw * eff.weight_bw_eff))
 
     def attention(work: Work, flops_eff):
-        flops = 2.0 * model.n_layers * model.q_dim * work.attn_pairs
-        return jnp.maximum(flops / (peak * flops_eff), work.kv_tokens * model.kv_values_per_token * kv_bytes
-                           / (bw * eff.kv_bw_eff))
+        # windowed layers attend to at most W + 1 positions (passes.attention_flops, passes.kv_values_read)
+        return jnp.maximum(attention_flops(work, model) / (peak * flops_eff),
+                           kv_values_read(work, model) * kv_bytes / (bw * eff.kv_bw_eff))
 
     n_ar = 2.0 * model.n_layers if allreduces is None else allreduces
     r = tp if ring is None else ring

@@ -122,6 +122,10 @@ FEED: dict[str, tuple[str, list[Column]]] = {
     "v_validation_pairs": ("({validation_pairs})", [
         _c("pair_id", "VARCHAR", "measured pair id (the measurement file's pair_id)"),
         _c("lever", "VARCHAR", "the lever, without its :with / :without suffix"),
+        _c("lever_family", "VARCHAR",
+           "what the pair changes: framework, layout, kv format, weight format, scheduler, async scheduling, "
+           "speculative, prefix caching (joined by +)"),
+        _c("pair_status", "VARCHAR", "expressed, or not expressed: which part the model cannot price and why"),
         _c("source", "VARCHAR", "where the measurement was published"),
         _c("metric", "VARCHAR", "measured metric (docs/validation.md)"),
         _c("statistic", "VARCHAR", "mean | 50 | 90 | 99 (null for throughputs)"),
@@ -131,9 +135,12 @@ FEED: dict[str, tuple[str, list[Column]]] = {
         _c("modelled_without", "DOUBLE", "modelled value without the lever (unit; null when not modelled)"),
         _c("modelled_with", "DOUBLE", "modelled value with the lever (unit; null when not modelled)"),
         _c("measured_change_pct", "DOUBLE", "%, 100 x (measured_with / measured_without - 1)"),
-        _c("predicted_change_pct", "DOUBLE", "%, 100 x (modelled_with / modelled_without - 1)"),
+        _c("predicted_change_pct", "DOUBLE",
+           "%, 100 x (modelled_with / modelled_without - 1); null when the pair is not expressed"),
+        _c("size_error_pct", "DOUBLE",
+           "percentage points, predicted_change_pct - measured_change_pct; null when not expressed"),
         _c("sign_agrees", "BOOLEAN",
-           "whether measured and predicted changes share a sign (null: a side not modelled or its change within +-5%)"),
+           "whether measured and predicted changes share a sign (null: not expressed or its change within +-5%)"),
     ]),
     "v_plan": ("plan", [
         _c("run_id", "VARCHAR", "run id (runs.run_id, kind plan)"),

@@ -521,7 +521,10 @@ create table if not exists contract_validation (
     model_as_written     varchar,
     device_as_written    varchar,
     file                 varchar,
-    model_class          varchar
+    model_class          varchar,
+    priced_by            varchar,
+    lever_family         varchar,
+    pair_status          varchar
 );
 alter table contract_validation add column if not exists pp integer;
 alter table contract_validation add column if not exists ep integer;
@@ -535,6 +538,9 @@ alter table contract_validation add column if not exists model_as_written varcha
 alter table contract_validation add column if not exists device_as_written varchar;
 alter table contract_validation add column if not exists file varchar;
 alter table contract_validation add column if not exists model_class varchar;
+alter table contract_validation add column if not exists priced_by varchar;
+alter table contract_validation add column if not exists lever_family varchar;
+alter table contract_validation add column if not exists pair_status varchar;
 comment on table contract_validation is 'One row per measured point of a validation run: measured against the cost model (docs/validation.md)';
 comment on column contract_validation.run_id is 'The run (runs.run_id, kind validation)';
 comment on column contract_validation.source is 'Where the measurement was published (paper, repository, result page)';
@@ -578,6 +584,9 @@ comment on column contract_validation.model_as_written is 'Model as the measurem
 comment on column contract_validation.device_as_written is 'Device as the measurement names it; device is its catalogue name';
 comment on column contract_validation.file is 'The packaged or given file the row comes from (file_row counts in it)';
 comment on column contract_validation.model_class is 'dense | moe (the catalogue model has routed experts) | unknown (not in the catalogue)';
+comment on column contract_validation.priced_by is 'How the row was priced: cost model | steady state: PROFILE | serving engine: PROFILE or reference; empty when not modelled';
+comment on column contract_validation.lever_family is 'On a lever pair''s :with row: what the pair changes (framework, layout, kv format, weight format, scheduler, async scheduling, speculative, prefix caching; joined by +)';
+comment on column contract_validation.pair_status is 'On a lever pair''s :with row: expressed, or not expressed: which part the model cannot price and why (docs/validation.md)';
 -- <<< validation <<<
 
 -- >>> plan (written by sweepkit/plan/commit.py) >>>

@@ -27,6 +27,18 @@ requests per replica, n = min(c / replicas, ...) above; its steady step gives
     output tokens/s = replicas n / t_step,  total tokens/s = output x (I + O) / O,  TPOT = ITL = t_step
 
 (Little's law: c requests each in flight for about O steps of t_step complete c / (O t_step) per second).
+
+A burst of R requests all queued at t = 0 (``request_rate = inf`` with ``requests`` stated) is not a steady
+state when R is a few times n: its first steps prefill the first n prompts with the whole token budget (the
+ramp) and its last O steps drain the last n requests with no prompt left (the tail); :func:`burst` prices
+the three phases, which give the steady state as R -> inf. The step token budget and batch cap are the
+framework's defaults on the row's device where :func:`sweepkit.validation.levers.scheduler_defaults` knows
+them (vLLM: 8,192 / 1,024, on A100 2,048 / 256), else the profile's fitted budget and the engine's cap.
+
+t_step = t_device + t_host, the operator classes and the framework's host time per step; where the row's
+host work overlaps the device's (``--async-scheduling``) t_step = max(t_device, t_host). A row's stated token
+budget and batch cap scale N_tok and b_max by their ratio to the framework's defaults
+(:mod:`sweepkit.validation.levers`).
 :func:`row_value` returns the one a row measures (``metric_kind``, :data:`METRIC_KINDS`).
 
 References:
@@ -46,10 +58,11 @@ import numpy as np
 from sweepkit.catalogue import get_device, get_format, get_model
 from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
-from sweepkit.costmodel.efficiency import Efficiency, step_time
+from sweepkit.costmodel.efficiency import Efficiency, step_time_by_class
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
 from sweepkit.costmodel.passes import Work, decode_work
 from sweepkit.costmodel.steps import pass_cost
+from sweepkit.validation.levers import host_overlap, scheduler_defaults, scheduler_scales
 
 
 @jax.tree_util.register_dataclass
@@ -57,8 +70,10 @@ from sweepkit.costmodel.steps import pass_cost
 class RowInputs:
     """One max-throughput row as scalars: device, model, tp (devices per replica), replicas, I and O
     (tokens), bytes per weight and KV value, the format speed-up k, the batch cap, the step token budget,
-    f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row) and
-    the metric the row measures (:data:`METRIC_KINDS`)."""
+    f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row),
+    the metric the row measures (:data:`METRIC_KINDS`), the row's stated token budget and batch cap as
+    ratios to its framework's defaults (1: the defaults) and whether its host work overlaps the device's
+    (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`)."""
 
     device: DeviceArrays
     model: ModelArrays
@@ -74,6 +89,12 @@ class RowInputs:
     kv_free_fraction: jax.Array
     concurrency: jax.Array
     metric_kind: jax.Array
+    budget_scale: jax.Array
+    cap_scale: jax.Array
+    host_overlap: jax.Array
+    framework_budget: jax.Array
+    framework_cap: jax.Array
+    burst_requests: jax.Array
 
 
 def running(row: RowInputs) -> jax.Array:
@@ -84,9 +105,21 @@ def running(row: RowInputs) -> jax.Array:
     free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
     framework = row.kv_free_fraction * free / kv_bytes_per_token(row.model, absent, row.kv_bytes)
     cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
-    n = jnp.minimum(jnp.minimum(row.batch_cap, cap / (row.isl + row.osl)),
-                    row.token_budget / (1.0 + row.isl / row.osl))
+    n = jnp.minimum(jnp.minimum(batch_cap(row), cap / (row.isl + row.osl)),
+                    token_budget(row) / (1.0 + row.isl / row.osl))
     return jnp.maximum(jnp.minimum(n, row.concurrency / row.replicas), 1.0)
+
+
+def token_budget(row: RowInputs) -> jax.Array:
+    """N_tok: the framework's default on the row's device where known (``framework_budget`` > 0), else the
+    profile's (``token_budget``), times the row's stated ratio (``budget_scale``)."""
+    return jnp.where(row.framework_budget > 0, row.framework_budget, row.token_budget) * row.budget_scale
+
+
+def batch_cap(row: RowInputs) -> jax.Array:
+    """b_max: the framework's default where known (``framework_cap`` > 0), else ``batch_cap``, times
+    ``cap_scale``."""
+    return jnp.where(row.framework_cap > 0, row.framework_cap, row.batch_cap) * row.cap_scale
 
 
 def step_work(row: RowInputs) -> tuple[Work, Work]:
@@ -97,12 +130,58 @@ def step_work(row: RowInputs) -> tuple[Work, Work]:
                                                    kv_tokens=prompts * i)
 
 
+def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
+    """t_step of the row's mean steady step under ``eff`` (s): the device's operator classes plus the host
+    time, or the larger of the two where the host work overlaps (``host_overlap``, asynchronous scheduling).
+
+    Example:
+      With host_overlap = 0 this is :func:`sweepkit.costmodel.efficiency.step_time`; with 1 and a host time
+      below the device time, the device time alone (tests/validation/test_levers.py).
+    """
+    return _step(row, eff, *step_work(row))
+
+
+def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.Array:
+    parts = step_time_by_class(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes,
+                               row.kv_bytes, row.compute_speedup)
+    host = parts.pop("overhead")
+    device = sum(parts.values())
+    return jnp.where(row.host_overlap > 0, jnp.maximum(device, host), device + host)
+
+
 def measured_throughput(row: RowInputs, eff: Efficiency) -> jax.Array:
     """Output tokens/s of the row under the measured profile ``eff``: replicas x n / t_step."""
-    decode, prefill = step_work(row)
-    t = step_time(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes, row.kv_bytes,
-                  row.compute_speedup)
-    return row.replicas * decode.tokens / t
+    return row.replicas * running(row) / row_step_time(row, eff)
+
+
+def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
+    """(output tokens/s, token-weighted mean TPOT in s) of a burst of R requests (``burst_requests``), all
+    queued at t = 0, per replica R_r = R / replicas, run in three phases (module docstring):
+
+        ramp    S_r = n I / p_r steps of n / 2 decode rows and p_r = min(N_tok - n / 2, n I) prompt tokens
+        steady  S_s = max(R_r O / n - S_r / 2 - O / 2, 0) steps of the steady step (n rows, n I / O prompt)
+        tail    O steps of n / 2 decode rows and no prompt (the last n requests finishing)
+
+    so the decode tokens add up to R_r O; output = R O / (S_r t_r + S_s t_s + O t_tail) and TPOT =
+    (S_r n / 2 t_r + S_s n t_s + O n / 2 t_tail) / (R_r O). R -> inf gives the steady state.
+
+    Example:
+      1,000 requests of 2,000 in / 100 out under a budget of 8,192 tokens: n = 390, a ramp of 97.6 steps, 157.6
+      steady steps and a tail of 100 (tests/validation/test_levers.py).
+    """
+    n, i, o = running(row), row.isl, row.osl
+    r = row.burst_requests / row.replicas
+    prompt = jnp.clip(token_budget(row) - n / 2.0, 1.0, n * i)
+    s_ramp = n * i / prompt
+    s_steady = jnp.maximum(r * o / n - s_ramp / 2.0 - o / 2.0, 0.0)
+    half = decode_work(n / 2.0 * (i + o / 2.0), n / 2.0)
+    none = Work(tokens=0.0 * n, attn_pairs=0.0 * n, kv_tokens=0.0 * n)
+    t_ramp = _step(row, eff, half, Work(tokens=prompt, attn_pairs=prompt * (i + 1.0), kv_tokens=prompt))
+    t_tail = _step(row, eff, half, none)
+    t_steady = row_step_time(row, eff)
+    total_s = s_ramp * t_ramp + s_steady * t_steady + o * t_tail
+    tpot = (s_ramp * n / 2.0 * t_ramp + s_steady * n * t_steady + o * n / 2.0 * t_tail) / (r * o)
+    return row.burst_requests * o / total_s, tpot
 
 
 def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -112,10 +191,11 @@ def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
       A burst of 8 requests of 1000 in, 1000 out prices TPOT as the step time of 8 decode rows plus
       8 / 1000 of a prompt (tests/validation/test_loaded_rows.py).
     """
-    decode, prefill = step_work(row)
-    t = step_time(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes, row.kv_bytes,
-                  row.compute_speedup)
-    out = row.replicas * decode.tokens / t
+    t = row_step_time(row, eff)
+    out = row.replicas * running(row) / t
+    b_out, b_tpot = burst(row, eff)
+    finite = row.burst_requests > 0
+    out, t = jnp.where(finite, b_out, out), jnp.where(finite, b_tpot, t)
     total = out * (row.isl + row.osl) / row.osl
     return jnp.where(row.metric_kind == 0, out, jnp.where(row.metric_kind == 1, total, t))
 
@@ -147,10 +227,17 @@ def concurrency(m) -> float:
     return float(m.requests) if burst and m.requests else float("inf")
 
 
+def burst_requests(m) -> float:
+    """R of a burst row (``request_rate = inf`` with ``requests`` stated and no ``concurrency``), else 0 (the
+    steady state alone: a fixed concurrency, or a burst of an unstated size)."""
+    burst_ = m.request_rate is not None and np.isinf(m.request_rate)
+    return float(m.requests) if burst_ and m.requests and m.concurrency is None else 0.0
+
+
 def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64) -> RowInputs:
     """Stack :class:`~sweepkit.validation.measurements.Measurement` rows (leading axis) of the metrics in
     :data:`METRIC_KINDS`; each row's f_free from its framework (:data:`KV_FREE_FRACTION`), c from
-    :func:`concurrency`."""
+    :func:`concurrency`; its stated scheduler flags from :mod:`sweepkit.validation.levers`."""
     devs = [get_device(m.device) for m in points]
 
     def col(values):
@@ -166,4 +253,10 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         batch_cap=col([batch_cap] * len(points)), token_budget=col([token_budget] * len(points)),
         kv_free_fraction=col([KV_FREE_FRACTION.get(framework_key(m.framework), 0.0) for m in points]),
         concurrency=col([concurrency(m) for m in points]),
-        metric_kind=col([METRIC_KINDS.get(m.metric, 0) for m in points]))
+        metric_kind=col([METRIC_KINDS.get(m.metric, 0) for m in points]),
+        budget_scale=col([scheduler_scales(m)[0] for m in points]),
+        cap_scale=col([scheduler_scales(m)[1] for m in points]),
+        host_overlap=col([host_overlap(m) for m in points]),
+        framework_budget=col([(scheduler_defaults(m) or (0.0, 0.0))[0] for m in points]),
+        framework_cap=col([(scheduler_defaults(m) or (0.0, 0.0))[1] for m in points]),
+        burst_requests=col([burst_requests(m) for m in points]))

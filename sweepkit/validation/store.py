@@ -12,8 +12,12 @@ import math
 
 import pyarrow as pa
 
-from sweepkit.validation.measurements import LATENCIES, UNITS, Measurement
+from sweepkit.catalogue.efficiency import Profile
+from sweepkit.validation.levers import annotate_pairs
+from sweepkit.validation.measurements import LATENCIES, PER_PASS, UNITS, Measurement
 from sweepkit.validation.points import status
+from sweepkit.validation.profiles import REFERENCE, row_profile, steady_row
+from sweepkit.validation.serving_points import MODELLED, engine_profile
 from sweepkit.validation.summary import model_class
 
 SCHEMA = pa.schema([
@@ -28,9 +32,24 @@ SCHEMA = pa.schema([
     ("devices_file", pa.string()), ("pp", pa.int32()), ("ep", pa.int32()), ("dp", pa.int32()),
     ("request_rate", pa.float64()), ("percentile", pa.string()), ("scenario", pa.string()), ("lever", pa.string()),
     ("pair_id", pa.string()), ("model_as_written", pa.string()), ("device_as_written", pa.string()),
-    ("file", pa.string()), ("model_class", pa.string()),
+    ("file", pa.string()), ("model_class", pa.string()), ("priced_by", pa.string()),
+    ("lever_family", pa.string()), ("pair_status", pa.string()),
 ])
 """Columns of ``validation`` as written (the view adds ``run_id``)."""
+
+
+def priced_by(m: Measurement, profile: Profile | str | None = None) -> str:
+    """How ``m`` is priced: 'cost model' (a per-pass row), 'steady state: NAME' (:func:`sweepkit.validation.profiles.priced_by_profile`),
+    'serving engine: NAME' (NAME the profile timing its passes, or 'reference'), '' when not modelled."""
+    if status(m) != MODELLED:
+        return ""
+    if m.metric in PER_PASS:
+        return "cost model"
+    chosen = row_profile(m, profile)
+    if chosen is not None and steady_row(m):
+        return f"steady state: {chosen.name}"
+    engine = engine_profile(m, profile)
+    return f"serving engine: {REFERENCE if engine is None else engine.name}"
 
 
 def in_unit(m: Measurement, value_si: float | None) -> float | None:
@@ -46,9 +65,11 @@ NOT_SIMULATED = "not simulated (--no-serving)"
 
 
 def rows(points: list[Measurement], modelled_si: list[float | None], file: str, sha256: str,
-         devices_file: str = "", serving: bool = True) -> list[dict]:
+         devices_file: str = "", serving: bool = True, profile=None) -> list[dict]:
     """One dict per point in :data:`SCHEMA`'s columns (error_pct = 100 (modelled / measured - 1)); a modelled
-    point without a value gets the status NO_VALUE (NOT_SIMULATED when ``serving`` is False)."""
+    point without a value gets the status NO_VALUE (NOT_SIMULATED when ``serving`` is False). ``priced_by``
+    says how it was priced under ``profile`` (as given to ``evaluate_points``), and a lever pair's ``:with``
+    row carries its ``lever_family`` and ``pair_status`` (:mod:`sweepkit.validation.levers`)."""
     out = []
     for m, v in zip(points, modelled_si):
         st = status(m)
@@ -65,7 +86,9 @@ def rows(points: list[Measurement], modelled_si: list[float | None], file: str, 
             measurements_sha256=sha256, devices_file=devices_file, pp=m.pp, ep=m.ep, dp=m.dp,
             request_rate=m.request_rate, percentile=m.percentile if m.metric in LATENCIES else None,
             scenario=m.scenario, lever=m.lever, pair_id=m.pair_id, model_as_written=m.model_as_written,
-            device_as_written=m.device_as_written, file=m.file, model_class=model_class(m.model)))
+            device_as_written=m.device_as_written, file=m.file, model_class=model_class(m.model),
+            priced_by=priced_by(m, profile) if v is not None else ""))
+    annotate_pairs(points, out)
     return out
 
 

@@ -9,9 +9,12 @@ Over the modelled rows of a validation table (sweepkit.validation.store.rows), w
 A slice is device x model class (dense / MoE) x weight format x framework (its first word) x metric.
 
 A lever pair is two rows sharing a ``pair_id`` and metric (and latency statistic), one ``:with`` and one
-``:without``: measured change = with / without - 1, predicted change the same ratio of the modelled values.
-The signs agree when both changes have the same sign; agreement is counted over the pairs whose measured
-change is beyond +-:data:`SIGN_BAND_PCT` (a smaller change is within run-to-run noise).
+``:without``: measured change = with / without - 1, predicted change the same ratio of the modelled values,
+given only where the pair is expressed (the ``:with`` row's ``pair_status``, sweepkit.validation.levers:
+every part of the lever is one the model prices, both sides priced the same way). The signs agree when both
+changes have the same sign; agreement is counted over the pairs whose measured change is beyond
++-:data:`SIGN_BAND_PCT` (a smaller change is within run-to-run noise). The size error of a pair is
+predicted - measured change, in percentage points; :func:`pair_families` gives both per lever family.
 """
 
 from __future__ import annotations
@@ -100,16 +103,39 @@ def pairs(table: list[dict]) -> list[dict]:
         w, wo = s["with"][0], s["without"][0]
         meas = 100.0 * (w["measured"] / wo["measured"] - 1.0)
         pred = None
-        if w.get("modelled") is not None and wo.get("modelled") is not None and wo["modelled"] > 0:
+        if (w.get("modelled") is not None and wo.get("modelled") is not None and wo["modelled"] > 0
+                and w.get("pair_status") == "expressed"):
             pred = 100.0 * (w["modelled"] / wo["modelled"] - 1.0)
         agree = None
         if pred is not None and abs(meas) > SIGN_BAND_PCT:
             agree = (meas > 0) == (pred > 0) and pred != 0.0
         out.append(dict(pair_id=pid, lever=w["lever"].rsplit(":", 1)[0], source=w["source"], metric=metric,
-                        statistic=stat, measured_without=wo["measured"], measured_with=w["measured"],
-                        modelled_without=wo.get("modelled"), modelled_with=w.get("modelled"),
-                        measured_change_pct=meas, predicted_change_pct=pred, sign_agrees=agree))
+                        statistic=stat, lever_family=w.get("lever_family") or "",
+                        pair_status=w.get("pair_status") or "", measured_without=wo["measured"],
+                        measured_with=w["measured"], modelled_without=wo.get("modelled"),
+                        modelled_with=w.get("modelled"), measured_change_pct=meas, predicted_change_pct=pred,
+                        size_error_pct=None if pred is None else pred - meas, sign_agrees=agree))
     return out
+
+
+def pair_families(pair_rows: list[dict]) -> list[dict]:
+    """Per lever family (:func:`pairs`' ``lever_family``): pairs, pairs expressed, pairs counted toward sign
+    agreement and agreeing, median |size error| (percentage points) and the median measured and predicted
+    change over the expressed pairs; most pairs first."""
+    groups: dict[str, list[dict]] = {}
+    for p in pair_rows:
+        groups.setdefault(p["lever_family"] or "unknown", []).append(p)
+    out = []
+    for fam, ps in groups.items():
+        exp = [p for p in ps if p["predicted_change_pct"] is not None]
+        agree, counted = sign_agreement(ps)
+        why = sorted({p["pair_status"] for p in ps if p["pair_status"] and p["pair_status"] != "expressed"})
+        out.append(dict(lever_family=fam, pairs=len(ps), expressed=len(exp), counted=counted, agree=agree,
+                        median_abs_size_error_pct=median([abs(p["size_error_pct"]) for p in exp]),
+                        median_measured_change_pct=median([p["measured_change_pct"] for p in exp]),
+                        median_predicted_change_pct=median([p["predicted_change_pct"] for p in exp]),
+                        not_expressed="; ".join(why)))
+    return sorted(out, key=lambda d: (-d["pairs"], d["lever_family"]))
 
 
 def sign_agreement(pair_rows: list[dict]) -> tuple[int, int]:
@@ -124,11 +150,13 @@ def targets(table: list[dict]) -> dict:
     |error| on TTFT and on TPOT / ITL, and lever-pair sign agreement."""
     rows = modelled(table)
     trt = [r for r in rows if framework_family(r["framework"]) == "TensorRT-LLM" and r["split"] == "test"]
-    agree, counted = sign_agreement(pairs(table))
+    p = pairs(table)
+    agree, counted = sign_agreement(p)
     return {"overall": stats(rows), "tensorrt_llm_test": stats(trt),
             "ttft": stats([r for r in rows if r["metric"] == "ttft"]),
             "tpot_itl": stats([r for r in rows if r["metric"] in ("tpot", "itl")]),
-            "pairs_sign_agree": agree, "pairs_counted": counted}
+            "pairs_sign_agree": agree, "pairs_counted": counted, "pairs": len(p),
+            "pairs_expressed": sum(x["predicted_change_pct"] is not None for x in p)}
 
 
 def _pct(x: float | None) -> str:
@@ -145,17 +173,25 @@ def markdown(table: list[dict]) -> str:
         med = "-" if s["median_abs_error_pct"] is None else f"{s['median_abs_error_pct']:.1f}%"
         lines.append(f"| {label} | {s['n']} | {med} | {_pct(s['bias_pct'])} |")
     lines += ["", f"Lever pairs: signs agree in {t['pairs_sign_agree']} of {t['pairs_counted']} pairs with a "
-              f"measured change beyond +-{SIGN_BAND_PCT:g}%.", "", "## Error by slice", "",
+              f"measured change beyond +-{SIGN_BAND_PCT:g}% ({t['pairs_expressed']} of {t['pairs']} pairs "
+              "expressed).", "", "## Error by slice", "",
               "| device | class | format | framework | metric | rows | median abs. error | bias |",
               "|---|---|---|---|---|---|---|---|"]
     for s in by_slice(table):
         lines.append(f"| {s['device']} | {s['model_class']} | {s['weight_format']} | {s['framework']} | "
                      f"{s['metric']} | {s['n']} | {s['median_abs_error_pct']:.1f}% | {_pct(s['bias_pct'])} |")
-    lines += ["", "## Lever pairs", "", "| pair | lever | metric | measured change | predicted change | signs |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "## Lever families", "", "| family | pairs | expressed | signs agree | median abs. size error "
+              "(points) | median measured | median predicted | not expressed |", "|---|---|---|---|---|---|---|---|"]
+    for f in pair_families(pairs(table)):
+        size = "-" if f["median_abs_size_error_pct"] is None else f"{f['median_abs_size_error_pct']:.1f}"
+        lines.append(f"| {f['lever_family']} | {f['pairs']} | {f['expressed']} | {f['agree']} of {f['counted']} | "
+                     f"{size} | {_pct(f['median_measured_change_pct'])} | {_pct(f['median_predicted_change_pct'])} | "
+                     f"{f['not_expressed'] or '-'} |")
+    lines += ["", "## Lever pairs", "", "| pair | lever | family | metric | measured change | predicted change | "
+              "signs |", "|---|---|---|---|---|---|---|"]
     for p in pairs(table):
         sign = {True: "agree", False: "differ", None: "-"}[p["sign_agrees"]]
-        lines.append(f"| {p['pair_id']} | {p['lever']} | {p['metric']} {p['statistic']} | "
+        lines.append(f"| {p['pair_id']} | {p['lever']} | {p['lever_family'] or '-'} | {p['metric']} {p['statistic']} | "
                      f"{_pct(p['measured_change_pct'])} | {_pct(p['predicted_change_pct'])} | {sign} |")
     lines += ["", "## Worst rows", "", "| source | setup | metric | measured | modelled | error |",
               "|---|---|---|---|---|---|"]

@@ -141,3 +141,21 @@ def test_frameworks_pick_their_shipped_profile_or_the_seed():
     assert framework_key("TensorRT-LLM v0.20 (PyTorch backend)") == "tensorrt-llm"
     assert profile_for("no-such-framework") == packaged_profile(SEED)
     assert set(FIELDS) <= set(profile_for("TensorRT-LLM").fields("H100", "fp8"))
+
+
+def test_mxfp4_experts_are_read_at_their_own_bytes_and_windowed_layers_attend_to_w_positions():
+    # gpt-oss-20b (HF config.json: MXFP4 experts, a window of 128 on 12 of 24 layers), one decode row at
+    # 20,000 cached tokens on one H100, bf16 weights: the experts stream at w_e = 0.53 B, not 2 B; the
+    # windowed layers read 129 positions, the full ones 20,001
+    from sweepkit.costmodel.arrays import model_arrays as arrays
+
+    m, bw = get_model("gpt-oss-20b"), 0.8 * 3.35e12
+    with jax.enable_x64(True):
+        a = arrays(m, jnp.float64)
+        w_e, k_e = float(a.expert_weight_bytes), float(a.experts_per_token)
+        kv_w, kv = float(a.window_kv_values_per_token), float(a.kv_values_per_token)
+    flat = dict(FIELDS_07, moe_tokens_half=0.0)          # a flat MoE efficiency: one row is memory-bound
+    parts = _parts("gpt-oss-20b", decode_work(20000.0, 1.0), NONE, fields=flat, wb=2.0, kb=2.0, k=1.0)
+    assert 0.5 < w_e < 0.6
+    assert parts["moe"] == pytest.approx(m.routed_expert_params * k_e * w_e / bw, rel=1e-9)
+    assert parts["attn_decode"] == pytest.approx((20001 * (kv - kv_w) + 129 * kv_w) * 2.0 / bw, rel=1e-9)

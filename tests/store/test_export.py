@@ -35,10 +35,11 @@ PROMISE = {
                 "lever_value DOUBLE, change_pct DOUBLE, verdict VARCHAR, caveats VARCHAR, draws BIGINT, "
                 "share_better DOUBLE, share_worse DOUBLE, share_same DOUBLE, change_p10 DOUBLE, change_p50 DOUBLE, "
                 "change_p90 DOUBLE, verdict_text VARCHAR",
-    "v_validation_pairs": "pair_id VARCHAR, lever VARCHAR, source VARCHAR, metric VARCHAR, statistic VARCHAR, "
+    "v_validation_pairs": "pair_id VARCHAR, lever VARCHAR, lever_family VARCHAR, pair_status VARCHAR, "
+                          "source VARCHAR, metric VARCHAR, statistic VARCHAR, "
                           "unit VARCHAR, measured_without DOUBLE, measured_with DOUBLE, modelled_without DOUBLE, "
                           "modelled_with DOUBLE, measured_change_pct DOUBLE, predicted_change_pct DOUBLE, "
-                          "sign_agrees BOOLEAN",
+                          "size_error_pct DOUBLE, sign_agrees BOOLEAN",
     "v_plan": "run_id VARCHAR, model VARCHAR, workload VARCHAR, frontier BOOLEAN, device VARCHAR, gpus INTEGER, "
               "mode VARCHAR, instances INTEGER, tp INTEGER, pp INTEGER, prefill_instances INTEGER, prefill_tp INTEGER, "
               "batching VARCHAR, token_budget INTEGER, batch_cap INTEGER, kv VARCHAR, weight_format VARCHAR, "

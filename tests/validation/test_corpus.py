@@ -100,6 +100,19 @@ def test_builder_converts_units_names_and_cells_and_drops_later_releases(tmp_pat
     assert parsed[1].value_si == pytest.approx(22282 / 8)
 
 
+def test_builder_gives_gpustack_bursts_their_prompt_counts(tmp_path):
+    # GPUStack's performance-lab pages print "Successful requests" 500 for the 2,000-token random case
+    src = tmp_path / "in.csv"
+    row = ('gpustack-performance-lab,github.com/g/p,vLLM v0.11.0,H100 SXM,1,1,,,,Qwen/Qwen3-14B,BF16,,{isl},{osl},,'
+           '"inf (all prompts at once)",burst,tpot,3,ms,mean,,,"dataset case \'{case}\'; flags: defaults"')
+    src.write_text(SHARED_HEAD + "\n".join([row.format(isl=2000, osl=100, case="Medium Prompt"),
+                                             row.format(isl=32000, osl=100, case="Very Long Prompt"),
+                                             row.format(isl=2000, osl=100, case="Other")]) + "\n")
+    out = tmp_path / "out.csv"
+    assert _builder().main([str(src), "--out", str(out)]) == 0
+    assert [r["requests"] for r in csv.DictReader(out.open())] == ["500", "100", ""]
+
+
 def test_a_paired_row_needs_its_side():
     head = "source,device,model,metric,value,unit,lever,pair_id\n"
     with pytest.raises(InputError) as exc:

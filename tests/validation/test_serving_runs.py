@@ -105,10 +105,12 @@ def test_pairs_and_targets_from_a_table():
                  model="llama-3.1-8b", weight_format="bf16", setup="", unit="tok/s"),
             dict(source="s", lever="x:with", pair_id="A", metric="output_throughput", percentile=None,
                  measured=150.0, modelled=90.0, error_pct=-40.0, framework="vLLM", split="test", device="H100",
-                 model="llama-3.1-8b", weight_format="bf16", setup="", unit="tok/s"),
+                 model="llama-3.1-8b", weight_format="bf16", setup="", unit="tok/s", lever_family="kv format",
+                 pair_status="expressed"),
             dict(source="s", lever="x:with", pair_id="B", metric="output_throughput", percentile=None,
                  measured=120.0, modelled=130.0, error_pct=8.33, framework="vLLM", split="test", device="H100",
-                 model="llama-3.1-8b", weight_format="bf16", setup="", unit="tok/s")]
+                 model="llama-3.1-8b", weight_format="bf16", setup="", unit="tok/s", lever_family="kv format",
+                 pair_status="expressed")]
     p = pairs(rows)
     assert [(x["pair_id"], round(x["measured_change_pct"], 6), x["sign_agrees"]) for x in p] == [
         ("A", 50.0, False), ("B", 20.0, True)]
@@ -116,7 +118,9 @@ def test_pairs_and_targets_from_a_table():
     t = targets(rows)
     assert t["overall"]["n"] == 3 and t["overall"]["median_abs_error_pct"] == pytest.approx(8.33)
     assert t["tensorrt_llm_test"]["n"] == 0
-    assert "| A | x | output_throughput  | +50.0% | -10.0% | differ |" in markdown(rows)
+    assert "| A | x | kv format | output_throughput  | +50.0% | -10.0% | differ |" in markdown(rows)
+    # size errors -60 and +10 points: median |size error| 35; median changes +35 % measured, +10 % predicted
+    assert "| kv format | 2 | 2 | 1 of 2 | 35.0 | +35.0% | +10.0% | - |" in markdown(rows)
 
 
 def test_progress_off_a_terminal_is_a_plain_line_every_tenth(capsys):

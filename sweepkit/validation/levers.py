@@ -1,0 +1,181 @@
+"""What a measured lever pair changes, which of it sweepkit can express, and the flags a row was served with.
+
+A row's serving flags are the ``flags:`` part of its ``notes`` (as the sources list them: ``--async-scheduling
+--max-num-batched-tokens 4096``). Those the steady state (:mod:`sweepkit.validation.steady`) prices:
+
+    --max-num-batched-tokens N, --chunked-prefill-size N     step token budget:  N_tok = N_fit x N / N_default
+    --max-num-seqs N, --max-running-requests N              batch cap:          b_max = b_fit x N / b_default
+    --async-scheduling                                       host work overlaps the device's:
+                                                             t_step = max(t_device, t_host), not their sum
+
+where N_fit, b_fit are what the row's profile prices the framework's defaults with, and N_default,
+b_default the framework's own defaults on the row's device (:func:`scheduler_defaults`): a stated setting
+moves the priced one by its ratio to the default, so a row served with the defaults is priced as before.
+
+A pair (a ``:with`` and a ``:without`` row, sweepkit.validation.summary) changes one or more *parts*
+(:func:`lever_parts`): the framework, the layout (tp, GPUs, dp, ep, pp), the KV or weight format, the
+scheduler settings, asynchronous scheduling, a speculative draft, prefix caching. Its *family* is the parts
+joined by ``+``; levers a source names only in its ``lever`` text (two-batch overlap, cache-aware routing,
+expert balance: :data:`NAMED`) are parts too. A pair is *expressed* when every part is one the model prices and both sides are priced the
+same way (both by the steady state, or both by the serving engine); otherwise :func:`pair_status` says
+which part is not, and why, and the pair's predicted change is not reported.
+
+References:
+  vLLM engine defaults per device: github.com/vllm-project/vllm, vllm/engine/arg_utils.py
+  (``_set_default_args``: 8,192 batched tokens and 1,024 sequences for the OpenAI server on GPUs of >= 70 GiB
+  other than A100; 2,048 and 256 otherwise; PR #17885 for the A100 exception).
+  vLLM ``--async-scheduling`` (v0.10+): the scheduler prepares step k + 1 while step k runs on the device
+  (docs.vllm.ai, engine arguments).
+"""
+
+from __future__ import annotations
+
+import re
+
+from sweepkit.catalogue.efficiency import SHIPPED, framework_key, profile_for
+from sweepkit.validation.measurements import Measurement
+
+GIB = 2.0 ** 30
+FLAGS = re.compile(r"flags:\s*([^;]*)")
+BUDGET_FLAGS = ("max-num-batched-tokens", "chunked-prefill-size", "max-num-tokens")
+CAP_FLAGS = ("max-num-seqs", "max-running-requests", "max-batch-size")
+SPECULATIVE = re.compile(r"speculative|eagle|\bmtp\b|draft|num-steps", re.I)
+NAMED = ((re.compile(r"two-batch overlap|\btbo\b", re.I), "two-batch overlap",
+          "the step adds its all-to-alls to the device time; two overlapped micro-batches are not modelled"),
+         (re.compile(r"cache-aware|load balancer|router", re.I), "routing",
+          "prefix-cache hits per data-parallel worker are not modelled"),
+         (re.compile(r"\beplb\b|expert distribution", re.I), "expert balance",
+          "the layouts route tokens to experts uniformly"))
+"""Levers a source names only in its ``lever`` text: (pattern, part, why it is not expressed)."""
+EXPRESSED = "expressed"
+
+
+def flags(m: Measurement) -> str:
+    """The row's serving flags as its source lists them ('' when ``notes`` names none)."""
+    found = FLAGS.search(m.notes or "")
+    return found.group(1).strip() if found else ""
+
+
+def stated(m: Measurement, names: tuple[str, ...]) -> float | None:
+    """The number a flag of ``names`` sets in the row's flags (``--name N`` or ``--name=N``), None if unset."""
+    for name in names:
+        found = re.search(rf"--{re.escape(name)}[ =](\d+)", flags(m).replace("_", "-"))
+        if found:
+            return float(found.group(1))
+    return None
+
+
+def scheduler_defaults(m: Measurement) -> tuple[float, float] | None:
+    """(token budget, batch cap) the row's framework uses by default on its device, None when not known.
+
+    vLLM's OpenAI server: 8,192 tokens and 1,024 sequences on a GPU of >= 70 GiB other than A100, else 2,048
+    and 256 (vllm/engine/arg_utils.py).
+
+    Example:
+      >>> from sweepkit.validation import parse_measurements
+      >>> m = parse_measurements("source,device,model,metric,value,unit,framework\\n"
+      ...                        "s,A100,llama-3.1-8b,tpot,1,s,vLLM v0.11.0\\n", "demo.csv")[0]
+      >>> scheduler_defaults(m)
+      (2048.0, 256.0)
+    """
+    if framework_key(m.framework) != "vllm":
+        return None
+    from sweepkit.catalogue import get_device
+
+    big = get_device(m.device).hbm_capacity_bytes >= 70 * GIB and not m.device.upper().startswith("A100")
+    return (8192.0, 1024.0) if big else (2048.0, 256.0)
+
+
+def scheduler_scales(m: Measurement) -> tuple[float, float]:
+    """(N / N_default, b / b_default) of the row's stated token budget and batch cap (1 where not stated or
+    the default is not known)."""
+    defaults = scheduler_defaults(m)
+    if defaults is None:
+        return 1.0, 1.0
+    budget, cap = stated(m, BUDGET_FLAGS), stated(m, CAP_FLAGS)
+    return (1.0 if budget is None else budget / defaults[0]), (1.0 if cap is None else cap / defaults[1])
+
+
+def host_overlap(m: Measurement) -> bool:
+    """Whether the row's host work overlaps its device work (vLLM's ``--async-scheduling``; SGLang's overlap
+    scheduler, named in a ``:with`` row's lever)."""
+    named = m.side == "with" and re.search(r"overlap scheduling", m.lever, re.I) is not None
+    return "--async-scheduling" in flags(m).replace("_", "-") or named
+
+
+def _loaded_profile(framework: str) -> bool:
+    key = framework_key(framework)
+    return key in SHIPPED and bool(profile_for(framework).token_budget)
+
+
+def lever_parts(w: Measurement, wo: Measurement) -> list[tuple[str, str]]:
+    """[(part, why it is not expressed or '')] of what differs between the ``:with`` row ``w`` and the
+    ``:without`` row ``wo`` (module docstring), in a fixed order."""
+    parts: list[tuple[str, str]] = []
+    fw, fwo = w.framework.split()[:1], wo.framework.split()[:1]
+    if fw != fwo:
+        missing = [f for f in (w.framework, wo.framework) if not _loaded_profile(f)]
+        parts.append(("framework", f"no loaded-row profile for {missing[0].split()[0]} (its own efficiency is "
+                                   "what the switch changes)" if missing else ""))
+    if (w.tp, w.gpus, w.dp, w.ep, w.pp) != (wo.tp, wo.gpus, wo.dp, wo.ep, wo.pp):
+        parts.append(("layout", ""))
+    if w.kv_format != wo.kv_format:
+        parts.append(("kv format", ""))
+    if (w.weight_format, w.compute_format) != (wo.weight_format, wo.compute_format):
+        parts.append(("weight format", ""))
+    if scheduler_scales(w) != scheduler_scales(wo):
+        parts.append(("scheduler", ""))
+    if host_overlap(w) != host_overlap(wo):
+        parts.append(("async scheduling", ""))
+    name = w.lever.rsplit(":", 1)[0]
+    parts += [(part, why) for pattern, part, why in NAMED if pattern.search(name)]
+    if w.draft != wo.draft or SPECULATIVE.search(flags(w)) or SPECULATIVE.search(w.lever.split(":")[0]):
+        parts.append(("speculative", "needs the draft's acceptance, which the source does not give"))
+    if "prefix-caching" in flags(w).replace("_", "-") and "prefix-caching" not in flags(wo).replace("_", "-"):
+        parts.append(("prefix caching", "the benchmark's prompt overlap is not stated"))
+    return parts
+
+
+def lever_family(w: Measurement, wo: Measurement) -> str:
+    """The pair's parts joined by '+' ('none' when the rows differ in nothing sweepkit reads)."""
+    return "+".join(p for p, _ in lever_parts(w, wo)) or "none"
+
+
+def pair_status(w: Measurement, wo: Measurement, priced_w: str, priced_wo: str) -> str:
+    """:data:`EXPRESSED`, or ``not expressed: ...`` naming what is not (module docstring). ``priced_w`` and
+    ``priced_wo`` say how each side is priced ('' when not modelled; 'steady state: vllm', 'serving engine:
+    reference', ...)."""
+    why = [f"{p}: {r}" for p, r in lever_parts(w, wo) if r]
+    if not priced_w or not priced_wo:
+        why.append("a side is not modelled")
+    elif priced_w.split(":")[0] != priced_wo.split(":")[0]:
+        why.append(f"sides priced apart ({priced_w.split(':')[0]} / {priced_wo.split(':')[0]})")
+    elif priced_w.startswith("serving engine") and {"scheduler", "async scheduling"} & {p for p, _ in lever_parts(w, wo)}:
+        why.append("scheduler flags are priced by the steady state only")
+    if lever_family(w, wo) == "none":
+        why.append("the rows differ in nothing the model reads")
+    return "not expressed: " + "; ".join(why) if why else EXPRESSED
+
+
+def annotate_pairs(points: list[Measurement], table: list[dict]) -> None:
+    """Set ``lever_family`` and ``pair_status`` on every ``:with`` row of ``table`` (one dict per point, with
+    its ``priced_by``) that has a ``:without`` row of the same pair id, metric and latency statistic; other
+    rows get ''."""
+    from sweepkit.validation.measurements import LATENCIES
+
+    def key(m: Measurement, pid: str) -> tuple:
+        return pid, m.metric, (str(m.percentile) if m.metric in LATENCIES else "")
+
+    without = {}
+    for i, m in enumerate(points):
+        if m.side == "without":
+            for pid in m.pairs:
+                without.setdefault(key(m, pid), i)
+    for i, m in enumerate(points):
+        table[i]["lever_family"], table[i]["pair_status"] = "", ""
+        if m.side != "with":
+            continue
+        j = next((without[key(m, pid)] for pid in m.pairs if key(m, pid) in without), None)
+        if j is not None:
+            table[i]["lever_family"] = lever_family(m, points[j])
+            table[i]["pair_status"] = pair_status(m, points[j], table[i]["priced_by"], table[j]["priced_by"])
