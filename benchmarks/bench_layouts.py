@@ -10,7 +10,11 @@ at 256 tokens per GPU, -27 % at 32), and the steady state (``--steady``): every 
 the analytic steady state prices, under the seed constants and under its framework's shipped profile,
 median |error| per slice and split.
 
+The serving engine prices each row's passes with its framework's shipped profile (``--profile reference``:
+the reference constants).
+
 Usage: PYTHONPATH=. nice python benchmarks/bench_layouts.py [--requests 128] [--lmsys-only] [--steady]
+       [--profile reference]
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from sweepkit.validation.serving_points import MODELLED, serving_status
 from sweepkit.validation.serving_runs import evaluate_serving_points
 
 
-def _price(rows):
+def _price(rows, profile=None):
     ok = [m for m in rows if serving_status(m) == MODELLED]
-    values = evaluate_serving_points(ok) if ok else []
+    values = evaluate_serving_points(ok, profile=profile) if ok else []
     return {m.row: v for m, v in zip(ok, values)}
 
 
@@ -111,6 +115,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=128, help="requests simulated per row")
     ap.add_argument("--lmsys-only", action="store_true", help="only the LMSYS decode figure")
     ap.add_argument("--steady", action="store_true", help="also the steady state's errors, seed against profiles")
+    ap.add_argument("--profile", default=None, choices=["reference"],
+                    help="price the engine's passes with the reference constants (default: each row's framework's "
+                         "shipped profile)")
     args = ap.parse_args()
     lmsys_decode()
     if args.steady:
@@ -120,9 +127,9 @@ def main() -> None:
     points, _, _ = load_measurements()
     rows = [dataclasses.replace(m, requests=args.requests) for m in points if max(m.ep, m.dp, m.pp) > 1]
     t0 = time.perf_counter()
-    tp_only = _price([dataclasses.replace(m, ep=1, dp=1, pp=1) for m in rows])
+    tp_only = _price([dataclasses.replace(m, ep=1, dp=1, pp=1) for m in rows], args.profile)
     t1 = time.perf_counter()
-    laid = _price(rows)
+    laid = _price(rows, args.profile)
     t2 = time.perf_counter()
     def err(v, m):
         return abs(v / m.value_si - 1.0)
