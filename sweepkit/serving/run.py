@@ -14,7 +14,7 @@ Grid file (grids/serving-seed.toml)::
     search = "interpolate"             # or "bisect" (the reference's rule): how a bracket narrows
     reference_loads = {chat = 1.9375}  # optional: pin a workload's reference load (default 0.5 x capacity)
     workloads_file / levers_file / cluster_file = "path.toml"   # optional, relative to the grid file
-    profile = "reference"              # or "seed", "tensorrt-llm", "vllm", a profile file (sweepkit.serving.profile)
+    profile = "reference"              # or "seed", "tensorrt-llm", "vllm", "sglang", a profile file (sweepkit.serving.profile)
     horizon = 4.0                      # optional: every workload's arrivals span horizon x its session length
     min_sessions = 200                 # optional: every workload's fewest sessions per run
     [serving.bands]                    # optional: uncertainty draws per point (sweepkit.serving.draws)
