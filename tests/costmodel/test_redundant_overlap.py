@@ -109,3 +109,23 @@ def test_two_batch_overlap_pass_is_the_two_micro_batch_pass_with_its_all_to_alls
     assert tbo == pytest.approx(max(c, a) + min(c, a) / (2 * 58) + host, rel=1e-9)
     assert tbo < two
     assert float(m.n_layers) == 61.0 and float(lay.moe_layers) == 58.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([8, 16, 32, 48, 64, 72, 96]), st.integers(0, 64), st.floats(1.0, 4.0),
+       st.floats(1.0, 1e5))
+def test_redundant_slots_only_add_resident_bytes_and_never_lower_the_streamed_cap(ep, extra, imb, tokens):
+    r = -DSV3.n_experts % ep + ep * (extra // ep)            # replicas that make ep divide the slots
+    if r > DSV3.n_experts:
+        return
+    check_layout(DSV3, H100, 1, ep, ep, "x", 8, r)
+    m, none = model_arrays(DSV3, F), model_arrays(None, F)
+    work = decode_work(F(tokens * 100.0), F(tokens))
+    with_r = make_layout(H100, DSV3, 1, dp=ep, ep=ep, imbalance=imb, redundant_experts=r, dtype=F)
+    without = dataclasses.replace(with_r, expert_slots=F(DSV3.n_experts))
+    gap = float(layout_resident_bytes(with_r, m, none, F(1.0)) - layout_resident_bytes(without, m, none, F(1.0)))
+    assert gap == pytest.approx(r * DSV3.routed_expert_params, rel=1e-12, abs=1e-3)
+    _, w_r, _ = layout_work(with_r, m, work, F(1.0), F(1.0))
+    _, w_0, _ = layout_work(without, m, work, F(1.0), F(1.0))
+    assert float(w_r) >= float(w_0) - 1e-6
+    assert float(w_r) - float(w_0) <= r * DSV3.routed_expert_params * (1 + 1e-12) + 1e-6
