@@ -2,13 +2,19 @@
 
 Prints, for every packaged row with ep, dp or pp > 1: its layout (sweepkit.validation.row_layout), the
 measured value, the value priced as tensor parallelism only (the row with ep = dp = 1) and with its layout,
-then the median |error| of both over the rows each prices, and the wall time. Then LMSYS's 96-H100
-DeepSeek-V3 decode pool (EP72 over 9 nodes, 256 rows of 2,000 cached tokens per GPU: 22,282 output tok/s
-per node, lmsys.org/blog/2025-05-05-large-scale-ep), which its rows cannot express (72 ranks do not divide
-the 256 routed experts; the deployment adds 32 redundant ones), priced as one decode step of the nearest
-layout that holds the same 4 expert slots per GPU: DEP64 over 8 nodes on InfiniBand NDR.
+then the median |error| of both over the rows each prices, and the wall time. First, LMSYS's 96-H100
+DeepSeek-V3 decode pool (EP72 over 9 nodes, 256 + 32 redundant experts = 288 slots, 4 per GPU; 256 rows of
+2,000 cached tokens per GPU: 22,282 output tok/s per node, lmsys.org/blog/2025-05-05-large-scale-ep) as one
+decode step of that layout on InfiniBand NDR, with and without two-batch overlap (the blog's ablation: +25.5 %
+at 256 tokens per GPU, -27 % at 32), and the steady state (``--steady``): every expert- or data-parallel row
+the analytic steady state prices, under the seed constants and under its framework's shipped profile,
+median |error| per slice and split.
 
-Usage: PYTHONPATH=. nice python benchmarks/bench_layouts.py [--requests 128]
+The serving engine prices each row's passes with its framework's shipped profile (``--profile reference``:
+the reference constants).
+
+Usage: PYTHONPATH=. nice python benchmarks/bench_layouts.py [--requests 128] [--lmsys-only] [--steady]
+       [--profile reference]
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ from sweepkit.validation.serving_points import MODELLED, serving_status
 from sweepkit.validation.serving_runs import evaluate_serving_points
 
 
-def _price(rows):
+def _price(rows, profile=None):
     ok = [m for m in rows if serving_status(m) == MODELLED]
-    values = evaluate_serving_points(ok) if ok else []
+    values = evaluate_serving_points(ok, profile=profile) if ok else []
     return {m.row: v for m, v in zip(ok, values)}
 
 
@@ -34,44 +40,96 @@ LMSYS_DECODE_TOK_S_PER_NODE = 22282.0
 """Output tokens/s per 8-GPU node of LMSYS's EP72 decode pool at 256 rows per GPU, 2,000-token inputs."""
 
 
-def lmsys_decode() -> None:
-    """One DEP64 decode step of DeepSeek-V3 FP8 on H100 at 256 rows per GPU, per-node tokens/s (module doc)."""
+def lmsys_step_s(rows: int, *, overlap: bool, imbalance: float, profile=None) -> float:
+    """One decode step of DeepSeek-V3 FP8 on 72 H100s as EP72 x 288 slots (DP attention on every GPU, 9 nodes
+    of 8 on InfiniBand NDR), ``rows`` rows of 2,000 cached tokens per GPU; under ``profile`` when given."""
     import jax
     import jax.numpy as jnp
 
     from sweepkit.catalogue import get_device, get_model
-    from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, make_layout
+    from sweepkit.costmodel.efficiency import efficiency_arrays
+    from sweepkit.costmodel.layout import check_layout, make_layout
     from sweepkit.costmodel.passes import decode_work
     from sweepkit.costmodel.steps import instance, target_pass_cost
 
-    dev, model, ep, rows = get_device("H100"), get_model("deepseek-v3"), 64, 256
+    dev, model, ep = get_device("H100"), get_model("deepseek-v3"), 72
+    redundant = -model.n_experts % ep                     # 32: 288 slots, as deployed
+    check_layout(model, dev, 1, ep, ep, "LMSYS EP72", 8, redundant)
     with jax.enable_x64(True):
         f = jnp.float64
+        lay = make_layout(dev, model, 1, dp=ep, ep=ep, imbalance=imbalance, compute_format="fp8", gpus_per_node=8,
+                          redundant_experts=redundant, two_batch_overlap=overlap, dtype=f)
+        inst = instance(dev, model, None, 1, "fp8", "fp8", "fp8", dtype=f, layout=lay)
+        if profile is not None:
+            import dataclasses
+            inst = dataclasses.replace(inst, efficiency=efficiency_arrays(profile.fields("H100", "fp8"), f))
+        b = rows * ep
+        return float(target_pass_cost(inst, decode_work(f(b * 2000.0), f(b))).t_s)
+
+
+def lmsys_decode() -> None:
+    """LMSYS's EP72 decode headline and its two-batch-overlap ablation (module doc), per-node tokens/s."""
+    from sweepkit.catalogue.efficiency import profile_for
+    from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB
+
+    for label, prof in (("reference constants", None), ("SGLang profile", profile_for("SGLang"))):
         for name, imb in (("EPLB", IMBALANCE_EPLB), ("no balancer", IMBALANCE)):
-            lay = make_layout(dev, model, 1, dp=ep, ep=ep, imbalance=imb, compute_format="fp8", gpus_per_node=8,
-                              dtype=f)
-            inst = instance(dev, model, None, 1, "fp8", "fp8", "fp8", dtype=f, layout=lay)
-            b = rows * ep
-            t_s = float(target_pass_cost(inst, decode_work(f(b * 2000.0), f(b))).t_s)
-            per_node = 8 * rows / t_s
-            print(f"LMSYS decode, DEP64 proxy, I = {imb} ({name}): step {t_s * 1e3:.1f} ms, {per_node:,.0f} tok/s "
-                  f"per node vs {LMSYS_DECODE_TOK_S_PER_NODE:,.0f} measured ({per_node / LMSYS_DECODE_TOK_S_PER_NODE - 1:+.1%})")
+            on, off = (lmsys_step_s(256, overlap=o, imbalance=imb, profile=prof) for o in (True, False))
+            per_node = 8 * 256 / on
+            print(f"LMSYS decode EP72 x 288 slots, {label}, I = {imb} ({name}), TBO: step {on * 1e3:.1f} ms, "
+                  f"{per_node:,.0f} tok/s per node vs {LMSYS_DECODE_TOK_S_PER_NODE:,.0f} measured "
+                  f"({per_node / LMSYS_DECODE_TOK_S_PER_NODE - 1:+.1%}); without TBO {8 * 256 / off:,.0f} "
+                  f"(TBO gain {off / on - 1:+.1%})")
+        gains = {r: lmsys_step_s(r, overlap=False, imbalance=IMBALANCE_EPLB, profile=prof)
+                 / lmsys_step_s(r, overlap=True, imbalance=IMBALANCE_EPLB, profile=prof) - 1 for r in (32, 128, 256)}
+        print(f"  TBO gain by rows per GPU ({label}): " + ", ".join(f"{r}: {g:+.1%}" for r, g in gains.items())
+              + " (measured: 32: -27 %, 256: +25.5 %)")
+
+
+def steady_layout_rows() -> None:
+    """Median |error| of the EP / DP rows the steady state prices: seed constants against shipped profiles."""
+    import numpy as np
+
+    from sweepkit.catalogue.efficiency import packaged_profile, profile_for
+    from sweepkit.validation.framework_fit import slice_of
+    from sweepkit.validation.profiles import profile_values, steady_row
+
+    points, _, _ = load_measurements()
+    rows = [m for m in points if max(m.ep, m.dp, m.pp) > 1 and steady_row(m)]
+    meas = np.array([m.value_si for m in rows])
+    seed = 100 * (profile_values(rows, [packaged_profile()] * len(rows)) / meas - 1)
+    fitted = 100 * (profile_values(rows, [profile_for(m.framework) for m in rows]) / meas - 1)
+    groups: dict = {}
+    for i, m in enumerate(rows):
+        for key in ((slice_of(m), m.framework.split()[0], m.split), ("all", "", m.split), ("all", "", "both")):
+            groups.setdefault(key, []).append(i)
+    print(f"{'slice':22} {'framework':9} {'split':6} {'rows':>4} {'seed':>16} {'shipped profile':>16}")
+    for (name, fw, split), idx in sorted(groups.items()):
+        a, b = seed[idx], fitted[idx]
+        print(f"{name:22} {fw:9} {split:6} {len(idx):4d} {np.median(np.abs(a)):7.1f} ({np.median(a):+6.1f}) "
+              f"{np.median(np.abs(b)):7.1f} ({np.median(b):+6.1f})")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=128, help="requests simulated per row")
     ap.add_argument("--lmsys-only", action="store_true", help="only the LMSYS decode figure")
+    ap.add_argument("--steady", action="store_true", help="also the steady state's errors, seed against profiles")
+    ap.add_argument("--profile", default=None, choices=["reference"],
+                    help="price the engine's passes with the reference constants (default: each row's framework's "
+                         "shipped profile)")
     args = ap.parse_args()
     lmsys_decode()
+    if args.steady:
+        steady_layout_rows()
     if args.lmsys_only:
         return
     points, _, _ = load_measurements()
     rows = [dataclasses.replace(m, requests=args.requests) for m in points if max(m.ep, m.dp, m.pp) > 1]
     t0 = time.perf_counter()
-    tp_only = _price([dataclasses.replace(m, ep=1, dp=1, pp=1) for m in rows])
+    tp_only = _price([dataclasses.replace(m, ep=1, dp=1, pp=1) for m in rows], args.profile)
     t1 = time.perf_counter()
-    laid = _price(rows)
+    laid = _price(rows, args.profile)
     t2 = time.perf_counter()
     def err(v, m):
         return abs(v / m.value_si - 1.0)

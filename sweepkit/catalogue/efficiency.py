@@ -23,7 +23,7 @@ FIELDS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", 
 """Per device x format fields (fractions in (0, 1]; *_tokens_half in tokens, >= 0; seconds)."""
 FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
 SEED = "efficiency.toml"
-SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "vllm": "profile-vllm.toml"}
+SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "vllm": "profile-vllm.toml", "sglang": "profile-sglang.toml"}
 """Framework key -> packaged fitted profile."""
 
 

@@ -10,6 +10,10 @@ divided by mb, on n GPUs, a 1 / pp share of the layers:
     t_layout = max(dF / (mb pp) / (P n k eff(T / mb; g)),  (dW / pp + dO / (mb pp)) / (B n b_w))
     t = (mb + pp - 1) t_slot + t_0 + t_tok T
 
+Under two-batch overlap (:func:`sweepkit.costmodel.layout.overlapped`) mb is at least 2 and the slots'
+all-to-alls overlap their compute: (mb + pp - 1) t_slot becomes overlapped(S C, S A) + S (t_allreduce +
+t_hop), S = mb + pp - 1, C = the compute classes plus t_layout, A = L_a2a / pp x t_a2a.
+
 t_allreduce: (2 L - L_a2a) / pp rings of tp GPUs, each carrying 1 / dp of the micro-batch's tokens
 (:func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``allreduces``, ``ring``, ``ring_share``), at
 the profile's link efficiency and all-reduce overhead; t_a2a: the layout's MoE all-to-alls
@@ -31,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.efficiency import saturating, step_time_by_class
+from sweepkit.costmodel.layout import overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, combine
 
 
@@ -56,6 +61,7 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
         pp, mb = inst.pp, jnp.minimum(inst.microbatches, jnp.maximum(1.0, tokens))
     else:
         pp, mb = 1.0, 1.0
+    mb = overlap_microbatches(inst.layout, mb, tokens)
     per_mb = lambda w: Work(w.tokens / mb, w.attn_pairs / mb, w.kv_tokens / mb)  # noqa: E731
     n = tp * dp
     a2a_layers, a2a_s = a2a
@@ -69,8 +75,14 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
                            (d_w / pp + d_o / (mb * pp)) / (dev.hbm_bytes_per_s * n * eff.weight_bw_eff))
     size = tokens / mb * net.d_model * ACTIVATION_BYTES
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0)
-    slot = compute + parts["comm"] + hop_s + a2a_layers / pp * a2a_s + t_layout
-    return ((mb + pp - 1.0) * slot + (eff.step_overhead_s + eff.token_overhead_s * tokens)) * net.present
+    a2a = a2a_layers / pp * a2a_s
+    slots = mb + pp - 1.0
+    host = eff.step_overhead_s + eff.token_overhead_s * tokens
+    t = slots * (compute + parts["comm"] + hop_s + a2a + t_layout) + host
+    if inst.layout is not None:
+        tbo = overlapped(slots * (compute + t_layout), slots * a2a, a2a_layers, 1.0) + slots * (parts["comm"] + hop_s)
+        t = jnp.where(inst.layout.overlap > 0.0, tbo + host, t)
+    return t * net.present
 
 
 def split(work: Work, prefill: Work | None) -> tuple[Work, Work, Work]:

@@ -54,7 +54,7 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency
-from sweepkit.costmodel.layout import Layout, layout_work, moe_all_to_all
+from sweepkit.costmodel.layout import Layout, layout_work, moe_all_to_all, overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved,
                                        expert_params_read, flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.profiled import measured_pass_s, split
@@ -158,7 +158,7 @@ def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
     net, pp = inst.target, inst.pp
     w_bytes = ((streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes
                + expert_bytes_saved(expert_params_read(work.tokens, net), net, inst.weight_bytes)) * net.present
-    mb = jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens))
+    mb = overlap_microbatches(inst.layout, jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens)), work.tokens)
     return pp, mb, (flops + d_f) / (mb * pp), (w_bytes + d_w) / pp + (bytes_ - w_bytes + d_o) / (mb * pp)
 
 
@@ -190,6 +190,9 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     slots = mb + pp - 1.0
     fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens) * net.present
     t = slots * (slot.t_s + ar_s + hop_s + moe_s) + fixed
+    if inst.layout is not None:                   # two-batch overlap (sweepkit.costmodel.layout.overlapped)
+        tbo = overlapped(slots * slot.t_s, slots * moe_s, a2a_layers, 1.0) + slots * (ar_s + hop_s) + fixed
+        t = jnp.where(inst.layout.overlap > 0.0, tbo, t)
     if inst.efficiency is not None:
         t = measured_pass_s(inst, decode, prefill, _layout_terms(inst, work), (a2a_layers, a2a_s))
     dyn_slot = slot.energy_j - dev.idle_w * n * slot.t_s

@@ -22,7 +22,7 @@ from sweepkit.serving._toml import check_keys, number, read_toml, string
 
 _FIELDS = {"description", "source", "model", "gpus", "instances", "tp", "batch_cap", "prefill_token_budget",
            "step_overhead_s", "weight_format", "kv_format", "compute_format", "devices", "ep", "dp", "nodes",
-           "scale_out", "expert_imbalance"}
+           "scale_out", "expert_imbalance", "redundant_experts"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,8 @@ class Cluster:
       ep, dp: expert-parallel and attention data-parallel ranks per instance (1: tensor parallelism only).
       nodes: scale-up domains the GPUs span (0: as many as the device's domain size needs).
       scale_out: the network between domains ("" : the device's).  expert_imbalance: max / mean expert load
-        over EP ranks (None: :data:`sweepkit.costmodel.layout.IMBALANCE`).
+        over EP ranks (None: :data:`sweepkit.costmodel.layout.IMBALANCE`).  redundant_experts: EPLB expert
+        replicas beyond the routed experts (ep then need only divide the slots).
       batch_cap: running requests per instance.  prefill_token_budget: prompt tokens per prefill step (a longer
       prompt runs alone).  step_overhead_s: fixed time of every target pass.
       weight_format, kv_format, compute_format: catalogue formats.  devices: catalogue device names.
@@ -60,6 +61,7 @@ class Cluster:
     nodes: int = 0
     scale_out: str = ""
     expert_imbalance: float | None = None
+    redundant_experts: int = 0
     profile: Profile | None = dataclasses.field(default=None, hash=False)
 
     @property
@@ -101,10 +103,12 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
         raise InputError(f"{where}: scale_out = {scale_out!r} is not allowed; expected one of "
                          f"{', '.join(INTERCONNECTS)}")
     imbalance = number(raw, "expert_imbalance", where, lo=1.0, hi=16.0) if "expert_imbalance" in raw else None
+    redundant = number(raw, "redundant_experts", where, lo=0, hi=65536, integer=True, default=0)
     _check_nodes(gpus, nodes, devices, where)
     for name in devices:
-        check_layout(get_model(model), get_device(name), tp, dp, ep, where, gpus // nodes if nodes else None)
-    _check_fit(raw, model, tp, devices, where, dp)
+        check_layout(get_model(model), get_device(name), tp, dp, ep, where, gpus // nodes if nodes else None,
+                     redundant)
+    _check_fit(raw, model, tp, devices, where, dp, redundant)
     return Cluster(
         description=str(raw.get("description", "")), source=str(raw.get("source", "")), model=model,
         gpus=gpus, instances=instances, tp=tp,
@@ -114,7 +118,7 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
         step_overhead_s=number(raw, "step_overhead_s", where, lo=0, hi=1.0, default=0.0005),
         weight_format=raw.get("weight_format", "bf16"), kv_format=raw.get("kv_format", "bf16"),
         compute_format=raw.get("compute_format", "bf16"), devices=tuple(devices), ep=ep, dp=dp, nodes=nodes,
-        scale_out=scale_out, expert_imbalance=imbalance)
+        scale_out=scale_out, expert_imbalance=imbalance, redundant_experts=redundant)
 
 
 def _check_nodes(gpus: int, nodes: int, devices: list[str], where: str) -> None:
@@ -130,7 +134,8 @@ def _check_nodes(gpus: int, nodes: int, devices: list[str], where: str) -> None:
                              f"{name}'s scale-up domain of {domain}: expected nodes >= {-(-gpus // domain)}")
 
 
-def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str, dp: int = 1) -> None:
+def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str, dp: int = 1,
+               redundant_experts: int = 0) -> None:
     """TP must divide the model's heads, and each GPU's share of the weights must fit in every device's HBM."""
     target = get_model(model)
     if target.n_heads % tp:
@@ -138,7 +143,8 @@ def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str, d
         raise InputError(f"{where}: tp = {tp} is not allowed; expected a divisor of {model}'s {target.n_heads} "
                          f"attention heads ({', '.join(map(str, divisors))})")
     fmt = raw.get("weight_format", "bf16")
-    per_gpu_bytes = per_gpu_weight_bytes(target, tp, dp, 1, get_format(fmt, "weight_format").bytes_per_value)
+    per_gpu_bytes = per_gpu_weight_bytes(target, tp, dp, 1, get_format(fmt, "weight_format").bytes_per_value,
+                                         redundant_experts)
     from sweepkit.costmodel.memory import MEM_UTIL
 
     for name in devices:

@@ -91,6 +91,8 @@ def resolve(cluster: Cluster, lever: Lever) -> dict:
         instances=instances, tp=tp, pp=pp, microbatches=pick(lever.microbatches, pp), mode=mode,
         dp=dp, ep=ep, prefill_dp=pick(lever.prefill_dp, 1), prefill_ep=pick(lever.prefill_ep, 1),
         expert_imbalance=pick(lever.expert_imbalance, cluster.expert_imbalance),
+        redundant_experts=pick(lever.redundant_experts, cluster.redundant_experts),
+        two_batch_overlap=pick(lever.two_batch_overlap, False),
         scale_out=pick(lever.scale_out, cluster.scale_out or None),
         prefill_instances=n_pre, prefill_tp=pick(lever.prefill_tp, tp), total_instances=instances + n_pre,
         handoff=pick(lever.handoff, "pull") if mode == "disagg" else "none",
@@ -114,10 +116,11 @@ def check(cluster: Cluster, cfg: Config, where: str) -> dict:
     check_lever(cfg.lever, res, cfg.device, where)
     at = f"{where}: lever {cfg.lever.name!r} on {cfg.device}"
     model, device = get_model(cluster.model), get_device(cfg.device)
-    check_layout(model, device, res["tp"], res["dp"], res["ep"], at, cluster.gpus_per_node)
+    check_layout(model, device, res["tp"], res["dp"], res["ep"], at, cluster.gpus_per_node,
+                 res["redundant_experts"])
     if res["prefill_instances"]:
         check_layout(model, device, res["prefill_tp"], res["prefill_dp"], res["prefill_ep"], f"{at} (prefill pool)",
-                     cluster.gpus_per_node)
+                     cluster.gpus_per_node, res["redundant_experts"] if res["prefill_ep"] > 1 else 0)
     if kv_tokens(cluster, cfg, res) <= 0 or (res["prefill_instances"] and kv_tokens(cluster, cfg, res, True) <= 0):
         raise InputError(f"{where}: lever {cfg.lever.name!r} on {cfg.device}: the weights do not fit "
                          f"{res['tp'] * res['dp'] * res['pp']} GPUs' memory (no room for KV)")
@@ -147,7 +150,9 @@ def pool_layout(cluster: Cluster, cfg: Config, res: dict, prefill: bool = False)
     pre = "prefill_" if prefill else ""
     return make_layout(get_device(cfg.device), get_model(cluster.model), res[f"{pre}tp"], dp=res[f"{pre}dp"],
                        ep=res[f"{pre}ep"], imbalance=res["expert_imbalance"], compute_format=res["compute_format"],
-                       gpus_per_node=cluster.gpus_per_node, interconnect=res["scale_out"], dtype=jnp.float64)
+                       gpus_per_node=cluster.gpus_per_node, interconnect=res["scale_out"],
+                       redundant_experts=res["redundant_experts"] if res[f"{pre}ep"] > 1 else 0,
+                       two_batch_overlap=res["two_batch_overlap"], dtype=jnp.float64)
 
 
 def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, str]:

@@ -6,7 +6,9 @@ optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
 * layout: ``instances``, ``tp``, ``pp``, ``microbatches``, ``ep`` (expert-parallel ranks), ``dp`` (attention
   data-parallel ranks; instances x tp x dp x pp = the cluster's GPUs), ``expert_imbalance`` (max / mean expert
   load over the EP ranks, >= 1), ``scale_out`` (the network between scale-up domains:
-  :data:`sweepkit.costmodel.layout.INTERCONNECTS`); see :mod:`sweepkit.costmodel.layout` for the rules;
+  :data:`sweepkit.costmodel.layout.INTERCONNECTS`), ``redundant_experts`` (EPLB replicas: ep need only divide
+  the routed + redundant slots), ``two_batch_overlap`` = true | false (all-to-alls overlapped with the other
+  micro-batch's compute); see :mod:`sweepkit.costmodel.layout` for the rules;
 * batching: ``batching`` = prefill-priority | decode-priority | chunked, ``token_budget`` (tokens per step);
 * KV memory: ``kv`` = reserved | paged, ``preemption`` = recompute | swap, ``prefix_caching`` = true | false;
 * formats: ``weight_format``, ``kv_format``, ``compute_format`` (bf16, or the weight format: W8A8, W4A4);
@@ -45,7 +47,8 @@ CHOICES = {
 _LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget", "prefill_instances", "prefill_tp", "ep", "dp",
            "prefill_ep", "prefill_dp")
 _FIELDS = {"description", "source", "family", "devices", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
-           "kv_format", "compute_format", "expert_imbalance", *CHOICES, *_LAYOUT}
+           "kv_format", "compute_format", "expert_imbalance", "redundant_experts", "two_batch_overlap", *CHOICES,
+           *_LAYOUT}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +64,9 @@ class Lever:
       instances, tp, pp, microbatches: parallel layout (the decode pool's when disaggregated).
       ep, dp: expert-parallel and attention data-parallel ranks (the decode pool's when disaggregated).
       expert_imbalance: max / mean expert load over EP ranks.  scale_out: the network between domains.
+      redundant_experts: EPLB expert replicas (slots = routed + redundant; ep need only divide the slots).
+      two_batch_overlap: two micro-batches per pass, each one's all-to-alls overlapping the other's compute
+        (:func:`sweepkit.costmodel.layout.overlapped`).
       mode, prefill_instances, prefill_tp, prefill_ep, prefill_dp: colocated, or a disaggregated prefill pool
         of that many instances.
       handoff: pull or push KV hand-off (disaggregated only).  weight_format, kv_format, compute_format: formats.
@@ -99,6 +105,8 @@ class Lever:
     prefill_dp: int | None = None
     expert_imbalance: float | None = None
     scale_out: str | None = None
+    redundant_experts: int | None = None
+    two_batch_overlap: bool | None = None
 
     @property
     def speculative(self) -> bool:
@@ -148,9 +156,15 @@ def _lever(name: str, raw: dict, where: str) -> Lever:
             for k in _LAYOUT}
     imbalance = None if "expert_imbalance" not in raw else float(number(raw, "expert_imbalance", where, lo=1.0,
                                                                         hi=16.0))
+    redundant = (None if "redundant_experts" not in raw
+                 else int(number(raw, "redundant_experts", where, lo=0, hi=65536, integer=True)))
+    tbo = raw.get("two_batch_overlap")
+    if tbo is not None and not isinstance(tbo, bool):
+        raise InputError(f"{where}: two_batch_overlap = {tbo!r} is not allowed; expected true or false")
     return Lever(name=name, description=str(raw.get("description", name)), source=str(raw.get("source", "")),
                  family=str(raw.get("family", "")), devices=tuple(devices), draft=draft, gamma=int(gamma), alpha=float(alpha),
-                 alpha_from_workload=from_workload, expert_imbalance=imbalance,
+                 alpha_from_workload=from_workload, expert_imbalance=imbalance, redundant_experts=redundant,
+                 two_batch_overlap=tbo,
                  prefix_caching=prefix, **{k: _choice(raw, k, where) for k in CHOICES},
                  **{k: _format(raw, k, where) for k in ("weight_format", "kv_format", "compute_format")}, **ints)
 

@@ -14,7 +14,9 @@ Grid file (grids/serving-seed.toml)::
     search = "interpolate"             # or "bisect" (the reference's rule): how a bracket narrows
     reference_loads = {chat = 1.9375}  # optional: pin a workload's reference load (default 0.5 x capacity)
     workloads_file / levers_file / cluster_file = "path.toml"   # optional, relative to the grid file
-    profile = "reference"              # or "seed", "tensorrt-llm", "vllm", a profile file (sweepkit.serving.profile)
+    profile = "reference"              # or "seed", "tensorrt-llm", "vllm", "sglang", a profile file (sweepkit.serving.profile)
+    horizon = 4.0                      # optional: every workload's arrivals span horizon x its session length
+    min_sessions = 200                 # optional: every workload's fewest sessions per run
     [serving.bands]                    # optional: uncertainty draws per point (sweepkit.serving.draws)
     draws = 16
     alpha = { low = -0.05, high = 0.05 }
@@ -125,7 +127,7 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
     w_where = f"{where} [serving]"
     check_keys(sv, {"workloads", "levers", "devices", "reference_device", "baseline", "rates_per_call", "tolerance",
                     "search", "workloads_file", "levers_file", "cluster_file", "reference_loads", "bands",
-                    "profile"},
+                    "profile", "horizon", "min_sessions"},
                {"workloads", "levers"}, w_where)
     base = Path(path).parent
 
@@ -146,6 +148,9 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
     lvs = load_levers(rel("levers_file"))
     cluster = load_cluster(rel("cluster_file"))
     workloads = _names(sv, "workloads", wls, w_where)
+    runs = {k: number(sv, k, w_where, lo=lo, hi=hi, integer=k == "min_sessions")
+            for k, lo, hi in (("horizon", 1.0, 64.0), ("min_sessions", 2, 1_000_000)) if k in sv}
+    wls = {k: dataclasses.replace(w, **runs) if runs and w.replay is None else w for k, w in wls.items()}
     levers = _names(sv, "levers", lvs, w_where)
     baseline = sv.get("baseline", "baseline")
     if baseline not in levers:

@@ -26,7 +26,7 @@ _FIELDS = {
     "description", "source", "prompt_mean_tokens", "prompt_cv", "prompt_max_tokens", "output_mean_tokens",
     "output_cv", "output_max_tokens", "turns", "think_mean_s", "system_prompts", "system_prompt_tokens",
     "ttft_slo_s", "tpot_slo_s", "offline", "min_sessions", "trace", "replay", "replay_format", "block_tokens",
-    "max_turns",
+    "max_turns", "horizon",
 }
 _REQUIRED = {"source", "ttft_slo_s", "tpot_slo_s"}
 _LENGTHS = {"prompt_mean_tokens", "prompt_cv", "prompt_max_tokens", "output_mean_tokens", "output_cv",
@@ -45,7 +45,8 @@ class Workload:
       system_prompts, system_prompt_tokens: shared system prompts prepended to every turn's prompt.
       ttft_slo_s, tpot_slo_s: the SLOs (a request attains when it meets both; TPOT ignored below 2 tokens).
       offline: every request arrives at once; capacity is the saturated throughput.
-      min_sessions: sessions per run are max(min_sessions, ceil(rate x 4 x session_s)) (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim).
+      min_sessions: sessions per run are max(min_sessions, ceil(rate x horizon x session_s)) (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim).
+      horizon: arrivals span horizon x session_s (4, the reference's, by default).
       trace_inputs, trace_outputs: resampled lengths when a trace file is named (else empty).
       replay: the :class:`sweepkit.serving.traces.Replay` of a ``replay`` trace (else None): every session of
         it is simulated at any load, a load rescaling its session starts.
@@ -72,6 +73,7 @@ class Workload:
     trace_inputs: tuple = ()
     trace_outputs: tuple = ()
     replay: Replay | None = None
+    horizon: float = 4.0
 
     @property
     def session_s(self) -> float:
@@ -88,7 +90,7 @@ class Workload:
             return self.replay.sessions
         if self.offline:
             return self.min_sessions
-        return max(self.min_sessions, int(np.ceil(rate * 4.0 * self.session_s - 1e-9)))
+        return max(self.min_sessions, int(np.ceil(rate * self.horizon * self.session_s - 1e-9)))
 
 
 def _read_trace(path: Path, where: str) -> tuple[tuple, tuple]:
@@ -165,7 +167,7 @@ def _workload(name: str, raw: dict, where: str, base: Path | None) -> Workload:
         system_prompt_tokens=num("system_prompt_tokens", lo=0, hi=1_000_000, integer=True, default=0),
         ttft_slo_s=num("ttft_slo_s", lo=0, lo_open=True), tpot_slo_s=num("tpot_slo_s", lo=0, lo_open=True),
         offline=offline, min_sessions=num("min_sessions", lo=2, hi=1_000_000, integer=True, default=200),
-        trace=str(trace), trace_inputs=ins, trace_outputs=outs,
+        trace=str(trace), trace_inputs=ins, trace_outputs=outs, horizon=num("horizon", lo=1, hi=64, default=4.0),
     ), where)
 
 

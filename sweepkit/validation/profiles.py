@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sweepkit.catalogue import get_model
 from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for, profile_toml
 from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.validation.measurements import Measurement, row_ranges
@@ -32,12 +33,15 @@ REFERENCE = "reference"
 def steady_row(m: Measurement) -> bool:
     """Whether the analytic steady state prices ``m``: a max-throughput row, or a loaded row (output or total
     tokens/s, mean or median TPOT / ITL) at a fixed concurrency or a burst (``request_rate = inf``); no
-    draft, no pipeline or expert parallelism or data-parallel attention, serving status MODELLED."""
+    draft, no pipeline parallelism, serving status MODELLED. Expert parallelism and data-parallel attention
+    of a mixture-of-experts model are priced with the row's layout (:mod:`sweepkit.validation.row_layout`);
+    a dense model's dp only as replicas of tp."""
     loaded = (m.metric in LOADED and (m.concurrency is not None or (m.request_rate or 0.0) == float("inf"))
               and (m.metric not in ("tpot", "itl") or str(m.percentile) in ("mean", "50", "50.0")))
-    layout = m.pp == 1 and m.ep == 1 and (m.dp == 1 or m.dp * m.tp == m.gpus)    # replicas of tp only
-    return ((m.metric == "max_output_throughput" or loaded) and m.draft == "none" and layout
-            and serving_status(m) == MODELLED)
+    if not ((m.metric == "max_output_throughput" or loaded) and m.draft == "none" and m.pp == 1
+            and serving_status(m) == MODELLED):
+        return False
+    return get_model(m.model).is_moe or (m.ep == 1 and (m.dp == 1 or m.dp * m.tp == m.gpus))
 
 
 LOADED = ("output_throughput", "total_throughput", "tpot", "itl")

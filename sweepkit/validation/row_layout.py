@@ -16,7 +16,10 @@ Then, for a mixture-of-experts model (:func:`sweepkit.costmodel.layout.check_lay
                            data-parallel rank, the DEP layout of DeepSeek-V3 and LMSYS's 96-H100 deployment)
     dp = 1, ep | tp'       experts inside the tensor-parallel group
 
-and for a dense model dp > 1 is plain data parallelism (more instances). The cluster holds
+and for a dense model dp > 1 is plain data parallelism (more instances). An EP degree that does not divide the
+E routed experts is read as EPLB with the fewest redundant experts R = (-E) mod ep that make it divide the
+E + R slots: LMSYS's EP72 decode of DeepSeek-V3 holds 256 + 32 = 288 slots, as deployed, and its GB200
+EP48 decode the same 288. The cluster holds
 G / (n x pp) instances; one spanning more GPUs than the device's scale-up domain sits on
 ceil(n x pp / domain) nodes joined by the device's scale-out network. A row that fits none of these raises
 InputError saying why (reported as "not modelled: <why>").
@@ -45,7 +48,7 @@ class RowLayout:
     Attributes:
       instances: replicas.  tp: attention tensor-parallel GPUs.  dp: attention data-parallel ranks.
       ep: expert-parallel ranks.  pp: pipeline stages.  nodes: scale-up domains of the cluster (0: within one
-        domain per replica, the device's).
+        domain per replica, the device's).  redundant_experts: R, EPLB replicas beyond the routed experts.
     """
 
     instances: int
@@ -54,6 +57,7 @@ class RowLayout:
     ep: int
     pp: int
     nodes: int
+    redundant_experts: int = 0
 
 
 def row_layout(m: Measurement) -> RowLayout:
@@ -64,7 +68,7 @@ def row_layout(m: Measurement) -> RowLayout:
       >>> csv = ("source,device,model,metric,value,unit,gpus,tp,dp,input_tokens,output_tokens,request_rate\\n"
       ...        "demo,H200,deepseek-v3,total_throughput,1,tok/s,8,8,8,128,4,inf\\n")
       >>> row_layout(parse_measurements(csv, "demo.csv")[0])
-      RowLayout(instances=1, tp=1, dp=8, ep=8, pp=1, nodes=0)
+      RowLayout(instances=1, tp=1, dp=8, ep=8, pp=1, nodes=0, redundant_experts=0)
     """
     model, device = get_model(m.model), get_device(m.device)
     where = f"{m.source} row {m.row}"
@@ -99,6 +103,6 @@ def row_layout(m: Measurement) -> RowLayout:
             raise InputError(f"{where}: {replica} GPUs per replica do not split evenly over {per_replica} nodes of "
                              f"{device.name}'s scale-up domain of {domain}")
         nodes = instances * per_replica
-    check_layout(model, device, tp, dp, ep, where,
-                 m.gpus // nodes if nodes else None)
-    return RowLayout(instances=instances, tp=tp, dp=dp, ep=ep, pp=pp, nodes=nodes)
+    redundant = -model.n_experts % ep if model.is_moe and ep > 1 else 0
+    check_layout(model, device, tp, dp, ep, where, m.gpus // nodes if nodes else None, redundant)
+    return RowLayout(instances=instances, tp=tp, dp=dp, ep=ep, pp=pp, nodes=nodes, redundant_experts=redundant)

@@ -33,6 +33,7 @@ import numpy as np
 
 from sweepkit.catalogue import get_device
 from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for
+from sweepkit.costmodel.layout import IMBALANCE_EPLB
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster, make_cluster
 from sweepkit.serving.config import Config, check
@@ -103,6 +104,8 @@ def point_config(m: Measurement, max_batch: int = MAX_BATCH, profile: Profile | 
     dev = get_device(m.device)
     lay = row_layout(m)
     extra = {"nodes": lay.nodes} if lay.nodes else {}
+    if lay.redundant_experts:               # EPLB replicas (row_layout), balanced as EPLB balances them
+        extra.update(redundant_experts=lay.redundant_experts, expert_imbalance=IMBALANCE_EPLB)
     cluster = make_cluster(
         f"{m.source} row {m.row}", description=m.setup, source=m.source, model=m.model,
         gpus=m.gpus, instances=lay.instances * lay.pp, tp=lay.tp, ep=lay.ep, dp=lay.dp,

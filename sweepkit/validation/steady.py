@@ -21,6 +21,15 @@ reference roofline's target pass over the combined work (:func:`reference_throug
 engine prices each step with). Written for ONE row; ``jax.vmap`` stacks rows; differentiable in the
 efficiencies (n depends on memory only).
 
+A row with expert parallelism or attention data parallelism (:mod:`sweepkit.validation.row_layout`) is one
+replica of tp x dp GPUs under its :class:`~sweepkit.costmodel.layout.Layout`: C is the layout's KV capacity
+(:func:`sweepkit.costmodel.layout.layout_kv_capacity_tokens`: each DP rank holds its own requests' KV), and
+t_step the profiled pass of that replica (:func:`sweepkit.costmodel.profiled.measured_pass_s`: the layout's
+extra work, its all-to-alls at the profile's link efficiency). b_max and N_tok stay per replica: SGLang
+divides ``--chunked-prefill-size`` and ``--max-running-requests`` over its DP attention ranks
+(python/sglang/srt/server_args.py, github.com/sgl-project/sglang). Any other row carries the identity layout
+(dp = ep = r_kv = 1), under which t_step is exactly :func:`sweepkit.costmodel.efficiency.step_time`.
+
 A loaded row (a fixed concurrency c, or a burst of c requests: ``request_rate = inf``) runs at most c / replicas
 requests per replica, n = min(c / replicas, ...) above; its steady step gives
 
@@ -58,10 +67,13 @@ import numpy as np
 from sweepkit.catalogue import get_device, get_format, get_model
 from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
-from sweepkit.costmodel.efficiency import Efficiency, step_time_by_class
+from sweepkit.costmodel.efficiency import Efficiency
+from sweepkit.costmodel.layout import (IMBALANCE, IMBALANCE_EPLB, Layout, layout_kv_capacity_tokens, layout_work,
+                                     make_layout, moe_all_to_all)
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
-from sweepkit.costmodel.passes import Work, decode_work
-from sweepkit.costmodel.steps import pass_cost
+from sweepkit.costmodel.passes import Work, combine, decode_work
+from sweepkit.costmodel.profiled import measured_pass_s
+from sweepkit.costmodel.steps import Instance, target_pass_cost
 from sweepkit.validation.levers import host_overlap, scheduler_defaults, scheduler_scales
 
 
@@ -73,7 +85,8 @@ class RowInputs:
     f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row),
     the metric the row measures (:data:`METRIC_KINDS`), the row's stated token budget and batch cap as
     ratios to its framework's defaults (1: the defaults) and whether its host work overlaps the device's
-    (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`)."""
+    (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`); ``layout``: the replica's EP / attention-DP
+    layout (the identity, dp = ep = r_kv = 1, for a replica of tp GPUs) and ``laid`` 1 where the row has one."""
 
     device: DeviceArrays
     model: ModelArrays
@@ -95,6 +108,8 @@ class RowInputs:
     framework_budget: jax.Array
     framework_cap: jax.Array
     burst_requests: jax.Array
+    layout: Layout
+    laid: jax.Array
 
 
 def running(row: RowInputs) -> jax.Array:
@@ -105,6 +120,9 @@ def running(row: RowInputs) -> jax.Array:
     free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
     framework = row.kv_free_fraction * free / kv_bytes_per_token(row.model, absent, row.kv_bytes)
     cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
+    laid = layout_kv_capacity_tokens(row.layout, row.device, row.tp * row.layout.dp, row.model, absent,
+                                     row.weight_bytes, row.kv_bytes)
+    cap = jnp.where(row.laid > 0, laid, cap)
     n = jnp.minimum(jnp.minimum(batch_cap(row), cap / (row.isl + row.osl)),
                     token_budget(row) / (1.0 + row.isl / row.osl))
     return jnp.maximum(jnp.minimum(n, row.concurrency / row.replicas), 1.0)
@@ -141,12 +159,26 @@ def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
     return _step(row, eff, *step_work(row))
 
 
+def _instance(row: RowInputs, eff: Efficiency | None) -> Instance:
+    absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
+    one = jnp.ones_like(row.tp)
+    return Instance(device=row.device, target=row.model, draft=absent, tp=row.tp, pp=one, microbatches=one,
+                    weight_bytes=row.weight_bytes, kv_bytes=row.kv_bytes, compute_speedup=row.compute_speedup,
+                    gamma=0.0 * one, layout=row.layout, efficiency=eff, pipelined=False)
+
+
 def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.Array:
-    parts = step_time_by_class(decode, prefill, row.model, row.device, eff, row.tp, row.weight_bytes,
-                               row.kv_bytes, row.compute_speedup)
-    host = parts.pop("overhead")
-    device = sum(parts.values())
-    return jnp.where(row.host_overlap > 0, jnp.maximum(device, host), device + host)
+    """The profiled pass of the row's replica over ``decode`` and ``prefill`` (its layout's extra work and
+    all-to-alls included; :func:`sweepkit.costmodel.efficiency.step_time` under the identity layout), its host
+    time overlapped where ``host_overlap``."""
+    inst = _instance(row, eff)
+    lay, n = row.layout, row.tp * row.layout.dp
+    extra = layout_work(lay, row.model, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
+    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, (decode.tokens + prefill.tokens) / n)
+    a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
+    t = measured_pass_s(inst, decode, prefill, extra, (a2a_layers, a2a_s))
+    host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + prefill.tokens)
+    return jnp.where(row.host_overlap > 0, jnp.maximum(t - host, host), t)
 
 
 def measured_throughput(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -203,9 +235,7 @@ def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
 def reference_throughput(row: RowInputs) -> jax.Array:
     """Output tokens/s of the row with the reference roofline (one pass over decode rows and chunks)."""
     decode, prefill = step_work(row)
-    work = Work(decode.tokens + prefill.tokens, decode.attn_pairs + prefill.attn_pairs,
-                decode.kv_tokens + prefill.kv_tokens)
-    cost = pass_cost(work, row.model, row.device, row.tp, row.weight_bytes, row.kv_bytes, row.compute_speedup)
+    cost = target_pass_cost(_instance(row, None), combine(decode, prefill))
     return row.replicas * decode.tokens / cost.t_s
 
 
@@ -234,18 +264,38 @@ def burst_requests(m) -> float:
     return float(m.requests) if burst_ and m.requests and m.concurrency is None else 0.0
 
 
+def _layout(m, dtype) -> tuple[Layout, int, int, bool]:
+    """(layout, attention tp, replicas, has a layout) of row ``m`` (:func:`sweepkit.validation.row_layout.row_layout`
+    where it has ep or dp > 1 on a mixture-of-experts model, else the identity over tp GPUs)."""
+    from sweepkit.validation.row_layout import row_layout
+
+    device, model = get_device(m.device), get_model(m.model)
+    if model.is_moe and max(m.ep, m.dp) > 1:
+        lay = row_layout(m)
+        per_node = m.gpus // lay.nodes if lay.nodes else None
+        imb = IMBALANCE_EPLB if lay.redundant_experts else IMBALANCE
+        return (make_layout(device, model, lay.tp, dp=lay.dp, ep=lay.ep, imbalance=imb,
+                            compute_format=m.compute_format, gpus_per_node=per_node,
+                            redundant_experts=lay.redundant_experts, dtype=dtype),
+                lay.tp, lay.instances, True)
+    ident = make_layout(device, model, m.tp, dtype=dtype)
+    return dataclasses.replace(ident, kv_replicas=jnp.asarray(1.0, dtype)), m.tp, m.gpus // m.tp, False
+
+
 def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64) -> RowInputs:
     """Stack :class:`~sweepkit.validation.measurements.Measurement` rows (leading axis) of the metrics in
     :data:`METRIC_KINDS`; each row's f_free from its framework (:data:`KV_FREE_FRACTION`), c from
-    :func:`concurrency`; its stated scheduler flags from :mod:`sweepkit.validation.levers`."""
+    :func:`concurrency`; its stated scheduler flags from :mod:`sweepkit.validation.levers`; its layout from
+    :func:`sweepkit.validation.row_layout.row_layout`."""
     devs = [get_device(m.device) for m in points]
+    lays = [_layout(m, dtype) for m in points]
 
     def col(values):
         return jnp.asarray(np.asarray(values, dtype=np.float64), dtype=dtype)
 
     return RowInputs(
         device=device_arrays(devs, dtype), model=model_arrays([get_model(m.model) for m in points], dtype),
-        tp=col([m.tp for m in points]), replicas=col([m.gpus // m.tp for m in points]),
+        tp=col([t for _, t, _, _ in lays]), replicas=col([r for _, _, r, _ in lays]),
         isl=col([m.input_tokens for m in points]), osl=col([m.output_tokens for m in points]),
         weight_bytes=col([get_format(m.weight_format).bytes_per_value for m in points]),
         kv_bytes=col([get_format(m.kv_format).bytes_per_value for m in points]),
@@ -259,4 +309,6 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         host_overlap=col([host_overlap(m) for m in points]),
         framework_budget=col([(scheduler_defaults(m) or (0.0, 0.0))[0] for m in points]),
         framework_cap=col([(scheduler_defaults(m) or (0.0, 0.0))[1] for m in points]),
-        burst_requests=col([burst_requests(m) for m in points]))
+        burst_requests=col([burst_requests(m) for m in points]),
+        layout=jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[lay for lay, _, _, _ in lays]),
+        laid=col([float(has) for _, _, _, has in lays]))

@@ -51,10 +51,10 @@ def test_vllm_defaults_per_device_and_the_scales_they_give():
 
 def test_lever_parts_and_what_is_not_expressed():
     base = _row(lever="x:without", pair="P")
-    sg = _row(framework="SGLang v0.5.3", notes="flags: --tp 4", tp=4, gpus=4, lever="x:with", pair="P")
-    assert lever_family(sg, base) == "framework+layout"
-    st_ = pair_status(sg, base, "serving engine: reference", "steady state: vllm")
-    assert st_.startswith("not expressed: framework: no loaded-row profile for SGLang") and "priced apart" in st_
+    mi = _row(framework="MindIE 2.1", notes="flags: --tp 4", tp=4, gpus=4, lever="x:with", pair="P")
+    assert lever_family(mi, base) == "framework+layout"
+    st_ = pair_status(mi, base, "serving engine: reference", "steady state: vllm")
+    assert st_.startswith("not expressed: framework: no loaded-row profile for MindIE") and "priced apart" in st_
     asy = _row(notes="flags: --async-scheduling -tp 2", tp=2, gpus=2, lever="x:with", pair="P")
     assert [p for p, _ in lever_parts(asy, base)] == ["layout", "async scheduling"]
     assert pair_status(asy, base, "steady state: vllm", "steady state: vllm") == EXPRESSED
@@ -113,7 +113,7 @@ def test_pairs_expressed_in_the_table_and_by_family():
     pts = [_row(metric="tpot", lever="async:without", pair="A", model="openai/gpt-oss-20b", fmt="fp8"),
            _row(metric="tpot", lever="async:with", pair="A", model="openai/gpt-oss-20b", fmt="fp8",
                 notes="flags: --async-scheduling", value=0.9),
-           _row(metric="tpot", framework="SGLang v0.5.3", lever="fw:with", pair="B", model="openai/gpt-oss-20b",
+           _row(metric="tpot", framework="MindIE 2.1", lever="fw:with", pair="B", model="openai/gpt-oss-20b",
                 fmt="fp8", notes="flags: default flags", value=0.5),
            _row(metric="tpot", lever="fw:without", pair="B", model="openai/gpt-oss-20b", fmt="fp8")]
     table = rows(pts, evaluate_points(pts, serving=False), "t.csv", "0" * 64, serving=False)
@@ -128,7 +128,7 @@ def test_pairs_expressed_in_the_table_and_by_family():
     assert sign_agreement(p) == (1, 1)
     fams = {f["lever_family"]: f for f in pair_families(p)}
     assert fams["async scheduling"]["expressed"] == 1 and fams["framework"]["expressed"] == 0
-    assert "no loaded-row profile for SGLang" in fams["framework"]["not_expressed"]
+    assert "no loaded-row profile for MindIE" in fams["framework"]["not_expressed"]
 
 
 def test_a_burst_runs_a_ramp_a_steady_phase_and_a_tail():

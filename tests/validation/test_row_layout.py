@@ -35,6 +35,8 @@ def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8):
     (("H100", "glm-4.5-air", 4, 4, 1, 4, 1), RowLayout(1, 4, 1, 4, 1, 0)),
     # Wide EP over 4 H100 nodes (LMSYS's EP32 prefill): attention data parallel on every GPU, 4 nodes.
     (("H100", "deepseek-v3", 32, 1, 1, 32, 1), RowLayout(1, 1, 32, 32, 1, 4)),
+    # LMSYS's EP72 decode over 9 nodes: 256 routed experts + 32 EPLB replicas = 288 slots, 4 per GPU.
+    (("H100", "deepseek-v3", 72, 1, 1, 72, 1), RowLayout(1, 1, 72, 72, 1, 9, redundant_experts=32)),
     # vLLM DP2 x TP2 with expert parallelism: ep = 4 over the stage.
     (("H200", "qwen3-30b-a3b", 4, 2, 1, 4, 2), RowLayout(1, 2, 2, 4, 1, 0)),
     # A dense model's data parallelism is more instances; pipeline stages multiply a replica's GPUs.
@@ -59,8 +61,6 @@ def test_the_cluster_carries_the_layout_and_spans_nodes_over_the_scale_out_netwo
 
 
 @pytest.mark.parametrize("row, why", [
-    # DeepSeek-V3's 256 routed experts do not split over 72 ranks without redundant experts.
-    (("H100", "deepseek-v3", 72, 1, 1, 72, 1), "ep = 72 is not allowed; expected a divisor of deepseek-v3's 256"),
     (("H100", "llama-3.1-8b", 2, 1, 1, 2, 1), "ep = 2 is not allowed; llama-3.1-8b is dense"),
     (("H100", "qwen3-30b-a3b", 12, 4, 1, 6, 1), "ep = 6 is not a multiple of tp = 4"),
     (("H100", "qwen3-30b-a3b", 12, 2, 1, 8, 1), "gpus = 12 is not a multiple of tp x dp x pp = 8"),

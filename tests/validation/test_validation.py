@@ -86,9 +86,9 @@ def test_validate_prints_points_and_commits_the_validation_view(tmp_path):
     by_profile = priced_by_profile(points)
     assert len(by_profile) > 700 and {points[i].metric for i in by_profile} == {
         "max_output_throughput", "output_throughput", "total_throughput", "tpot", "itl"}
-    # Loaded rows only under profiles fitted on loaded rows (vLLM), never TensorRT-LLM's.
+    # Loaded rows only under profiles fitted on loaded rows (vLLM, SGLang), never TensorRT-LLM's.
     assert {points[i].framework.split(" ")[0] for i in by_profile
-            if points[i].metric != "max_output_throughput"} <= {"vLLM"}
+            if points[i].metric != "max_output_throughput"} <= {"vLLM", "SGLang"}
     serving = sum(status(m) == MODELLED and m.metric not in ("step_time", "decode_tok_s") and i not in by_profile
                   for i, m in enumerate(points))
     assert serving > 300 and f"{serving} points not simulated (--no-serving)" in res.stderr
