@@ -15,7 +15,7 @@ import pytest
 
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import load_cluster
-from sweepkit.serving.handoff import link_transfers
+from sweepkit.serving.engine.handoff import link_transfers
 from sweepkit.serving.config import Config, check
 from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.levers import Lever

@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweepkit.serving import minblocks, sizes
+from sweepkit.serving import sizes
+from sweepkit.serving.engine import minblocks
 
 times = st.one_of(st.just(np.inf), st.floats(0.0, 100.0, allow_nan=False).map(lambda x: round(x, 1)))
 

@@ -27,7 +27,7 @@ from sweepkit.costmodel.memory import kv_bytes_per_token
 from sweepkit.costmodel.steps import Instance, instance
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, \
+from sweepkit.serving.engine import CHUNKED, COLOCATED, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, \
     PREFILL_POOL, PREFILL_PRIORITY, SESSION, Policy
 from sweepkit.serving.levers import Lever, check_lever
 from sweepkit.serving.profile import instance_efficiency

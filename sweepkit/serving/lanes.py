@@ -22,8 +22,7 @@ import numpy as np
 from sweepkit.errors import InputError
 from sweepkit.serving import sizes
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_sim import MISS_SHARE
-from sweepkit.serving.cluster_state import Requests
+from sweepkit.serving.engine import MISS_SHARE, Requests
 from sweepkit.serving.config import Config, policy, resolve
 from sweepkit.serving.programs import as_load, collect, submit_lanes
 from sweepkit.serving.requests import Sessions, sample_sessions

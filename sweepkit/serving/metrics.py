@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweepkit.serving.cluster_state import bin_centres_s
+from sweepkit.serving.engine import bin_centres_s
 from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import WARMUP_FRACTION
 from sweepkit.serving.workloads import Workload

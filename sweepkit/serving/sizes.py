@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_state import Shape
+from sweepkit.serving.engine import Shape
 from sweepkit.serving.workloads import Workload
 
 

@@ -4,7 +4,7 @@ prefill-priority: admit whole prompts (FIFO, token budget, batch cap, memory); i
 (decode rows stall), else one decode step over every row. decode-priority: the same, but prompts are admitted
 only when no row is running. chunked: one mixed step of every decode row (gamma + 1 tokens each of the budget),
 partial prompts and new admissions within the token budget. Paged rows grow before decode and mixed steps.
-A pure decode step plans a run of up to RUN_STEPS steps at once (:mod:`sweepkit.serving.decode_run`); so does a
+A pure decode step plans a run of up to RUN_STEPS steps at once (:mod:`sweepkit.serving.engine.decode_run`); so does a
 step computing prompts (whole, or the last chunks of chunked batching) where nothing could change at the
 boundary after it (the step, then the run).
 
@@ -23,13 +23,13 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.passes import Work, chunk_work
 from sweepkit.costmodel.steps import step_cost
-from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, \
+from sweepkit.serving.engine.state import CHUNKED, COLOCATED, DECODE, DECODE_PRIORITY, FREE, PREFILL, PREFILL_POOL, \
     RESERVED, SWAPPED
-from sweepkit.serving.decode_run import decode_run, no_run
-from sweepkit.serving.kv_phases import grow, kv_used, not_preempted, parked_units, preempt
-from sweepkit.serving.prefix import lookup, offset, pin_chains, prompt_chains, unpinned_hit_units
-from sweepkit.serving.row_order import masked_cumsum, uniform
-from sweepkit.serving.updates import add_at, first_true, set_at
+from sweepkit.serving.engine.decode_run import decode_run, no_run
+from sweepkit.serving.engine.kv_phases import grow, kv_used, not_preempted, parked_units, preempt
+from sweepkit.serving.engine.prefix import lookup, offset, pin_chains, prompt_chains, unpinned_hit_units
+from sweepkit.serving.engine.row_order import masked_cumsum, uniform
+from sweepkit.serving.engine.updates import add_at, first_true, set_at
 
 
 def candidates(pol, req, iv, r_out, prefilled, handed, t, units_m, shape):
@@ -37,7 +37,7 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, units_m, shape):
     tokens emitted before, whether the prompt was computed by the prefill pool (disaggregated), and whether
     its KV still waits there for room here (pull hand-off: admitting it reserves the room and starts the
     transfer), and the KV units of its hit's cached segments that nothing pins now (the admission pins them,
-    so they stop counting as evictable room: :func:`sweepkit.serving.prefix.unpinned_hit_units`)."""
+    so they stop counting as evictable room: :func:`sweepkit.serving.engine.prefix.unpinned_hit_units`)."""
     ar = jnp.arange(shape.admits)
     valid = ar < iv["tail"] - iv["head"]
     rid = iv["queue"][iv["head"] + ar - iv["qbase"]]     # the boundary's window of the ring
@@ -231,7 +231,7 @@ def step_chunks(done, c_part, part, hit, c_new, take) -> Work:
 def left_behind(pol, req, iv, units_m, shape):
     """[S] KV units each row's finish leaves in the prefix cache: its turn's segment, where it pins its whole
     chain, the segment is not cached yet and the workload has several turns (as
-    :func:`sweepkit.serving.complete.emit_and_release` caches them); zeros without the prefix cache."""
+    :func:`sweepkit.serving.engine.complete.emit_and_release` caches them); zeros without the prefix cache."""
     r = iv["rows"]
     if not shape.prefix:
         return jnp.zeros_like(r.alloc)
@@ -261,7 +261,7 @@ def _nothing_between(pol, req, iv, after, emit):
 
 def cached_prompts(pol, req, iv, rows, on, used, units_m, shape):
     """The rows as they will be once the prompts of ``on`` rows complete and their chains enter the prefix
-    cache (:func:`sweepkit.serving.complete.insert_prefix`, which applies it when the plan lands): (rows with
+    cache (:func:`sweepkit.serving.engine.complete.insert_prefix`, which applies it when the plan lands): (rows with
     the prompts' allocation, hit and pins, KV units the cache gains, whether the insert fits beside ``used``,
     the private and pinned units held now). Programs with the prefix cache only."""
     ids, valid, new, covered, alloc, need = prompt_chains(iv["c_in"], req, rows, on, units_m, pol.block_tokens, shape,

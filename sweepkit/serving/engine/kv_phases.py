@@ -17,15 +17,15 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, RESERVED, SWAPPED
-from sweepkit.serving.prefix import unpin
-from sweepkit.serving.row_order import masked_cumsum, masked_rank, ordered_cumsum
-from sweepkit.serving.updates import set_at
+from sweepkit.serving.engine.state import DECODE, FREE, HELD, PREFILL, RESERVED, SWAPPED
+from sweepkit.serving.engine.prefix import unpin
+from sweepkit.serving.engine.row_order import masked_cumsum, masked_rank, ordered_cumsum
+from sweepkit.serving.engine.updates import set_at
 
 
 def kv_used(pol, iv, units):
     """(private units held, cache units, pinned cache units) of an instance; the cache's two are running
-    totals (:func:`sweepkit.serving.prefix.insert_nodes`), not sums over its segments."""
+    totals (:func:`sweepkit.serving.engine.prefix.insert_nodes`), not sums over its segments."""
     phase = iv["rows"].phase
     held = (phase == PREFILL) | (phase == DECODE) | (phase == HELD) | (phase == RESERVED)
     private = jnp.sum(jnp.where(held, iv["rows"].alloc, 0.0))

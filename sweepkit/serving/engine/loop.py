@@ -7,11 +7,11 @@ Each iteration of a ``jax.lax.while_loop`` (one lane, one call; lanes run side b
    rows; ties to the lowest index), or with the session router to the instance of its session's first turn.
    A request that could never fit an empty instance's KV is rejected (a miss), and so are its later turns;
 2. **boundaries** - every awake instance whose step has ended runs its boundary
-   (:func:`sweepkit.serving.phases.boundary`): the ended step lands, the next one is formed and priced;
+   (:func:`sweepkit.serving.engine.phases.boundary`): the ended step lands, the next one is formed and priced;
 3. **advance** - time moves to the next arrival or the next step end, whichever is first.
 
 An iteration's cost does not grow with the run's requests: the earliest pending arrival comes from blocked
-minima (:mod:`sweepkit.serving.minblocks`), a boundary sees a window of its instance's queue, and the
+minima (:mod:`sweepkit.serving.engine.minblocks`), a boundary sees a window of its instance's queue, and the
 requests already past their TTFT SLO (the early stop) are counted every :data:`LATE_EVERY` iterations.
 Arrivals act only at step boundaries; an idle instance wakes at once. Common random numbers: the sessions
 and their unit-rate start times are drawn once per workload, a load rescales the start times, and
@@ -25,14 +25,14 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
+from sweepkit.serving.engine.state import DECODE, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
     Requests, Shape, State, init_state
-from sweepkit.serving import minblocks
-from sweepkit.serving.decode_run import finished_by, promoted_by
-from sweepkit.serving.handoff import cut_plan, hand_off, start_transfers
-from sweepkit.serving.phases import boundary, no_events
-from sweepkit.serving.prefix import node_units
-from sweepkit.serving.updates import add_at, rows_updated, set_at
+from sweepkit.serving.engine import minblocks
+from sweepkit.serving.engine.decode_run import finished_by, promoted_by
+from sweepkit.serving.engine.handoff import cut_plan, hand_off, start_transfers
+from sweepkit.serving.engine.phases import boundary, no_events
+from sweepkit.serving.engine.prefix import node_units
+from sweepkit.serving.engine.updates import add_at, rows_updated, set_at
 
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""

@@ -2,14 +2,14 @@
 
 At a boundary (its step has ended, or an arrival woke it) an instance runs, in order:
 
-1. :func:`sweepkit.serving.complete.complete` - the ended step's tokens land: first tokens, inter-token gaps,
+1. :func:`sweepkit.serving.engine.complete.complete` - the ended step's tokens land: first tokens, inter-token gaps,
    finished prompts become decode rows (their prompt segments enter the prefix cache), finished rows retire
    (their turn's segment is cached, their KV freed, the session's next turn released after its think time);
-   :func:`sweepkit.serving.complete.land` - KV hand-offs that have landed free their prefill-side hold and
+   :func:`sweepkit.serving.engine.complete.land` - KV hand-offs that have landed free their prefill-side hold and
    turn their decode-side reservation into a decode row (pull hand-off);
-2. :func:`sweepkit.serving.kv_phases.swap_in` - swapped-out rows come back, earliest arrival first, while
+2. :func:`sweepkit.serving.engine.kv_phases.swap_in` - swapped-out rows come back, earliest arrival first, while
    they fit;
-3. :func:`sweepkit.serving.schedule.schedule` - the batching policy forms the next step: paged rows grow
+3. :func:`sweepkit.serving.engine.schedule.schedule` - the batching policy forms the next step: paged rows grow
    (the latest arrivals are preempted when they cannot), queued requests are admitted in FIFO order
    (head-of-line blocking), and the step's rows, prompt chunks and emitted tokens are fixed;
    :func:`sweepkit.costmodel.steps.step_cost` prices it;
@@ -31,13 +31,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import RUN_STEPS, SWAPPED
-from sweepkit.serving.complete import complete, land
-from sweepkit.serving.kv_phases import kv_used, parked, swap_in
-from sweepkit.serving.prefix import evict, offset
-from sweepkit.serving.row_order import arrival_order
-from sweepkit.serving.schedule import schedule
-from sweepkit.serving.updates import add_at
+from sweepkit.serving.engine.state import RUN_STEPS, SWAPPED
+from sweepkit.serving.engine.complete import complete, land
+from sweepkit.serving.engine.kv_phases import kv_used, parked, swap_in
+from sweepkit.serving.engine.prefix import evict, offset
+from sweepkit.serving.engine.row_order import arrival_order
+from sweepkit.serving.engine.schedule import schedule
+from sweepkit.serving.engine.updates import add_at
 
 
 def no_events(S: int, N: int, bins: int, A: int) -> dict:

@@ -17,12 +17,12 @@ only at a boundary. So up to K steps are formed at once: step j of each row emit
   of its own (stamped with its finish), and the cache's LRU order is the same;
 * before the first step whose paged growth would not fit.
 
-A row that finishes inside the run finishes at its step's end (:func:`sweepkit.serving.complete.complete`), and
+A row that finishes inside the run finishes at its step's end (:func:`sweepkit.serving.engine.complete.complete`), and
 until the run lands the router counts it as gone from the end of that step (:func:`finished_by`).
 
-The plan is kept on the instance and lands at its end (:func:`sweepkit.serving.phases.complete`); a request
+The plan is kept on the instance and lands at its end (:func:`sweepkit.serving.engine.phases.complete`); a request
 routed to the instance while it runs cuts the plan at the first step ending at or after its arrival
-(:func:`sweepkit.serving.cluster_sim.route`), so every arrival meets a boundary exactly as with single
+(:func:`sweepkit.serving.engine.loop.route`), so every arrival meets a boundary exactly as with single
 steps (under decode priority, which admits nothing while a row runs, only a pulled hand-off cuts it). With n = 1 this is exactly one decode step.
 """
 
@@ -33,8 +33,8 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.passes import Work
 from sweepkit.costmodel.steps import step_cost
-from sweepkit.serving.cluster_state import RUN_STEPS
-from sweepkit.serving.updates import rows_updated
+from sweepkit.serving.engine.state import RUN_STEPS
+from sweepkit.serving.engine.updates import rows_updated
 
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.costmodel.steps import Instance
-from sweepkit.serving.minblocks import block_mins
+from sweepkit.serving.engine.minblocks import block_mins
 
 HIST_LOG10_LO = -5.0
 """Smallest ITL histogram edge, log10 seconds (10 us)."""
@@ -22,7 +22,7 @@ HIST_LOG10_HI = 3.0
 """Largest ITL histogram edge, log10 seconds (1,000 s)."""
 
 RUN_STEPS = 16
-"""Most decode steps planned at one boundary (see :mod:`sweepkit.serving.decode_run`)."""
+"""Most decode steps planned at one boundary (see :mod:`sweepkit.serving.engine.decode_run`)."""
 
 FREE, PREFILL, DECODE, SWAPPED, HELD, RESERVED = 0, 1, 2, 3, 4, 5
 """Row phases of a slot: free; admitted, prompt not yet computed; decoding; swapped out to host memory;
@@ -201,7 +201,7 @@ class State:
     the KV transfer's start and landing, whether its prompt was computed by the prefill pool, whether it waits
     in a decode queue for room before its transfer (pull), and the prefill and decode instances of its
     hand-off; the link's next free time and its joules. ``nxt``: the earliest pending arrival as
-    :func:`sweepkit.serving.cluster_sim.next_arrival` finds it (kept from the end of the previous iteration).
+    :func:`sweepkit.serving.engine.loop.next_arrival` finds it (kept from the end of the previous iteration).
     Early stop: ``misses`` counts the certain misses of the measured window's arrivals, those after
     ``window_from_s`` (the arrival time of the ``warmup_requests``-th request routed, inf until then;
     ``arrived`` counts the requests routed so far).

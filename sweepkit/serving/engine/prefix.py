@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.updates import rows_updated
+from sweepkit.serving.engine.updates import rows_updated
 
 SHARED_COLUMNS = 1
 """Chain positions where several rows' chains may hold one node: the shared system prompt, position 0."""
@@ -87,7 +87,7 @@ def node_units(req, shape, block_tokens: jax.Array) -> jax.Array:
 
 def offset(iv):
     """The instance's first segment in its cache arrays (``c_off``: where a boundary holds every instance's
-    arrays, flat, in a program with pools; 0 where they hold one instance's: :data:`cluster_sim._CACHE`)."""
+    arrays, flat, in a program with pools; 0 where they hold one instance's: :data:`loop._CACHE`)."""
     return iv.get("c_off", 0)
 
 
@@ -173,7 +173,7 @@ def insert_nodes(iv, ids, on, units, last_s=None):
     """Cache the nodes of chain entries ``ids`` where ``on`` (stamped last used at ``last_s``, shaped as
     ``ids``, where given), the running totals ``c_units`` and ``c_pinned`` moved by the nodes not cached
     before (their units; pinned: those something pins), so that no boundary sums over every segment
-    (:func:`sweepkit.serving.kv_phases.kv_used`). The units are whole numbers: the totals stay exact."""
+    (:func:`sweepkit.serving.engine.kv_phases.kv_used`). The units are whole numbers: the totals stay exact."""
     off = offset(iv)
 
     def added(i, was, _, u, pinned):

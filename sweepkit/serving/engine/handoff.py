@@ -13,10 +13,10 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving import minblocks
-from sweepkit.serving.decode_run import finished_by
-from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, RESERVED, Policy, Requests, Shape, State
-from sweepkit.serving.updates import add_at, set_at
+from sweepkit.serving.engine import minblocks
+from sweepkit.serving.engine.decode_run import finished_by
+from sweepkit.serving.engine.state import DECODE, DECODE_POOL, RESERVED, Policy, Requests, Shape, State
+from sweepkit.serving.engine.updates import add_at, set_at
 
 
 def link_transfers(t, free_s, dur_s, on):

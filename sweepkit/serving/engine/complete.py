@@ -18,14 +18,14 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
-from sweepkit.serving.kv_phases import kv_used
-from sweepkit.serving.prefix import chain_nodes, insert_nodes, offset, pin_range, prompt_chains, unpin
+from sweepkit.serving.engine.state import DECODE, FREE, HELD, PREFILL, PREFILL_POOL, RESERVED, bin_index
+from sweepkit.serving.engine.kv_phases import kv_used
+from sweepkit.serving.engine.prefix import chain_nodes, insert_nodes, offset, pin_range, prompt_chains, unpin
 
 
 def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     """Land the ended step (or run of decode steps): tokens, first tokens, gaps, energy, promotions, prefix
-    inserts, retirements. ``units_m``: every prefix node's KV units (:func:`sweepkit.serving.prefix.node_units`).
+    inserts, retirements. ``units_m``: every prefix node's KV units (:func:`sweepkit.serving.engine.prefix.node_units`).
     ``window_from_s``: the measured window's misses (the early stop's) are those of arrivals after it.
 
     Returns:
@@ -113,7 +113,7 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     """Rows whose prompt completed put its chain segments in the cache, pinned, last used at ``t`` (s); their
     private KV shrinks to the uncached rest (the KV moves into the cache). All or none per boundary, as room
     allows. ``planned``: the prompts' step was planned with the decode run after it, which checked the room
-    and grew the rows from the shrunk allocation (:func:`sweepkit.serving.schedule.cached_prompts`)."""
+    and grew the rows from the shrunk allocation (:func:`sweepkit.serving.engine.schedule.cached_prompts`)."""
     r = iv["rows"]
     ids, valid, _, covered, alloc, need = prompt_chains(iv["c_in"], req, r, on, units, pol.block_tokens, shape,
                                                         offset(iv))
@@ -132,7 +132,7 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
 def emit_and_release(pol, req, iv, fin, units, fin_s, shape):
     """Finished rows cache their turn's segment (multi-turn, whole chain pinned, room allowing), then unpin;
     both last used at the row's finish, ``fin_s`` [S] (s). All or none per boundary: a run extended past a
-    finish (:mod:`sweepkit.serving.decode_run`) is planned only where every one fits at its own step."""
+    finish (:mod:`sweepkit.serving.engine.decode_run`) is planned only where every one fits at its own step."""
     r = iv["rows"]
     rid = jnp.maximum(r.rid, 0)
     ids, toks, valid = chain_nodes(req, rid, shape)
