@@ -46,8 +46,8 @@ def test_every_configuration_passes_the_engines_checks(seed):
     cluster = cluster_for("llama-3.1-8b", cfg.device, 4, int(table["batch_cap"][i]))
     res = check(cluster, cfg, "plan")
     assert res == resolve(cluster, cfg.lever)
-    assert res["tp"] == table["tp"][i] and res["mode"] == table["mode"][i]
-    assert res["prefix_caching"] == (table["kv"][i] == "paged+prefix")
+    assert res.tp == table["tp"][i] and res.mode == table["mode"][i]
+    assert res.prefix_caching == (table["kv"][i] == "paged+prefix")
 
 
 @pytest.mark.parametrize("fixed, words", [
