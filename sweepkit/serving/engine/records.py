@@ -122,7 +122,7 @@ class Arrival:
 class Inst:
     """One instance's arrays at its boundary.
 
-    rows: its :class:`~sweepkit.serving.engine.state.Rows` [S].  queue: the boundary's window of its FIFO
+    rows: its :class:`Rows` [S].  queue: the boundary's window of its FIFO
     ring (``slots`` entries before the head, ``admits`` from it), starting at ring position ``qbase``.
     head, tail: the ring's.  owed: swap seconds owed to the next step.  busy_until_s: the step's end.
     awake: whether it has a step.  plan: its :class:`Plan`.  stats: its :class:`Stats`.  c_in, c_refs,
