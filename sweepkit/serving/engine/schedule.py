@@ -195,9 +195,8 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
     run_rows = dataclasses.replace(after, out=jnp.where(new | (fold & (after.phase == DECODE)), after.out + emit,
                                                         after.out))
     run_dec = jnp.where(fold, (after.phase == DECODE) | new, dec)
-    private1, _, _ = kv_used(pol, dataclasses.replace(iv, rows=dataclasses.replace(after, alloc=jnp.where(run_dec, 0.0,
-                                                                                                        after.alloc))),
-                             units_m)
+    run_free = dataclasses.replace(after, alloc=jnp.where(run_dec, 0.0, after.alloc))
+    private1, _, _ = kv_used(pol, dataclasses.replace(iv, rows=run_free), units_m)
     # Nothing can take a finished row's place: the queue is empty, or (decode priority) rows still run.
     blocked = (iv.tail == iv.head) | (pol.batching == DECODE_PRIORITY)
     alone = blocked & jnp.all((after.phase == FREE) | run_dec) & (iv.owed <= 0)
@@ -213,9 +212,9 @@ def schedule(pol, req, load, iv, shared, t, units_m, order, shape):
                                             lambda: (rows, gained, ok))
         strict = fold & (pol.prefix > 0)       # the prompts' segments enter the cache inside the plan: no eviction
         run = decode_run(pol, req, rows, run_dec, lambda i, x: accepted(pol, i, x, shape), private1 + pinned,
-                         (private1 + cache_now + gained, left_behind(pol, req, dataclasses.replace(iv, rows=rows), units_m,
-                                                                      shape),
-                          strict), jnp.where(fold, t + t_s, t), alone, ~fold, shape)
+                         (private1 + cache_now + gained, left_behind(pol, req, dataclasses.replace(iv, rows=rows),
+                                                                      units_m, shape), strict),
+                         jnp.where(fold, t + t_s, t), alone, ~fold, shape)
         return run, gained, ok & (~strict | (held_now + cache_now <= pol.kv_units))
 
     run, gained, ok = jax.lax.cond((pure | fold) & jnp.any(run_dec), plan_run,
