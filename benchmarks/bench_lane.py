@@ -78,7 +78,7 @@ def vmap_lanes(args) -> None:
 
     from sweepkit.serving import lanes as L
     from sweepkit.serving.cluster import load_cluster
-    from sweepkit.serving.cluster_sim import simulate
+    from sweepkit.serving.engine import simulate
     from sweepkit.serving.config import Config
     from sweepkit.serving.levers import load_levers
     from sweepkit.serving.workloads import load_workloads

@@ -45,7 +45,7 @@ def main() -> None:
     wall, cpu = time.perf_counter() - t1, time.process_time() - c1
     m = lane_metrics(lanes, 0, 0, w, cluster.gpus, 0.0, 1.0)
     res = resolve(cluster, cfg.lever)
-    kv, n_inst = kv_tokens(cluster, cfg, res), res["total_instances"]
+    kv, n_inst = kv_tokens(cluster, cfg, res), res.total_instances
     lru = {k: lru_reuse(rp.path, k * kv, rp.block_tokens) for k in (1, n_inst)}
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
           f"{os.cpu_count()} CPUs")

@@ -11,7 +11,7 @@ scatter, sort or custom fusion. By default (``SWEEPKIT_XLA_OPTIONS`` unset or ``
   decode sweep's vectorised programs run as fast as without them);
 - compiles the engine without YNNPACK fusions, custom fusions that would block the pass
   (:data:`ENGINE_COMPILE_OPTIONS`, per program);
-- writes the engine's indexed updates without scatters or sorts (:mod:`sweepkit.serving.updates`).
+- writes the engine's indexed updates without scatters or sorts (:mod:`sweepkit.serving.engine.updates`).
 
 A lane then spends less CPU than kernel by kernel, and its programs build in about the same time
 (docs/performance.md). ``SWEEPKIT_XLA_OPTIONS=0`` runs the engine kernel by kernel, with
@@ -118,7 +118,7 @@ _ON = False
 
 def loop_options_on() -> bool:
     """Whether this process runs with :data:`BACKEND_OPTIONS` (set by :func:`apply` at import): the engine then
-    writes its updates without scatters or sorts (:mod:`sweepkit.serving.updates`)."""
+    writes its updates without scatters or sorts (:mod:`sweepkit.serving.engine.updates`)."""
     return _ON
 
 

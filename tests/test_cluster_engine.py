@@ -163,7 +163,7 @@ def test_per_position_acceptance_gives_the_closed_form_tokens_per_verify_pass():
     done = np.isfinite(st.finish_s)
     assert done.sum() == ms[0]["completed"] == ms[0]["requests"] > 0
     decode_tokens = float(ms[0]["completed"] * (1024 - 1))
-    per_pass = decode_tokens / float(np.sum(st.stats["decode_rows"]))
+    per_pass = decode_tokens / float(np.sum(st.stats.decode_rows))
     alphas, model = workload_alphas("chat", "mtp", 3)
     want = float(expected_tokens_positional(jax.numpy.asarray(alphas)))
     assert model.name == "chat/mtp" and want == pytest.approx(2.604, abs=1e-3)

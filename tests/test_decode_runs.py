@@ -1,6 +1,6 @@
 """Plans of several steps give what a boundary after every finish and every prefill step gives.
 
-A planned run (``sweepkit.serving.decode_run``) goes on past a row's finish when nothing could take its place
+A planned run (``sweepkit.serving.engine.decode_run``) goes on past a row's finish when nothing could take its place
 (empty queue, every busy row decoding; with the prefix cache, nothing evicted in the run): the rows left are
 priced step by step, the finished row's finish time is its step's end (its segment cached and its chain
 unpinned then), the router counts it as gone from then, and the run ends before its session's next turn is
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("x64")
 
 
 def _final(lever: str, rate: float, extend: bool, monkeypatch, workload: str = "chat", cut: bool = False):
-    from sweepkit.serving import cluster_sim, decode_run, schedule
+    from sweepkit.serving.engine import decode_run, loop, schedule
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
     from sweepkit.serving.lanes import lane_inputs
@@ -33,10 +33,10 @@ def _final(lever: str, rate: float, extend: bool, monkeypatch, workload: str = "
                         lambda *a: plan(*a[:-3], a[-3] & extend, *a[-2:]))
     monkeypatch.setattr(schedule, "_nothing_between", lambda *a: between(*a) & extend)
     if cut:                                         # every arrival cuts a plan, decode priority too
-        monkeypatch.setattr(cluster_sim, "DECODE_PRIORITY", -1)
+        monkeypatch.setattr(loop, "DECODE_PRIORITY", -1)
     pol, req, (load,), shape = lane_inputs(load_workloads()[workload], load_cluster(),
                                            Config("H100", load_levers()[lever]), rate)
-    run = jax.jit(lambda p, r, w: cluster_sim.simulate(p, r, w, shape))     # a new function: traced afresh
+    run = jax.jit(lambda p, r, w: loop.simulate(p, r, w, shape))     # a new function: traced afresh
     return jax.device_get(run(pol, req, load))
 
 
@@ -63,11 +63,11 @@ def test_a_run_past_finishes_equals_boundaries_at_every_finish(lever, workload, 
         np.testing.assert_allclose(a[np.isfinite(a)], b[np.isfinite(b)], rtol=1e-12, atol=1e-9, err_msg=name)
     np.testing.assert_array_equal(step_by_step.rejected, extended.rejected)
     np.testing.assert_array_equal(step_by_step.hist, extended.hist)
-    for k, v in step_by_step.stats.items():
+    for k, v in vars(step_by_step.stats).items():
         # KV use's time integral: where memory is full, a plan defers the cache's evictions to its end (KV use
         # held at the whole meanwhile), so plans cut at other steps move it a little (measured: 3.5e-6)
         rtol = 1e-5 if k == "kv_area" else 1e-9
-        np.testing.assert_allclose(v, extended.stats[k], rtol=rtol, atol=1e-9, err_msg=k)
+        np.testing.assert_allclose(v, getattr(extended.stats, k), rtol=rtol, atol=1e-9, err_msg=k)
     np.testing.assert_allclose(step_by_step.little_area, extended.little_area, rtol=1e-9)
     np.testing.assert_array_equal(step_by_step.c_in, extended.c_in)
     np.testing.assert_array_equal(step_by_step.c_refs, extended.c_refs)

@@ -15,7 +15,7 @@ import pytest
 
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import load_cluster
-from sweepkit.serving.handoff import link_transfers
+from sweepkit.serving.engine.handoff import link_transfers
 from sweepkit.serving.config import Config, check
 from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.levers import Lever
@@ -99,7 +99,7 @@ def test_a_full_decode_pool_backs_pressure_up_into_prefill_admission():
     lanes = run_configs(w, cluster, [Config("A100-40GB", pull), Config("A100-40GB", push)], np.full((2, 1), 2.0),
                         early_stop=False)
     m_pull, m_push = (lane_metrics(lanes, c, 0, w, cluster.gpus, 100.0, 3.0) for c in range(2))
-    peak_pull, peak_push = (np.asarray(lanes.state(c, 0).stats["kv_peak"]) for c in range(2))
+    peak_pull, peak_push = (np.asarray(lanes.state(c, 0).stats.kv_peak) for c in range(2))
     assert m_pull["completed"] == m_push["completed"] == 80
     assert peak_pull[0] > 0.9 and peak_push[0] < 0.2          # the prefill instance holds KV until it lands
     assert max(peak_pull[1], peak_push[1]) <= 1.0 + 1e-12      # decode KV never exceeds its capacity
@@ -134,7 +134,7 @@ def test_a_request_preempted_on_the_decode_pool_recomputes_its_prompt_there():
     lever = dataclasses.replace(DISAGG, name="paged", kv="paged")
     lanes = run_configs(w, cluster, [Config("A100-40GB", lever)], np.full((1, 1), 2.0), early_stop=False)
     st, m = lanes.state(0, 0), lane_metrics(lanes, 0, 0, w, cluster.gpus, 100.0, 3.0)
-    stats = {k: np.asarray(v) for k, v in st.stats.items()}
+    stats = {k: np.asarray(v) for k, v in vars(st.stats).items()}
     assert m["completed"] == 40
     assert stats["preemptions"][1] > 0 and stats["preemptions"][0] == 0
     assert stats["prefill_tokens"][1] == pytest.approx(stats["recompute_tokens"][1], rel=1e-12)

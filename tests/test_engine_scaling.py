@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweepkit.serving import minblocks, sizes
+from sweepkit.serving import sizes
+from sweepkit.serving.engine import minblocks
 
 times = st.one_of(st.just(np.inf), st.floats(0.0, 100.0, allow_nan=False).map(lambda x: round(x, 1)))
 
@@ -148,7 +149,7 @@ def test_padding_turns_with_the_prefix_cache_changes_no_result(monkeypatch):
         exact, m_exact, _ = run(name, rate)
         st, m_padded, _ = padded[name]
         assert m_padded > m_exact                        # the first program really holds more segments
-        assert float(np.asarray(st.stats["hit_tokens"]).sum()) > 0          # the cache is in use
+        assert float(np.asarray(st.stats.hit_tokens).sum()) > 0          # the cache is in use
         for x, y in zip(jax.tree_util.tree_leaves(exact), jax.tree_util.tree_leaves(st)):
             x, y = np.asarray(x), np.asarray(y)              # the cache's arrays [I, M]: M cut to the exact's
             np.testing.assert_array_equal(x, y[..., :x.shape[-1]] if x.ndim else y)

@@ -22,7 +22,7 @@ from sweepkit.serving.cluster import load_cluster
 from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import lane_inputs
 from sweepkit.serving.levers import Lever
-from sweepkit.serving.prefix import _evict, node_units
+from sweepkit.serving.engine.prefix import _evict, node_units
 from sweepkit.serving.programs import _run
 from sweepkit.serving.workloads import load_workloads
 
@@ -75,7 +75,7 @@ def test_running_totals_equal_a_pass_over_every_segment_mid_run(instances, pools
     """Multi-turn chat on a small KV at a load it cannot serve, early-stopped with rows still holding pins:
     the cache has evicted, admitted hits, inserted and released, and its totals equal the segment sums,
     instance by instance. With the pools' phases in the program a boundary updates every instance's arrays
-    in place from its own offset (``cluster_sim._CACHE``): a segment written at another instance's would
+    in place from its own offset (``loop._CACHE``): a segment written at another instance's would
     break its totals."""
     cl = dataclasses.replace(load_cluster(), model="llama-3-8b", gpus=instances, instances=instances, tp=1,
                              batch_cap=64, devices=("A100-40GB",))

@@ -24,7 +24,7 @@ def test_redundant_experts_and_overlap_reach_the_layout():
         lay = pool_layout(DS, Config("H200", lever), res)
     assert (float(lay.ep), float(lay.expert_slots), float(lay.overlap)) == (24.0, 288.0, 1.0)
     plain = resolve(DS, parse_lever(dict(tp=1, dp=8, ep=8), "levers.toml [levers.y]", "y"))
-    assert (plain["redundant_experts"], plain["two_batch_overlap"]) == (0, False)
+    assert (plain.redundant_experts, plain.two_batch_overlap) == (0, False)
     with pytest.raises(InputError, match=r"ep = 24 is not allowed; .*or redundant_experts = 8 "):
         check(DS, Config("H200", parse_lever(dict(instances=1, tp=1, dp=24, ep=24), "l", "z")), "l")
 

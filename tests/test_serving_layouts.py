@@ -34,7 +34,7 @@ def test_moe_grids_load_and_every_lever_is_valid_on_every_device():
         grid = load_serving_grid(GRIDS / name)         # checks every (device, lever) configuration
         assert {lv.name for lv in grid.levers} == set(MOE) and grid.n_points == 5 * (3 * len(MOE) - 3)
     res = resolve(DS, MOE["wide-ep-disagg"])
-    assert (res["dp"], res["ep"], res["prefill_dp"], res["prefill_ep"], res["expert_imbalance"]) == (16, 16, 8, 8, 1.05)
+    assert (res.dp, res.ep, res.prefill_dp, res.prefill_ep, res.expert_imbalance) == (16, 16, 8, 8, 1.05)
 
 
 def test_existing_levers_price_and_hold_kv_exactly_as_before():
@@ -49,7 +49,7 @@ def test_existing_levers_price_and_hold_kv_exactly_as_before():
             f = jnp.float64
             for work in (decode_work(f(3000.0), f(6.0)), chunk_work(f(0), f(900))):
                 assert tuple(map(float, target_pass(inst, work))) == tuple(map(float, target_pass(bare, work)))
-            old = kv_capacity_tokens(device_arrays(get_device("H100"), jnp.float64), jnp.float64(res["tp"] * res["pp"]),
+            old = kv_capacity_tokens(device_arrays(get_device("H100"), jnp.float64), jnp.float64(res.tp * res.pp),
                                      inst.target, inst.draft, inst.weight_bytes, inst.kv_bytes)
         assert kv_tokens(cl, cfg, res) == float(old)
 

@@ -1,6 +1,6 @@
 """The engine's scatter-free updates equal JAX's scatters, and its loop compiles into one function.
 
-By default (``sliced=True`` here; ``SWEEPKIT_XLA_OPTIONS=0`` turns it off) ``sweepkit.serving.updates`` writes
+By default (``sliced=True`` here; ``SWEEPKIT_XLA_OPTIONS=0`` turns it off) ``sweepkit.serving.engine.updates`` writes
 ``a.at[idx].set/add/min/max(v, mode="drop")`` as dynamic-update-slices on XLA:CPU; ``row_order.arrival_order`` ranks rows by counting instead of sorting; ``first_true`` replaces
 ``jnp.nonzero(size=...)``. Each is checked against the JAX operation it replaces on random inputs
 (negative, out-of-range and repeated indices included), the engine's compiled loop is checked to be one
@@ -25,8 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweepkit import xla_options
-from sweepkit.serving.row_order import arrival_order, masked_cumsum, masked_rank, ordered_cumsum
-from sweepkit.serving.updates import add_at, first_true, max_at, min_at, rows_updated, set_at
+from sweepkit.serving.engine.row_order import arrival_order, masked_cumsum, masked_rank, ordered_cumsum
+from sweepkit.serving.engine.updates import add_at, first_true, max_at, min_at, rows_updated, set_at
 
 N = 7
 _index = st.integers(-N - 2, N + 2)

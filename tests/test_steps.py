@@ -114,4 +114,4 @@ def test_impossible_combinations_are_refused_in_one_line(lever, device, words):
 
 def test_fp4_lever_is_accepted_on_b200():
     lv = load_levers()["w4a4-fp4"]
-    assert check(load_cluster(), Config("B200", lv), "levers.toml")["compute_format"] == "fp4"
+    assert check(load_cluster(), Config("B200", lv), "levers.toml").compute_format == "fp4"

@@ -24,7 +24,7 @@ Both end with the same guarantee: a passing load lo and a failing load hi within
 
 Every round runs one probe (or ``rates_per_call`` probes) of every open configuration in one
 :func:`sweepkit.serving.lanes.run_configs` call, so the configurations' probes share the cores; lanes that
-have surely failed stop early (:func:`sweepkit.serving.cluster_sim.step`: misses so far plus requests already
+have surely failed stop early (:func:`sweepkit.serving.engine.loop.step`: misses so far plus requests already
 waiting longer than the TTFT SLO, against the largest window still possible), so failing probes are cheap.
 With ``rates_per_call`` R > 1 a round probes R loads: start x 2^j while expanding, R equally spaced interior
 loads inside the bracket whatever the rule (the bracket shrinks R + 1 times a round). Attainment is not

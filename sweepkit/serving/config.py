@@ -1,5 +1,9 @@
 """A (device, lever) configuration of the cluster, resolved into the engine's :class:`Policy` pytree.
 
+The lever's fields over the cluster (:func:`resolve`) set the policy's scheduler fields as the table
+:data:`sweepkit.serving.lever_fields.FIELDS` says; :func:`policy` derives the rest (the replica, KV units,
+links, acceptance).
+
 KV capacity per instance (units: tokens when reserved, 16-token blocks when paged):
 
     tokens = floor((HBM x tp x dp x pp x mem_util - resident weights) / (r x (KV_target + KV_draft per token)))
@@ -27,8 +31,8 @@ from sweepkit.costmodel.memory import kv_bytes_per_token
 from sweepkit.costmodel.steps import Instance, instance
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_state import CHUNKED, COLOCATED, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, \
-    PREFILL_POOL, PREFILL_PRIORITY, SESSION, Policy
+from sweepkit.serving.engine import COLOCATED, DECODE_POOL, PREFILL_POOL, Policy
+from sweepkit.serving.lever_fields import Settings, policy_fields, resolve
 from sweepkit.serving.levers import Lever, check_lever
 from sweepkit.serving.profile import instance_efficiency
 
@@ -42,7 +46,6 @@ KV_LINK = dict(bytes_per_s=50e9, latency_s=10e-6, j_per_bit=15e-12)
 """Prefill -> decode KV link (disaggregated): InfiniBand NDR 400 Gb/s, 10 us + bytes / 50 GB/s, 15 pJ/bit."""
 SPEC_SEED = 0
 """Acceptance seed of every speculative lever."""
-_BATCHING = {"prefill-priority": PREFILL_PRIORITY, "decode-priority": DECODE_PRIORITY, "chunked": CHUNKED}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,81 +81,54 @@ def grid_points(grid) -> tuple[list[Config], list[float], list[float]]:
             [get_device(c.device).idle_w for c in configs])
 
 
-def resolve(cluster: Cluster, lever: Lever) -> dict:
-    """The lever's fields over the cluster's defaults (every scheduler, layout and format setting)."""
-    pick = lambda v, d: d if v is None else v  # noqa: E731
-    instances = pick(lever.instances, cluster.instances)
-    tp = pick(lever.tp, cluster.tp)
-    pp = pick(lever.pp, 1)
-    mode = pick(lever.mode, "colocated")
-    n_pre = pick(lever.prefill_instances, 1) if mode == "disagg" else 0
-    dp, ep = pick(lever.dp, cluster.dp), pick(lever.ep, cluster.ep)
-    return dict(
-        instances=instances, tp=tp, pp=pp, microbatches=pick(lever.microbatches, pp), mode=mode,
-        dp=dp, ep=ep, prefill_dp=pick(lever.prefill_dp, 1), prefill_ep=pick(lever.prefill_ep, 1),
-        expert_imbalance=pick(lever.expert_imbalance, cluster.expert_imbalance),
-        redundant_experts=pick(lever.redundant_experts, cluster.redundant_experts),
-        two_batch_overlap=pick(lever.two_batch_overlap, False),
-        scale_out=pick(lever.scale_out, cluster.scale_out or None),
-        prefill_instances=n_pre, prefill_tp=pick(lever.prefill_tp, tp), total_instances=instances + n_pre,
-        handoff=pick(lever.handoff, "pull") if mode == "disagg" else "none",
-        batching=pick(lever.batching, "prefill-priority"), token_budget=pick(lever.token_budget,
-                                                                             cluster.prefill_token_budget),
-        kv=pick(lever.kv, "reserved"), preemption=pick(lever.preemption, "recompute"),
-        prefix_caching=pick(lever.prefix_caching, False), router=pick(lever.router, "least-loaded"),
-        weight_format=pick(lever.weight_format, cluster.weight_format),
-        kv_format=pick(lever.kv_format, cluster.kv_format),
-        compute_format=pick(lever.compute_format, cluster.compute_format))
-
-
-def check(cluster: Cluster, cfg: Config, where: str) -> dict:
+def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
     """Resolve and validate a configuration; one-line :class:`InputError` naming ``where`` and the lever."""
     res = resolve(cluster, cfg.lever)
-    gpus = (res["instances"] * res["tp"] * res["dp"] * res["pp"]
-            + res["prefill_instances"] * res["prefill_tp"] * res["prefill_dp"])
+    gpus = (res.instances * res.tp * res.dp * res.pp
+            + res.prefill_instances * res.prefill_tp * res.prefill_dp)
     if gpus != cluster.gpus:
         raise InputError(f"{where}: lever {cfg.lever.name!r}: instances x tp x dp x pp (+ prefill_instances x "
                          f"prefill_tp x prefill_dp) = {gpus} GPUs, expected the cluster's {cluster.gpus}")
     check_lever(cfg.lever, res, cfg.device, where)
     at = f"{where}: lever {cfg.lever.name!r} on {cfg.device}"
     model, device = get_model(cluster.model), get_device(cfg.device)
-    check_layout(model, device, res["tp"], res["dp"], res["ep"], at, cluster.gpus_per_node,
-                 res["redundant_experts"])
-    if res["prefill_instances"]:
-        check_layout(model, device, res["prefill_tp"], res["prefill_dp"], res["prefill_ep"], f"{at} (prefill pool)",
-                     cluster.gpus_per_node, res["redundant_experts"] if res["prefill_ep"] > 1 else 0)
-    if kv_tokens(cluster, cfg, res) <= 0 or (res["prefill_instances"] and kv_tokens(cluster, cfg, res, True) <= 0):
+    check_layout(model, device, res.tp, res.dp, res.ep, at, cluster.gpus_per_node, res.redundant_experts)
+    if res.prefill_instances:
+        check_layout(model, device, res.prefill_tp, res.prefill_dp, res.prefill_ep, f"{at} (prefill pool)",
+                     cluster.gpus_per_node, res.redundant_experts if res.prefill_ep > 1 else 0)
+    if kv_tokens(cluster, cfg, res) <= 0 or (res.prefill_instances and kv_tokens(cluster, cfg, res, True) <= 0):
         raise InputError(f"{where}: lever {cfg.lever.name!r} on {cfg.device}: the weights do not fit "
-                         f"{res['tp'] * res['dp'] * res['pp']} GPUs' memory (no room for KV)")
+                         f"{res.tp * res.dp * res.pp} GPUs' memory (no room for KV)")
     return res
 
 
-def kv_tokens(cluster: Cluster, cfg: Config, res: dict, prefill: bool = False) -> float:
+def kv_tokens(cluster: Cluster, cfg: Config, res: Settings, prefill: bool = False) -> float:
     """KV capacity of one instance (a prefill-pool one where ``prefill``), tokens (target + draft KV per
     token), in float64 whatever the caller's mode."""
     with jax.enable_x64(True):
         return _kv_tokens(cluster, cfg, res, prefill)
 
 
-def _kv_tokens(cluster: Cluster, cfg: Config, res: dict, prefill: bool) -> float:
+def _kv_tokens(cluster: Cluster, cfg: Config, res: Settings, prefill: bool) -> float:
     dev = device_arrays(get_device(cfg.device), jnp.float64)
     target = get_model(cluster.model)
     draft = get_draft(cfg.lever.draft, target)
-    gpus = res["prefill_tp"] * res["prefill_dp"] if prefill else res["tp"] * res["dp"] * res["pp"]
+    gpus = res.prefill_tp * res.prefill_dp if prefill else res.tp * res.dp * res.pp
     return float(layout_kv_capacity_tokens(pool_layout(cluster, cfg, res, prefill), dev, jnp.float64(gpus),
                                            model_arrays(target, jnp.float64), model_arrays(draft, jnp.float64),
-                                           get_format(res["weight_format"]).bytes_per_value,
-                                           get_format(res["kv_format"]).bytes_per_value))
+                                           get_format(res.weight_format).bytes_per_value,
+                                           get_format(res.kv_format).bytes_per_value))
 
 
-def pool_layout(cluster: Cluster, cfg: Config, res: dict, prefill: bool = False) -> Layout:
+def pool_layout(cluster: Cluster, cfg: Config, res: Settings, prefill: bool = False) -> Layout:
     """The :class:`~sweepkit.costmodel.layout.Layout` of a decode-pool (or colocated) or prefill-pool replica."""
     pre = "prefill_" if prefill else ""
-    return make_layout(get_device(cfg.device), get_model(cluster.model), res[f"{pre}tp"], dp=res[f"{pre}dp"],
-                       ep=res[f"{pre}ep"], imbalance=res["expert_imbalance"], compute_format=res["compute_format"],
-                       gpus_per_node=cluster.gpus_per_node, interconnect=res["scale_out"],
-                       redundant_experts=res["redundant_experts"] if res[f"{pre}ep"] > 1 else 0,
-                       two_batch_overlap=res["two_batch_overlap"], dtype=jnp.float64)
+    ep = getattr(res, f"{pre}ep")
+    return make_layout(get_device(cfg.device), get_model(cluster.model), getattr(res, f"{pre}tp"),
+                       dp=getattr(res, f"{pre}dp"), ep=ep, imbalance=res.expert_imbalance,
+                       compute_format=res.compute_format, gpus_per_node=cluster.gpus_per_node,
+                       interconnect=res.scale_out, redundant_experts=res.redundant_experts if ep > 1 else 0,
+                       two_batch_overlap=res.two_batch_overlap, dtype=jnp.float64)
 
 
 def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, str]:
@@ -177,32 +153,32 @@ def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, st
     return alphas, name
 
 
-def _replica(cluster: Cluster, cfg: Config, res: dict, tp: int, pp: int, microbatches: int,
+def _replica(cluster: Cluster, cfg: Config, res: Settings, tp: int, pp: int, microbatches: int,
              prefill: bool = False) -> Instance:
     """The :class:`Instance` pytree of one replica of ``tp`` x ``dp`` x ``pp`` GPUs (float64)."""
     target = get_model(cluster.model)
-    inst = instance(get_device(cfg.device), target, get_draft(cfg.lever.draft, target), tp, res["weight_format"],
-                    res["kv_format"], res["compute_format"], cfg.lever.gamma, jnp.float64, pp=pp,
+    inst = instance(get_device(cfg.device), target, get_draft(cfg.lever.draft, target), tp, res.weight_format,
+                    res.kv_format, res.compute_format, cfg.lever.gamma, jnp.float64, pp=pp,
                     microbatches=microbatches, layout=pool_layout(cluster, cfg, res, prefill))
     f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
     darr = dataclasses.replace(inst.device, pass_overhead_s=f(cluster.step_overhead_s))
     if cfg.draw is not None and cfg.draw.factors:     # an uncertainty band's draw: factors on the device
         darr = dataclasses.replace(darr, **{k: getattr(darr, k) * f(v) for k, v in cfg.draw.factors})
     return dataclasses.replace(inst, device=darr,
-                               efficiency=instance_efficiency(cluster.profile, cfg.device, res["compute_format"]))
+                               efficiency=instance_efficiency(cluster.profile, cfg.device, res.compute_format))
 
 
-def roles(res: dict, instances_max: int) -> np.ndarray:
+def roles(res: Settings, instances_max: int) -> np.ndarray:
     """[I] role of each instance slot: the prefill pool first, then the decode pool (COLOCATED when not
     disaggregated; slots past the configuration's instances never receive a request)."""
-    n_pre = res["prefill_instances"]
-    role = np.full(max(instances_max, res["total_instances"]), COLOCATED, np.int32)
-    if res["mode"] == "disagg":
+    n_pre = res.prefill_instances
+    role = np.full(max(instances_max, res.total_instances), COLOCATED, np.int32)
+    if res.mode == "disagg":
         role[:n_pre], role[n_pre:] = PREFILL_POOL, DECODE_POOL
     return role
 
 
-def policy(cluster: Cluster, cfg: Config, res: dict | None = None, workload: str | None = None,
+def policy(cluster: Cluster, cfg: Config, res: Settings | None = None, workload: str | None = None,
            gamma_max: int | None = None, instances_max: int | None = None) -> Policy:
     """The :class:`Policy` pytree of one configuration (float64 scalars; acceptance padded to ``gamma_max``,
     roles to ``instances_max``)."""
@@ -211,25 +187,22 @@ def policy(cluster: Cluster, cfg: Config, res: dict | None = None, workload: str
     survival = np.zeros(max(cfg.lever.gamma if gamma_max is None else gamma_max, 1))
     survival[:alphas.size] = np.cumprod(alphas)
     f = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
-    inst = _replica(cluster, cfg, res, res["tp"], res["pp"], res["microbatches"])
-    paged = res["kv"] == "paged"
+    inst = _replica(cluster, cfg, res, res.tp, res.pp, res.microbatches)
+    paged = res.kv == "paged"
     block = BLOCK_TOKENS if paged else 1
     units = kv_tokens(cluster, cfg, res) // block
-    pre_units = kv_tokens(cluster, cfg, res, prefill=True) // block if res["prefill_instances"] else units
-    return Policy(
-        inst=inst, instances=jnp.asarray(res["total_instances"], jnp.int32),
-        batching=jnp.asarray(_BATCHING[res["batching"]], jnp.int32), token_budget=f(res["token_budget"]),
-        batch_cap=f(cluster.batch_cap), router=jnp.asarray(SESSION if res["router"] == "session" else LEAST_LOADED,
-                                                           jnp.int32),
-        block_tokens=f(block), paged=f(paged), swap=f(paged and res["preemption"] == "swap"),
-        watermark_units=f(int(WATERMARK * units) if paged else 0), kv_units=f(units),
-        kv_token_bytes=kv_bytes_per_token(inst.target, inst.draft, inst.kv_bytes), prefix=f(res["prefix_caching"]),
+    pre_units = kv_tokens(cluster, cfg, res, prefill=True) // block if res.prefill_instances else units
+    derived = dict(
+        inst=inst, instances=jnp.asarray(res.total_instances, jnp.int32), batch_cap=f(cluster.batch_cap),
+        block_tokens=f(block), watermark_units=f(int(WATERMARK * units) if paged else 0), kv_units=f(units),
+        kv_token_bytes=kv_bytes_per_token(inst.target, inst.draft, inst.kv_bytes),
         accept_survival=f(survival), spec_seed=jnp.asarray(SPEC_SEED, jnp.uint64),
         host_bytes_per_s=f(HOST_LINK["bytes_per_s"]), host_block_s=f(HOST_LINK["block_s"]),
         host_j_per_bit=f(HOST_LINK["j_per_bit"]),
-        role=jnp.asarray(roles(res, instances_max or res["total_instances"])),
-        prefill_inst=_replica(cluster, cfg, res, res["prefill_tp"], 1, 1, True),
+        role=jnp.asarray(roles(res, instances_max or res.total_instances)),
+        prefill_inst=_replica(cluster, cfg, res, res.prefill_tp, 1, 1, True),
         prefill_kv_units=f(pre_units),
         prefill_watermark_units=f(int(WATERMARK * pre_units) if paged else 0),
         link_bytes_per_s=f(KV_LINK["bytes_per_s"]), link_latency_s=f(KV_LINK["latency_s"]),
-        link_j_per_bit=f(KV_LINK["j_per_bit"]), pull=f(res["handoff"] == "pull"))
+        link_j_per_bit=f(KV_LINK["j_per_bit"]))
+    return Policy(**{**derived, **policy_fields(res)})

@@ -22,8 +22,7 @@ import numpy as np
 from sweepkit.errors import InputError
 from sweepkit.serving import sizes
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_sim import MISS_SHARE
-from sweepkit.serving.cluster_state import Requests
+from sweepkit.serving.engine import MISS_SHARE, Requests
 from sweepkit.serving.config import Config, policy, resolve
 from sweepkit.serving.programs import as_load, collect, submit_lanes
 from sweepkit.serving.requests import Sessions, sample_sessions
@@ -171,7 +170,7 @@ def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: b
     n = [w.sessions_at(float(r)) for r in rates]
     B = sizes.bucket_of(max(n))
     res = resolve(cluster, cfg.lever)
-    cap, shape, req = _program(w, cluster, B, bool(res["prefix_caching"]), [res], [cfg.lever])
+    cap, shape, req = _program(w, cluster, B, bool(res.prefix_caching), [res], [cfg.lever])
     pol = policy(cluster, cfg, res, w.name, shape.gamma_max, shape.instances)
     ses = _sessions(w, B)
     return pol, req, [as_load(_padded(load_for(w, ses, float(r), k, early_stop), cap)) for r, k in zip(rates, n)], shape
@@ -198,7 +197,7 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
     loads = {(c, k): load_for(w, ses, float(r), count(float(r)) if r > 0 else 0, bool(stop[c, k]))
              for c in range(len(configs)) for k, r in enumerate(rates[c])}
     res = [resolve(cluster, cfg.lever) for cfg in configs]
-    static = [(bool(r["prefix_caching"]),) for r in res]
+    static = [(bool(r.prefix_caching),) for r in res]
     groups, where, pending = [], {}, []
     sized = res + [resolve(cluster, cfg.lever) for cfg in cover]     # what every group's program holds
     for flags in dict.fromkeys(static):             # every group's lanes queued before any is awaited
@@ -216,4 +215,4 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
             where[c] = (len(groups), k)
         groups.append(out)
     return Lanes(groups=groups, where=where, rates=rates, loads=loads, sessions=ses, n_sessions=B,
-                 instances=[r["total_instances"] for r in res], turns=w.turns)
+                 instances=[r.total_instances for r in res], turns=w.turns)

@@ -21,6 +21,9 @@ optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
   until it lands; push: the transfer starts at once and the KV waits on the decode side for room);
 * ``devices``: the devices a grid runs the lever on (e.g. FP4 on B200 only).
 
+The fields resolved over the cluster (every one but the speculative and descriptive ones), their allowed
+values, defaults and the engine policy they set are one table: :data:`sweepkit.serving.lever_fields.FIELDS`.
+
 A combination the engine cannot model is refused with one line naming the file, the lever and why
 (:func:`check_lever`).
 """
@@ -30,25 +33,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from sweepkit.catalogue import draft_names, get_device, get_format
-from sweepkit.costmodel.layout import INTERCONNECTS
+from sweepkit.catalogue import draft_names, get_device
 from sweepkit.errors import InputError
-from sweepkit.serving._toml import check_keys, number, read_toml, string, table
+from sweepkit.serving._toml import check_keys, number, read_toml, table
+from sweepkit.serving.lever_fields import CHOICES as CHOICES  # the allowed values, by field (sweepkit.serve)
+from sweepkit.serving.lever_fields import FIELDS, Settings, parse_field
 
-CHOICES = {
-    "batching": ("prefill-priority", "decode-priority", "chunked"),
-    "kv": ("reserved", "paged"),
-    "preemption": ("recompute", "swap"),
-    "router": ("least-loaded", "session"),
-    "mode": ("colocated", "disagg"),
-    "handoff": ("pull", "push"),
-    "scale_out": tuple(INTERCONNECTS),
-}
-_LAYOUT = ("instances", "tp", "pp", "microbatches", "token_budget", "prefill_instances", "prefill_tp", "ep", "dp",
-           "prefill_ep", "prefill_dp")
-_FIELDS = {"description", "source", "family", "devices", "draft", "gamma", "alpha", "prefix_caching", "weight_format",
-           "kv_format", "compute_format", "expert_imbalance", "redundant_experts", "two_batch_overlap", *CHOICES,
-           *_LAYOUT}
+_FIELDS = {"description", "source", "family", "devices", "draft", "gamma", "alpha", *(f.key for f in FIELDS)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,24 +104,6 @@ class Lever:
         return self.draft != "none"
 
 
-def _choice(raw: dict, key: str, where: str):
-    if key not in raw:
-        return None
-    value = raw[key]
-    if value not in CHOICES[key]:
-        raise InputError(f"{where}: {key} = {value!r} is not allowed; expected one of {', '.join(CHOICES[key])}")
-    return value
-
-
-def _format(raw: dict, key: str, where: str):
-    if key not in raw:
-        return None
-    try:
-        return get_format(string(raw, key, where), key).name
-    except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
-
-
 def _lever(name: str, raw: dict, where: str) -> Lever:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a table of lever fields")
@@ -146,27 +119,12 @@ def _lever(name: str, raw: dict, where: str) -> Lever:
                          f"'workload' (the workload's acceptance model; needs a draft)")
     from_workload = spec and raw.get("alpha") == "workload"
     alpha = 0.0 if from_workload else number(raw, "alpha", where, lo=0.0, hi=1.0, default=None if spec else 0.0)
-    prefix = raw.get("prefix_caching")
-    if prefix is not None and not isinstance(prefix, bool):
-        raise InputError(f"{where}: prefix_caching = {prefix!r} is not allowed; expected true or false")
     devices = raw.get("devices", [])
     if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
         raise InputError(f"{where}: devices = {devices!r} is not allowed; expected a list of catalogue devices")
-    ints = {k: (None if k not in raw else int(number(raw, k, where, lo=1, hi=1 << 20, integer=True)))
-            for k in _LAYOUT}
-    imbalance = None if "expert_imbalance" not in raw else float(number(raw, "expert_imbalance", where, lo=1.0,
-                                                                        hi=16.0))
-    redundant = (None if "redundant_experts" not in raw
-                 else int(number(raw, "redundant_experts", where, lo=0, hi=65536, integer=True)))
-    tbo = raw.get("two_batch_overlap")
-    if tbo is not None and not isinstance(tbo, bool):
-        raise InputError(f"{where}: two_batch_overlap = {tbo!r} is not allowed; expected true or false")
     return Lever(name=name, description=str(raw.get("description", name)), source=str(raw.get("source", "")),
                  family=str(raw.get("family", "")), devices=tuple(devices), draft=draft, gamma=int(gamma), alpha=float(alpha),
-                 alpha_from_workload=from_workload, expert_imbalance=imbalance, redundant_experts=redundant,
-                 two_batch_overlap=tbo,
-                 prefix_caching=prefix, **{k: _choice(raw, k, where) for k in CHOICES},
-                 **{k: _format(raw, k, where) for k in ("weight_format", "kv_format", "compute_format")}, **ints)
+                 alpha_from_workload=from_workload, **{f.key: parse_field(f, raw, where) for f in FIELDS})
 
 
 def parse_lever(raw: dict, where: str, name: str = "custom") -> Lever:
@@ -186,31 +144,31 @@ def parse_lever(raw: dict, where: str, name: str = "custom") -> Lever:
     return _lever(name, raw, where)
 
 
-def check_lever(lever: Lever, resolved: dict, device: str, where: str) -> None:
+def check_lever(lever: Lever, resolved: Settings, device: str, where: str) -> None:
     """Refuse what the engine cannot model, in one line naming the file, the lever and why.
 
     Args:
       resolved: the lever applied to the cluster (:func:`sweepkit.serving.config.resolve`).
     """
     why = None
-    if resolved["prefix_caching"] and resolved["kv"] != "paged":
+    if resolved.prefix_caching and resolved.kv != "paged":
         why = "prefix caching needs kv = 'paged' (cached segments are whole blocks)"
-    elif resolved["prefix_caching"] and resolved["preemption"] == "swap":
+    elif resolved.prefix_caching and resolved.preemption == "swap":
         why = "prefix caching with preemption = 'swap' is not modelled (swapped rows would pin cached segments)"
-    elif resolved["pp"] > 1 and lever.speculative:
+    elif resolved.pp > 1 and lever.speculative:
         why = "speculative decoding with pipeline parallelism is not modelled"
-    elif resolved["mode"] == "disagg" and resolved["pp"] > 1:
+    elif resolved.mode == "disagg" and resolved.pp > 1:
         why = "disaggregated pools with pipeline parallelism are not modelled"
-    elif resolved["mode"] == "disagg" and resolved["preemption"] == "swap":
+    elif resolved.mode == "disagg" and resolved.preemption == "swap":
         why = "disaggregated pools with preemption = 'swap' are not modelled"
-    elif resolved["mode"] != "disagg" and (lever.prefill_instances or lever.prefill_tp or lever.handoff
+    elif resolved.mode != "disagg" and (lever.prefill_instances or lever.prefill_tp or lever.handoff
                                            or lever.prefill_ep or lever.prefill_dp):
         why = "prefill_instances, prefill_tp, prefill_ep, prefill_dp and handoff need mode = 'disagg'"
-    elif resolved["compute_format"] not in ("bf16", resolved["weight_format"]):
-        why = (f"compute_format = {resolved['compute_format']!r} must be bf16 (weight-only) or the weight format "
-               f"{resolved['weight_format']!r}")
-    elif resolved["compute_format"] != "bf16" and resolved["compute_format"] not in get_device(device).compute_speedup:
-        why = f"device {device} has no {resolved['compute_format']} compute units"
+    elif resolved.compute_format not in ("bf16", resolved.weight_format):
+        why = (f"compute_format = {resolved.compute_format!r} must be bf16 (weight-only) or the weight format "
+               f"{resolved.weight_format!r}")
+    elif resolved.compute_format != "bf16" and resolved.compute_format not in get_device(device).compute_speedup:
+        why = f"device {device} has no {resolved.compute_format} compute units"
     if why:
         raise InputError(f"{where}: lever {lever.name!r} on {device}: {why}")
 

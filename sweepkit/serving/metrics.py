@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweepkit.serving.cluster_state import bin_centres_s
+from sweepkit.serving.engine import bin_centres_s
 from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import WARMUP_FRACTION
 from sweepkit.serving.workloads import Workload
@@ -80,7 +80,7 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
     else:
         span = a[-1] - a[0] if a.size > 1 else float("nan")
         goodput, tok_s = (a.size - 1) / span, o[:-1].sum() / span
-    s = {k: np.asarray(v) for k, v in st.stats.items()}
+    s = {k: np.asarray(v) for k, v in vars(st.stats).items()}
     energy = idle_w * gpus * horizon + float(s["energy_j"].sum() + s["swap_j"].sum()) + float(st.link_j)
     sent = np.isfinite(np.asarray(st.xfer_land_s)) & np.isfinite(first)
     tokens_done = out[done_all].sum()

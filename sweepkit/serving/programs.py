@@ -24,8 +24,7 @@ import numpy as np
 
 from sweepkit.jaxcache import compile_cached
 from sweepkit.xla_options import engine_compile_options
-from sweepkit.serving.cluster_sim import simulate
-from sweepkit.serving.cluster_state import Load, Requests, Shape
+from sweepkit.serving.engine import Load, Requests, Shape, simulate
 
 
 @partial(jax.jit, static_argnames="shape")

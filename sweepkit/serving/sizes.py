@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 
 from sweepkit.serving.cluster import Cluster
-from sweepkit.serving.cluster_state import Shape
+from sweepkit.serving.engine import Shape
+from sweepkit.serving.lever_fields import Settings
 from sweepkit.serving.workloads import Workload
 
 
-def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int, prefix: bool,
+def shape_for(w: Workload, cluster: Cluster, res: list[Settings], levers, n_ses: int, prefix: bool,
               bucket: int | None = None) -> Shape:
     """Static sizes of one program of ``n_ses`` sessions for lanes of up to ``bucket`` sessions (default
     ``n_ses``): enough instances and draft passes for every configuration of the call, and the prefix cache's
@@ -28,13 +29,13 @@ def shape_for(w: Workload, cluster: Cluster, res: list[dict], levers, n_ses: int
     reserved, colocated levers compiles in less time (:func:`families`)."""
     turns = prefix_turns_class(w.turns, n_ses) if prefix else turns_class(w.turns, n_ses, bucket or n_ses)
     systems = max(w.system_prompts, 1)
-    return Shape(instances=max(r["total_instances"] for r in res), slots=cluster.batch_cap, admits=32,
+    return Shape(instances=max(r.total_instances for r in res), slots=cluster.batch_cap, admits=32,
                  requests=n_ses * turns, sessions=n_ses, turns=turns,
                  systems=SYSTEMS_CLASS * math.ceil(systems / SYSTEMS_CLASS),
                  gamma_max=max(lv.gamma for lv in levers), prefix=prefix, **families(res, prefix))
 
 
-def families(res: list[dict], prefix: bool) -> dict[str, bool]:
+def families(res: list[Settings], prefix: bool) -> dict[str, bool]:
     """Which of the engine's optional phases a program holds, for the resolved levers ``res``: ``pools`` where
     any is disaggregated, ``swap`` where any swaps preempted rows out, ``paged`` where any row may outgrow
     what it held at admission (paged KV, the prefix cache, or pools). A reserved row holds its whole sequence
@@ -45,9 +46,9 @@ def families(res: list[dict], prefix: bool) -> dict[str, bool]:
         >>> families([dict(mode="colocated", kv="reserved", preemption="recompute")], prefix=False)
         {'paged': False, 'swap': False, 'pools': False}
     """
-    pools = any(r["mode"] == "disagg" for r in res)
-    paged = [r for r in res if r["kv"] == "paged"]
-    return dict(paged=bool(paged) or prefix or pools, swap=any(r["preemption"] == "swap" for r in paged), pools=pools)
+    pools = any(r.mode == "disagg" for r in res)
+    paged = [r for r in res if r.kv == "paged"]
+    return dict(paged=bool(paged) or prefix or pools, swap=any(r.preemption == "swap" for r in paged), pools=pools)
 
 
 def turns_class(turns: int, sessions: int, bucket: int) -> int:

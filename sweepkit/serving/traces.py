@@ -1,6 +1,6 @@
 """A request trace as the engine's sessions: arrival times, sessions, think times and shared prefixes, as data.
 
-The engine's prefix cache (:mod:`sweepkit.serving.prefix`) knows two kinds of segment: shared system prompts
+The engine's prefix cache (:mod:`sweepkit.serving.engine.prefix`) knows two kinds of segment: shared system prompts
 (chain position 0, shared by every session that names one) and the segment each turn adds to its session's
 chain (cached when the turn finishes, reused by the session's later turns). A trace maps onto them so:
 

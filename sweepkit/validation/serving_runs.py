@@ -36,7 +36,7 @@ import numpy as np
 
 from sweepkit.catalogue import get_device
 from sweepkit.catalogue.efficiency import Profile
-from sweepkit.serving.cluster_state import bin_centres_s
+from sweepkit.serving.engine import bin_centres_s
 from sweepkit.serving.config import check
 from sweepkit.serving.lanes import WARMUP_FRACTION, run_configs
 from sweepkit.serving.metrics import lane_metrics

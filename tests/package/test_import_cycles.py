@@ -103,3 +103,20 @@ def test_no_cycle_between_modules():
     graph = {m: {t for t in targets if not (MODULES[t].name == "__init__.py" and m.startswith(t + "."))}
              for m, targets in GRAPH.items()}
     assert _cycles(graph) == [], "modules importing each other, directly or through others"
+
+
+ENGINE = "sweepkit.serving.engine"
+
+
+def test_the_engine_imports_no_driver_module():
+    """The engine (what runs inside the compiled program) imports nothing of the serving driver above it."""
+    upward = {m: sorted(t for t in targets if t.startswith("sweepkit.serving.") and not t.startswith(ENGINE))
+              for m, targets in GRAPH.items() if m == ENGINE or m.startswith(ENGINE + ".")}
+    assert not any(upward.values()), f"engine modules importing the serving driver: {upward}"
+
+
+def test_the_driver_uses_the_engine_through_its_package_only():
+    """Modules outside the engine import ``sweepkit.serving.engine``'s public names, never its modules."""
+    inside = {m: sorted(t for t in targets if t.startswith(ENGINE + "."))
+              for m, targets in GRAPH.items() if not (m == ENGINE or m.startswith(ENGINE + "."))}
+    assert not any(inside.values()), f"modules reaching into the engine: { {m: t for m, t in inside.items() if t} }"

@@ -71,8 +71,8 @@ def test_every_configuration_passes_the_engines_checks(seed):
     cluster = cluster_for("llama-3.1-8b", cfg.device, 4, int(table["batch_cap"][i]))
     res = check(cluster, cfg, "plan")
     assert res == resolve(cluster, cfg.lever)
-    assert res["tp"] == table["tp"][i] and res["mode"] == table["mode"][i]
-    assert res["prefix_caching"] == (table["kv"][i] == "paged+prefix")
+    assert res.tp == table["tp"][i] and res.mode == table["mode"][i]
+    assert res.prefix_caching == (table["kv"][i] == "paged+prefix")
 
 
 @given(seed=st.integers(0, 2**31 - 1))
@@ -82,8 +82,8 @@ def test_every_expert_layout_passes_the_engines_checks(seed):
     i = int(np.random.default_rng(seed).integers(len(table["tp"])))
     cfg = config_of(table, i)
     res = check(cluster_for("qwen3-30b-a3b", cfg.device, 4, 256), cfg, "plan")
-    assert (res["tp"], res["dp"], res["ep"], res["pp"]) == tuple(int(table[k][i]) for k in ("tp", "dp", "ep", "pp"))
-    assert (res["prefill_dp"], res["prefill_ep"]) == (1, 1)
+    assert (res.tp, res.dp, res.ep, res.pp) == tuple(int(table[k][i]) for k in ("tp", "dp", "ep", "pp"))
+    assert (res.prefill_dp, res.prefill_ep) == (1, 1)
 
 
 @pytest.mark.parametrize("fixed, words", [

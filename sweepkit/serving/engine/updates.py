@@ -10,7 +10,7 @@ updates touch a handful of entries (a row, a request, a session), so a short loo
 next to nothing inside that function, as long as XLA updates the array in place: such a loop inside a
 ``lax.cond`` that is itself a branch of another ``lax.cond`` was found copying its whole array twice on every
 trip (the disaggregated push hand-off's 256-row updates of the per-request arrays: ten times a chat lane's
-CPU), so the hand-off keeps them out of nested branches (:mod:`sweepkit.serving.handoff`). On other platforms
+CPU), so the hand-off keeps them out of nested branches (:mod:`sweepkit.serving.engine.handoff`). On other platforms
 (GPU, TPU) the same calls lower to scatters.
 
 Semantics are JAX's ``.at[idx].op(v, mode="drop")``: negative indices count from the end, an index still

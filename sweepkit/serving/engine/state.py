@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.costmodel.steps import Instance
-from sweepkit.serving.minblocks import block_mins
+from sweepkit.serving.engine.minblocks import block_mins
+from sweepkit.serving.engine.records import STAT_NAMES, Arrival, Plan, Rows, Stats
 
 HIST_LOG10_LO = -5.0
 """Smallest ITL histogram edge, log10 seconds (10 us)."""
@@ -22,7 +23,7 @@ HIST_LOG10_HI = 3.0
 """Largest ITL histogram edge, log10 seconds (1,000 s)."""
 
 RUN_STEPS = 16
-"""Most decode steps planned at one boundary (see :mod:`sweepkit.serving.decode_run`)."""
+"""Most decode steps planned at one boundary (see :mod:`sweepkit.serving.engine.decode_run`)."""
 
 FREE, PREFILL, DECODE, SWAPPED, HELD, RESERVED = 0, 1, 2, 3, 4, 5
 """Row phases of a slot: free; admitted, prompt not yet computed; decoding; swapped out to host memory;
@@ -172,26 +173,6 @@ class Load:
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class Rows:
-    """Row slots of every instance, [I, S] each: request id (-1 free), phase, prompt tokens to compute
-    (``target``: the prompt, or prompt + generated tokens for a recompute), tokens computed, tokens emitted,
-    KV units held privately, cached prefix tokens, chain segments pinned,
-    last-token time, arrival."""
-
-    rid: jax.Array
-    phase: jax.Array
-    target: jax.Array
-    done: jax.Array
-    out: jax.Array
-    alloc: jax.Array
-    hit: jax.Array
-    pins: jax.Array
-    last_s: jax.Array
-    arr_s: jax.Array
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
 class State:
     """Loop state of one lane. Per instance [I]: step end time, awake flag, FIFO ring [I, N] with head and
     tail, swap seconds owed to the next step, cache arrays [I, M] (cached flag, pins as int32, last use) and the
@@ -201,7 +182,7 @@ class State:
     the KV transfer's start and landing, whether its prompt was computed by the prefill pool, whether it waits
     in a decode queue for room before its transfer (pull), and the prefill and decode instances of its
     hand-off; the link's next free time and its joules. ``nxt``: the earliest pending arrival as
-    :func:`sweepkit.serving.cluster_sim.next_arrival` finds it (kept from the end of the previous iteration).
+    :func:`sweepkit.serving.engine.loop.next_arrival` finds it (kept from the end of the previous iteration).
     Early stop: ``misses`` counts the certain misses of the measured window's arrivals, those after
     ``window_from_s`` (the arrival time of the ``warmup_requests``-th request routed, inf until then;
     ``arrived`` counts the requests routed so far).
@@ -224,7 +205,7 @@ class State:
     q_head: jax.Array
     q_tail: jax.Array
     swap_owed_s: jax.Array
-    plan: dict
+    plan: Plan
     c_in: jax.Array
     c_refs: jax.Array
     c_last_s: jax.Array
@@ -236,7 +217,7 @@ class State:
     r_out: jax.Array
     r_last_s: jax.Array
     rejected: jax.Array
-    stats: dict
+    stats: Stats
     hist: jax.Array
     zeros: jax.Array
     misses: jax.Array
@@ -246,7 +227,7 @@ class State:
     little_area: jax.Array
     hand_s: jax.Array
     hand_min: jax.Array
-    nxt: dict
+    nxt: Arrival | None
     link_free_s: jax.Array
     link_j: jax.Array
     xfer_start_s: jax.Array
@@ -255,17 +236,6 @@ class State:
     handed: jax.Array
     xfer_from: jax.Array
     xfer_to: jax.Array
-
-
-STAT_NAMES = (
-    "energy_j", "busy_s", "steps", "decode_rows", "prefill_tokens", "preemptions", "recompute_tokens",
-    "swap_out_bytes", "swap_in_bytes", "swap_j", "hit_tokens", "first_prompt_tokens", "kv_area", "kv_peak",
-    "batch_area",
-)
-"""Per-instance accumulators (``State.stats``): dynamic joules, busy seconds, steps, decode rows summed over
-steps, prompt tokens computed, preemptions, recomputed tokens, swapped bytes each way and swap joules,
-prefix-hit tokens and prompt tokens at first admission, time integrals of KV use (fraction) and running rows,
-and the KV peak (fraction)."""
 
 
 def bin_index(gap_s: jax.Array, bins: int) -> jax.Array:
@@ -296,19 +266,20 @@ def init_state(load: Load, shape: Shape) -> State:
         next_turn=jnp.zeros((B,), jnp.int32), rows=rows, busy_until_s=jnp.zeros((I,), f),
         awake=jnp.zeros((I,), bool), queue=jnp.zeros((I, shape.queue), jnp.int32), q_head=jnp.zeros((I,), jnp.int32),
         q_tail=jnp.zeros((I,), jnp.int32), swap_owed_s=jnp.zeros((I,), f),
-        plan=dict(n=jnp.zeros((I,), jnp.int32), t0=jnp.zeros((I,), f), dt=jnp.zeros((I, K), f),
+        plan=Plan(n=jnp.zeros((I,), jnp.int32), t0=jnp.zeros((I,), f), dt=jnp.zeros((I, K), f),
                   en=jnp.zeros((I, K), f), E=jnp.zeros((I, K, S), f), alloc=jnp.zeros((I, K, S), f),
                   ends=jnp.zeros((I, K), f), fin=jnp.zeros((I, K), f),
                   fin_at=jnp.zeros((I, S), jnp.int32), kv_delta=jnp.zeros((I, K), f),
-                  frac=jnp.zeros((I,), f), rows=jnp.zeros((I,), f), dec=jnp.zeros((I, K), f), promoted=jnp.zeros((I,), f)), c_in=jnp.zeros((I, M), bool),
+                  frac=jnp.zeros((I,), f), rows=jnp.zeros((I,), f), dec=jnp.zeros((I, K), f),
+                  promoted=jnp.zeros((I,), f)), c_in=jnp.zeros((I, M), bool),
         c_refs=jnp.zeros((I, M), jnp.int32), c_last_s=jnp.zeros((I, M), f), c_units=jnp.zeros((I,), f),
         c_pinned=jnp.zeros((I,), f), arrival_s=inf_n, first_s=inf_n,
         finish_s=inf_n, r_out=jnp.zeros((N,), f), r_last_s=jnp.zeros((N,), f), rejected=jnp.zeros((N,), bool),
-        stats={k: jnp.zeros((I,), f) for k in STAT_NAMES}, hist=jnp.zeros((shape.bins,), f),
+        stats=Stats(**{k: jnp.zeros((I,), f) for k in STAT_NAMES}), hist=jnp.zeros((shape.bins,), f),
         zeros=jnp.zeros((), f), misses=jnp.zeros((), jnp.int32), arrived=jnp.zeros((), jnp.int32),
         window_from_s=jnp.where(load.warmup_requests > 0, jnp.inf, -jnp.inf).astype(f), in_system=jnp.zeros((), f),
         little_area=jnp.zeros((), f), hand_s=jnp.full((B,), jnp.inf, f),
-        hand_min=block_mins(jnp.full((B,), jnp.inf, f)), nxt={}, link_free_s=jnp.zeros((), f),
+        hand_min=block_mins(jnp.full((B,), jnp.inf, f)), nxt=None, link_free_s=jnp.zeros((), f),
         link_j=jnp.zeros((), f), xfer_start_s=inf_n, xfer_land_s=inf_n,
         prefilled=jnp.zeros((N,), bool), handed=jnp.zeros((N,), bool), xfer_from=jnp.zeros((N,), jnp.int32),
         xfer_to=jnp.zeros((N,), jnp.int32),

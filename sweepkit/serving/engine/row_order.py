@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-from sweepkit.serving.updates import next_true, set_at
+from sweepkit.serving.engine.updates import next_true, set_at
 from sweepkit.xla_options import loop_options_on
 
 
@@ -48,7 +48,7 @@ def arrival_order(arr_s, sliced: bool | None = None):
 
 def _ranks(arr_s):
     """Each row's place in arrival order, ties by slot, by counting the rows before it: no sort, so XLA:CPU
-    can compile the engine's loop into one function (:mod:`sweepkit.serving.updates`); S^2 comparisons."""
+    can compile the engine's loop into one function (:mod:`sweepkit.serving.engine.updates`); S^2 comparisons."""
     rows = jnp.arange(arr_s.shape[0])
     earlier = arr_s[None, :] < arr_s[:, None]
     tie = (arr_s[None, :] == arr_s[:, None]) & (rows[None, :] < rows[:, None])

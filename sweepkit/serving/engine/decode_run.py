@@ -17,12 +17,12 @@ only at a boundary. So up to K steps are formed at once: step j of each row emit
   of its own (stamped with its finish), and the cache's LRU order is the same;
 * before the first step whose paged growth would not fit.
 
-A row that finishes inside the run finishes at its step's end (:func:`sweepkit.serving.complete.complete`), and
+A row that finishes inside the run finishes at its step's end (:func:`sweepkit.serving.engine.complete.complete`), and
 until the run lands the router counts it as gone from the end of that step (:func:`finished_by`).
 
-The plan is kept on the instance and lands at its end (:func:`sweepkit.serving.phases.complete`); a request
+The plan is kept on the instance and lands at its end (:func:`sweepkit.serving.engine.phases.complete`); a request
 routed to the instance while it runs cuts the plan at the first step ending at or after its arrival
-(:func:`sweepkit.serving.cluster_sim.route`), so every arrival meets a boundary exactly as with single
+(:func:`sweepkit.serving.engine.loop.route`), so every arrival meets a boundary exactly as with single
 steps (under decode priority, which admits nothing while a row runs, only a pulled hand-off cuts it). With n = 1 this is exactly one decode step.
 """
 
@@ -33,8 +33,9 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.passes import Work
 from sweepkit.costmodel.steps import step_cost
-from sweepkit.serving.cluster_state import RUN_STEPS
-from sweepkit.serving.updates import rows_updated
+from sweepkit.serving.engine.records import Run
+from sweepkit.serving.engine.state import RUN_STEPS
+from sweepkit.serving.engine.updates import rows_updated
 
 
 
@@ -42,8 +43,8 @@ def no_run(like):
     """The plan of no run (n = 0), shaped as :func:`decode_run`'s, for the branch that plans none."""
     K = RUN_STEPS
     zk, zks = jnp.zeros((K,), like.dtype), jnp.zeros((K,) + like.shape, like.dtype)
-    return dict(n=jnp.zeros((), jnp.int32), dt=zk, en=zk, E=zks, alloc=zks, fin=zk, kv_delta=zk,
-                fin_at=jnp.zeros(like.shape, jnp.int32), held=zk)
+    return Run(n=jnp.zeros((), jnp.int32), dt=zk, en=zk, E=zks, alloc=zks, fin=zk, kv_delta=zk,
+               fin_at=jnp.zeros(like.shape, jnp.int32), held=zk)
 
 
 def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first_free, shape):
@@ -60,7 +61,7 @@ def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first
       it too must fit (a run planned after a prefill step: n is then 0 where it does not).
 
     Returns:
-      dict: n (steps that may run), dt [K] and en [K] (seconds and dynamic joules of each step), E [K, S]
+      :class:`~sweepkit.serving.engine.records.Run`: n (steps that may run), dt [K] and en [K] (seconds and dynamic joules of each step), E [K, S]
       (tokens each row emits in each step), alloc [K, S] (units after each step's growth), fin [K] (rows
       finishing in each step), kv_delta [K] (KV units held in each step less those held in the first: the
       rows' growth, less the rows finished earlier in the run, plus the segments they left in the cache),
@@ -115,7 +116,7 @@ def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first
           & (~strict | room))
     n = jnp.sum(jnp.cumprod(on)).astype(jnp.int32)
     kv_delta = held - held[0] + jnp.cumsum(left_at) - left_at
-    return dict(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=kv_delta, fin_at=at, held=held)
+    return Run(n=n, dt=dt, en=en, E=E, alloc=need, fin=fin, kv_delta=kv_delta, fin_at=at, held=held)
 
 
 def _releases(req, rid, at, ends):
@@ -130,13 +131,13 @@ def _releases(req, rid, at, ends):
 def promoted_by(plan, t_s):
     """[I] prompts each instance's plan computed in its first step, ended before ``t_s``, that still sit in its
     rows as prompts until the plan lands: a run planned after a prefill step (``schedule``)."""
-    return jnp.where((plan["n"] >= 1) & (plan["ends"][:, 0] < t_s), plan["promoted"], 0.0)
+    return jnp.where((plan.n >= 1) & (plan.ends[:, 0] < t_s), plan.promoted, 0.0)
 
 
 def finished_by(plan, t_s, ties):
     """[I] rows each instance's planned run has finished before ``t_s`` (and at ``t_s`` where ``ties``), but
     that still sit in its rows until the run lands: a run extended past a finish (``decode_run``)."""
-    K = plan["dt"].shape[-1]
-    ends = plan["ends"]
+    K = plan.dt.shape[-1]
+    ends = plan.ends
     by = (ends < t_s) | ((ends == t_s) & ties[:, None])
-    return jnp.sum(jnp.where(by & (jnp.arange(K)[None, :] < plan["n"][:, None]), plan["fin"], 0.0), axis=-1)
+    return jnp.sum(jnp.where(by & (jnp.arange(K)[None, :] < plan.n[:, None]), plan.fin, 0.0), axis=-1)

@@ -19,10 +19,12 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.updates import rows_updated
+from sweepkit.serving.engine.updates import rows_updated
 
 SHARED_COLUMNS = 1
 """Chain positions where several rows' chains may hold one node: the shared system prompt, position 0."""
@@ -87,8 +89,8 @@ def node_units(req, shape, block_tokens: jax.Array) -> jax.Array:
 
 def offset(iv):
     """The instance's first segment in its cache arrays (``c_off``: where a boundary holds every instance's
-    arrays, flat, in a program with pools; 0 where they hold one instance's: :data:`cluster_sim._CACHE`)."""
-    return iv.get("c_off", 0)
+    arrays, flat, in a program with pools; 0 where they hold one instance's: :data:`loop._CACHE`)."""
+    return iv.c_off
 
 
 def evict(iv, units, shortfall):
@@ -101,8 +103,8 @@ def evict(iv, units, shortfall):
     seg = lambda a: jax.lax.dynamic_slice(a, (off,), (M,))  # noqa: E731
 
     def evicted(v):
-        c_in, gone = _evict(seg(v["c_in"]), seg(v["c_refs"]), seg(v["c_last_s"]), units, shortfall)
-        return dict(v, c_in=jax.lax.dynamic_update_slice(v["c_in"], c_in, (off,))), gone
+        c_in, gone = _evict(seg(v.c_in), seg(v.c_refs), seg(v.c_last_s), units, shortfall)
+        return dataclasses.replace(v, c_in=jax.lax.dynamic_update_slice(v.c_in, c_in, (off,))), gone
 
     return jax.lax.cond(shortfall > 0, evicted, lambda v: (v, jnp.zeros((), units.dtype)), iv)
 
@@ -145,12 +147,12 @@ def pin_range(iv, ids, valid, lo, hi, t, units, delta=1.0):
     def crossed(i, refs, add, cached, u):
         return (jnp.where(cached, u * ((refs + add > 0).astype(u.dtype) - (refs > 0)), 0.0),)
 
-    at = jnp.where(on, off + ids, iv["c_in"].shape[0])
-    (refs, last), (moved,) = rows_updated([(iv["c_refs"], at, jnp.where(on, delta, 0.0), "add"),
-                                           (iv["c_last_s"], at, stamp, "max")],
+    at = jnp.where(on, off + ids, iv.c_in.shape[0])
+    (refs, last), (moved,) = rows_updated([(iv.c_refs, at, jnp.where(on, delta, 0.0), "add"),
+                                           (iv.c_last_s, at, stamp, "max")],
                                           tally=crossed, repeats=SHARED_COLUMNS,
-                                          gathered=(iv["c_in"][off + ids], units[ids]))
-    return dict(iv, c_refs=refs, c_last_s=last, c_pinned=iv["c_pinned"] + moved)
+                                          gathered=(iv.c_in[off + ids], units[ids]))
+    return dataclasses.replace(iv, c_refs=refs, c_last_s=last, c_pinned=iv.c_pinned + moved)
 
 
 def pin_chains(iv, req, rid, upto, t, units, shape, delta=1.0):
@@ -166,24 +168,24 @@ def pin_chains(iv, req, rid, upto, t, units, shape, delta=1.0):
 def unpin(iv, req, rid, mask, t, units, shape):
     """Release the pins the ``mask`` rows hold on their chains (``rid``: their request ids), stamped last used at
     ``t`` (s); nothing done where no such row holds a pin."""
-    return pin_chains(iv, req, rid, jnp.where(mask, iv["rows"].pins, 0.0), t, units, shape, -1.0)
+    return pin_chains(iv, req, rid, jnp.where(mask, iv.rows.pins, 0.0), t, units, shape, -1.0)
 
 
 def insert_nodes(iv, ids, on, units, last_s=None):
     """Cache the nodes of chain entries ``ids`` where ``on`` (stamped last used at ``last_s``, shaped as
     ``ids``, where given), the running totals ``c_units`` and ``c_pinned`` moved by the nodes not cached
     before (their units; pinned: those something pins), so that no boundary sums over every segment
-    (:func:`sweepkit.serving.kv_phases.kv_used`). The units are whole numbers: the totals stay exact."""
+    (:func:`sweepkit.serving.engine.kv_phases.kv_used`). The units are whole numbers: the totals stay exact."""
     off = offset(iv)
 
     def added(i, was, _, u, pinned):
         u = jnp.where(was, 0.0, u)
         return u, jnp.where(pinned, u, 0.0)
 
-    at = jnp.where(on, off + ids, iv["c_in"].shape[0])
-    stamped = [] if last_s is None else [(iv["c_last_s"], at, last_s, "set")]
-    (c_in, *last), (cached, pinned) = rows_updated([(iv["c_in"], at, True, "set")] + stamped, tally=added,
+    at = jnp.where(on, off + ids, iv.c_in.shape[0])
+    stamped = [] if last_s is None else [(iv.c_last_s, at, last_s, "set")]
+    (c_in, *last), (cached, pinned) = rows_updated([(iv.c_in, at, True, "set")] + stamped, tally=added,
                                                     repeats=SHARED_COLUMNS,
-                                                    gathered=(units[ids], iv["c_refs"][off + ids] > 0))
-    iv = dict(iv, c_in=c_in, c_units=iv["c_units"] + cached, c_pinned=iv["c_pinned"] + pinned)
-    return iv if last_s is None else dict(iv, c_last_s=last[0])
+                                                    gathered=(units[ids], iv.c_refs[off + ids] > 0))
+    iv = dataclasses.replace(iv, c_in=c_in, c_units=iv.c_units + cached, c_pinned=iv.c_pinned + pinned)
+    return iv if last_s is None else dataclasses.replace(iv, c_last_s=last[0])

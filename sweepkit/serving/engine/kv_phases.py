@@ -17,19 +17,20 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import DECODE, FREE, HELD, PREFILL, RESERVED, SWAPPED
-from sweepkit.serving.prefix import unpin
-from sweepkit.serving.row_order import masked_cumsum, masked_rank, ordered_cumsum
-from sweepkit.serving.updates import set_at
+from sweepkit.serving.engine.state import DECODE, FREE, HELD, PREFILL, RESERVED, SWAPPED
+from sweepkit.serving.engine.prefix import unpin
+from sweepkit.serving.engine.records import Preempted
+from sweepkit.serving.engine.row_order import masked_cumsum, masked_rank, ordered_cumsum
+from sweepkit.serving.engine.updates import set_at
 
 
 def kv_used(pol, iv, units):
     """(private units held, cache units, pinned cache units) of an instance; the cache's two are running
-    totals (:func:`sweepkit.serving.prefix.insert_nodes`), not sums over its segments."""
-    phase = iv["rows"].phase
+    totals (:func:`sweepkit.serving.engine.prefix.insert_nodes`), not sums over its segments."""
+    phase = iv.rows.phase
     held = (phase == PREFILL) | (phase == DECODE) | (phase == HELD) | (phase == RESERVED)
-    private = jnp.sum(jnp.where(held, iv["rows"].alloc, 0.0))
-    return private, iv["c_units"], iv["c_pinned"]
+    private = jnp.sum(jnp.where(held, iv.rows.alloc, 0.0))
+    return private, iv.c_units, iv.c_pinned
 
 
 def parked(rows):
@@ -54,7 +55,7 @@ def _swap_cost(pol, units):
 
 def swap_in(pol, req, iv, t, units_m, order):
     """Swapped-out rows return, earliest arrival first, while they fit (no watermark) under the batch cap."""
-    r = iv["rows"]
+    r = iv.rows
     sw = r.phase == SWAPPED
     private, cache, pinned = kv_used(pol, iv, units_m)
     n_run = jnp.sum((r.phase == PREFILL) | (r.phase == DECODE))
@@ -65,10 +66,10 @@ def swap_in(pol, req, iv, t, units_m, order):
     back = sw & (ordered_cumsum((sw & ~fits).astype(jnp.float64), order, sw) <= 0)
     units = jnp.sum(jnp.where(back, r.alloc, 0.0))
     sec, joules = _swap_cost(pol, units)
-    st = iv["stats"]
-    st = dict(st, swap_in_bytes=st["swap_in_bytes"] + _swap_bytes(pol, units), swap_j=st["swap_j"] + joules)
+    st = iv.stats
+    st = dataclasses.replace(st, swap_in_bytes=st.swap_in_bytes + _swap_bytes(pol, units), swap_j=st.swap_j + joules)
     rows = dataclasses.replace(r, phase=jnp.where(back, DECODE, r.phase))
-    return dict(iv, rows=rows, owed=iv["owed"] + sec, stats=st)
+    return dataclasses.replace(iv, rows=rows, owed=iv.owed + sec, stats=st)
 
 
 def grow(pol, req, iv, units_m, order, shape):
@@ -79,7 +80,7 @@ def grow(pol, req, iv, units_m, order, shape):
     Returns:
       (grown allocation [S], survivors [S], preempted [S]).
     """
-    r = iv["rows"]
+    r = iv.rows
     dec = r.phase == DECODE
     run = dec | (r.phase == PREFILL)
     if not shape.paged:
@@ -98,33 +99,33 @@ def grow(pol, req, iv, units_m, order, shape):
     return alloc, survive, run & ~survive
 
 
-def not_preempted(rows, N: int) -> dict:
+def not_preempted(rows, N: int) -> Preempted:
     """The event fields of :func:`preempt` where no row is preempted (request id N: none)."""
-    return dict(pre_rid=jnp.full_like(rows.rid, N), pre_out=rows.out, pre_last_s=rows.last_s)
+    return Preempted(pre_rid=jnp.full_like(rows.rid, N), pre_out=rows.out, pre_last_s=rows.last_s)
 
 
 def preempt(pol, req, iv, pre, t, order, units_m, shape):
     """Preempted rows: swapped out (decode rows, swap on) or dropped and queued at the front for recompute."""
-    r = iv["rows"]
-    S, N, W = r.rid.shape[0], shape.requests, iv["queue"].shape[0]
+    r = iv.rows
+    S, N, W = r.rid.shape[0], shape.requests, iv.queue.shape[0]
     rid = jnp.maximum(r.rid, 0)
     to_swap = pre & (pol.swap > 0) & (r.phase == DECODE)
     rec = pre & ~to_swap
     n_rec = jnp.sum(rec).astype(jnp.int32)
     rank = jax.lax.cond(n_rec > 0, lambda: masked_rank(r.arr_s, rec, order), lambda: jnp.full_like(r.rid, S))
-    head = iv["head"] - n_rec
-    queue = set_at(iv["queue"], jnp.where(rec, head + rank - iv["qbase"], W), rid)   # the window
+    head = iv.head - n_rec
+    queue = set_at(iv.queue, jnp.where(rec, head + rank - iv.qbase, W), rid)   # the window
     units = jnp.sum(jnp.where(to_swap, r.alloc, 0.0))
     sec, joules = _swap_cost(pol, units)
     p = req.prompt_tokens[rid].astype(jnp.float64)
-    st = iv["stats"]
-    st = dict(st, preemptions=st["preemptions"] + jnp.sum(pre),
-              recompute_tokens=st["recompute_tokens"] + jnp.sum(jnp.where(rec, p + r.out, 0.0)),
-              swap_out_bytes=st["swap_out_bytes"] + _swap_bytes(pol, units), swap_j=st["swap_j"] + joules)
+    st = iv.stats
+    st = dataclasses.replace(st, preemptions=st.preemptions + jnp.sum(pre),
+                             recompute_tokens=st.recompute_tokens + jnp.sum(jnp.where(rec, p + r.out, 0.0)),
+                             swap_out_bytes=st.swap_out_bytes + _swap_bytes(pol, units), swap_j=st.swap_j + joules)
     if shape.prefix:
         iv = unpin(iv, req, rid, rec, t, units_m, shape)
     rows = dataclasses.replace(
         r, phase=jnp.where(rec, FREE, jnp.where(to_swap, SWAPPED, r.phase)), rid=jnp.where(rec, -1, r.rid),
         alloc=jnp.where(rec, 0.0, r.alloc), pins=jnp.where(rec, 0.0, r.pins))
-    ev = dict(not_preempted(r, N), pre_rid=jnp.where(rec, rid, N))
-    return dict(iv, rows=rows, queue=queue, head=head, owed=iv["owed"] + sec, stats=st), ev
+    ev = dataclasses.replace(not_preempted(r, N), pre_rid=jnp.where(rec, rid, N))
+    return dataclasses.replace(iv, rows=rows, queue=queue, head=head, owed=iv.owed + sec, stats=st), ev

@@ -7,11 +7,11 @@ Each iteration of a ``jax.lax.while_loop`` (one lane, one call; lanes run side b
    rows; ties to the lowest index), or with the session router to the instance of its session's first turn.
    A request that could never fit an empty instance's KV is rejected (a miss), and so are its later turns;
 2. **boundaries** - every awake instance whose step has ended runs its boundary
-   (:func:`sweepkit.serving.phases.boundary`): the ended step lands, the next one is formed and priced;
+   (:func:`sweepkit.serving.engine.phases.boundary`): the ended step lands, the next one is formed and priced;
 3. **advance** - time moves to the next arrival or the next step end, whichever is first.
 
 An iteration's cost does not grow with the run's requests: the earliest pending arrival comes from blocked
-minima (:mod:`sweepkit.serving.minblocks`), a boundary sees a window of its instance's queue, and the
+minima (:mod:`sweepkit.serving.engine.minblocks`), a boundary sees a window of its instance's queue, and the
 requests already past their TTFT SLO (the early stop) are counted every :data:`LATE_EVERY` iterations.
 Arrivals act only at step boundaries; an idle instance wakes at once. Common random numbers: the sessions
 and their unit-rate start times are drawn once per workload, a load rescales the start times, and
@@ -25,20 +25,23 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
+from sweepkit.serving.engine.state import DECODE, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
     Requests, Shape, State, init_state
-from sweepkit.serving import minblocks
-from sweepkit.serving.decode_run import finished_by, promoted_by
-from sweepkit.serving.handoff import cut_plan, hand_off, start_transfers
-from sweepkit.serving.phases import boundary, no_events
-from sweepkit.serving.prefix import node_units
-from sweepkit.serving.updates import add_at, rows_updated, set_at
+from sweepkit.serving.engine import minblocks
+from sweepkit.serving.engine.decode_run import finished_by, promoted_by
+from sweepkit.serving.engine.handoff import cut_plan, hand_off, start_transfers
+from sweepkit.serving.engine.phases import boundary, no_events
+from sweepkit.serving.engine.prefix import node_units
+from sweepkit.serving.engine.records import Arrival, Events, Inst, Shared
+from sweepkit.serving.engine.updates import add_at, rows_updated, set_at
 
 MISS_SHARE = 0.1
 """Share of the window that may miss its SLOs (1 - the SLO attainment target)."""
 
-_INST = ("busy_until_s", "awake", "q_head", "q_tail", "swap_owed_s", "plan", "c_units", "c_pinned")
-_VIEW = ("busy_until_s", "awake", "head", "tail", "owed", "plan", "c_units", "c_pinned")
+_INST = (("busy_until_s", "busy_until_s"), ("awake", "awake"), ("q_head", "head"), ("q_tail", "tail"),
+         ("swap_owed_s", "owed"), ("plan", "plan"), ("c_units", "c_units"), ("c_pinned", "c_pinned"),
+         ("rows", "rows"), ("stats", "stats"))
+"""The per-instance fields of :class:`State` ([I] leading) and their names in an instance's view (:class:`Inst`)."""
 _CACHE = ("c_in", "c_refs", "c_last_s")
 """The prefix cache's arrays [I, M]. In a program with disaggregated pools a boundary takes them whole, flat,
 from its instance's offset: XLA updates them in place, where a slice of the instance's M segments and its
@@ -47,7 +50,7 @@ whole nine times (chat's prefix-cache program), which costs more than the slice:
 instance's slice (docs/performance.md)."""
 
 
-def next_arrival(req: Requests, s: State, load: Load) -> dict:
+def next_arrival(req: Requests, s: State, load: Load) -> Arrival:
     """The earliest pending arrival: a first turn, a released turn, or (disaggregated) a request whose KV has
     landed on the decode pool: its time ``t_s``, whether it is a first turn (``first``; session ``a0``), the
     releasing session ``b``, whether it is a KV hand-off (``hand``) and the handing-off session ``h``; and
@@ -66,8 +69,8 @@ def next_arrival(req: Requests, s: State, load: Load) -> dict:
     first = first & ~hand
     session = jnp.where(hand, h, jnp.where(first, a0, b))
     rid = jnp.where(first, 0, s.next_turn[session]) * req.stride + session
-    return dict(t_s=jnp.minimum(t_new, s.hand_s[h]), first=first, a0=a0, b=b, hand=hand, h=h, session=session,
-                rid=rid, home=s.home[session], xfer_from=s.xfer_from[rid], xfer_to=s.xfer_to[rid])
+    return Arrival(t_s=jnp.minimum(t_new, s.hand_s[h]), first=first, a0=a0, b=b, hand=hand, h=h, session=session,
+                   rid=rid, home=s.home[session], xfer_from=s.xfer_from[rid], xfer_to=s.xfer_to[rid])
 
 
 def _fits_empty(pol: Policy, req: Requests, rid, inst):
@@ -81,13 +84,13 @@ def _fits_empty(pol: Policy, req: Requests, rid, inst):
     return (whole <= pol.kv_units) & ((pol.role[inst] != PREFILL_POOL) | (prompt <= pol.prefill_kv_units))
 
 
-def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nxt: dict) -> State:
+def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nxt: Arrival) -> State:
     """Route the pending arrival ``nxt`` (:func:`next_arrival`) where ``do``: the first turn of session a0,
     session b's next turn, or (``hand``) session h's request whose KV landed, to the least-loaded instance of
     its pool."""
     B, N, I, Q = shape.sessions, shape.requests, shape.instances, shape.queue
-    t_arr, first, b, hand, h = (nxt[k] for k in ("t_s", "first", "b", "hand", "h"))
-    session, rid = nxt["session"], nxt["rid"]
+    t_arr, first, b, hand, h = nxt.t_s, nxt.first, nxt.b, nxt.hand, nxt.h
+    session, rid = nxt.session, nxt.rid
     r = s.rows
     rows = jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
     moved = promoted_by(s.plan, t_arr) - finished_by(s.plan, t_arr, jnp.zeros((I,), bool))   # plans not yet landed
@@ -95,14 +98,14 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
     loads = jnp.where((jnp.arange(I) < pol.instances) & pool, loads, jnp.iinfo(jnp.int32).max)
     least = jnp.argmin(loads).astype(jnp.int32)
-    home = jnp.where(first | (nxt["home"] < 0), least, nxt["home"])
+    home = jnp.where(first | (nxt.home < 0), least, nxt.home)
     pulled = hand & (pol.pull > 0)        # its room is reserved on xfer_to: wake it, enqueue nothing
-    inst = jnp.where(pulled, nxt["xfer_to"], jnp.where((pol.router == LEAST_LOADED) | hand, least, home))
+    inst = jnp.where(pulled, nxt.xfer_to, jnp.where((pol.router == LEAST_LOADED) | hand, least, home))
     reject = do & ~hand & ~_fits_empty(pol, req, rid, inst)
     ok = do & ~reject
     enq = ok & ~pulled
     onehot = (jnp.arange(I) == inst) & ok
-    wake = onehot | ((jnp.arange(I) == nxt["xfer_from"]) & ok & pulled)
+    wake = onehot | ((jnp.arange(I) == nxt.xfer_from) & ok & pulled)
     queue = set_at(s.queue, (jnp.where(enq, inst, I), s.q_tail[inst] % Q), rid)
     # Decode priority admits nothing while a row runs, and a plan's every step runs a row: an arrival (not a
     # pulled hand-off, whose reserved row joins at the next boundary) need not cut it.
@@ -120,7 +123,7 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
         buf_min=minblocks.refresh(buf_s, s.buf_min, released),
         home=set_at(s.home, jnp.where(new, session, B), home), queue=queue,
         q_tail=s.q_tail + (onehot & enq).astype(jnp.int32), awake=s.awake | wake, busy_until_s=busy_until,
-        plan=dict(s.plan, n=plan_n),
+        plan=dataclasses.replace(s.plan, n=plan_n),
         arrival_s=set_at(s.arrival_s, at_rid, t_arr),
         rejected=set_at(s.rejected, at_rid, reject), misses=s.misses + miss.astype(jnp.int32),
         arrived=arrived, window_from_s=window_from_s,
@@ -140,11 +143,6 @@ def in_window(load: Load, s: State, arrival_s):
     return (arrival_s > s.window_from_s) & (arrival_s <= load.eligible_to_s)
 
 
-def _view(s: State) -> dict:
-    iv = {v: getattr(s, k) for k, v in zip(_INST, _VIEW)}
-    return dict(iv, rows=s.rows, stats=s.stats)
-
-
 def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
     """Instance ``i``'s boundary on its slice of the state (the prefix cache's arrays whole, flat, in a program
     with pools: :data:`_CACHE`); its queue is the window of ``slots`` entries before the head and ``admits``
@@ -153,20 +151,20 @@ def _run_boundary(pol_i, req, load, s: State, i, t, units_m, shape: Shape):
     W, Q = shape.slots + shape.admits, shape.queue
     qbase = s.q_head[i] - shape.slots
     qpos = (qbase + jnp.arange(W)) % Q
-    shared = dict(first_s=s.first_s, window_from_s=s.window_from_s, r_out=s.r_out, r_last_s=s.r_last_s,
-                  arrival_s=s.arrival_s, prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s,
-                  units_m=units_m)
+    shared = Shared(first_s=s.first_s, window_from_s=s.window_from_s, r_out=s.r_out, r_last_s=s.r_last_s,
+                    arrival_s=s.arrival_s, prefilled=s.prefilled, handed=s.handed, xfer_land_s=s.xfer_land_s,
+                    units_m=units_m)
     whole = shape.pools
     cache = {k: getattr(s, k).reshape(-1) if whole else getattr(s, k)[i] for k in _CACHE}
-    old = dict(jax.tree_util.tree_map(lambda a: a[i], _view(s)), queue=s.queue[i, qpos], qbase=qbase, **cache,
+    old = Inst(**{v: jax.tree_util.tree_map(lambda a: a[i], getattr(s, k)) for k, v in _INST},
+               queue=s.queue[i, qpos], qbase=qbase, **cache,
                c_off=i * s.c_in.shape[1] if whole else jnp.zeros((), jnp.int32))
     new, ev = boundary(pol_i, req, load, old, shared, t, shape)
-    queue = set_at(s.queue, (i, qpos), new.pop("queue"))
-    new.pop("qbase"), new.pop("c_off")
-    cache = {k: new.pop(k).reshape(s.c_in.shape) if whole else set_at(getattr(s, k), i, new.pop(k)) for k in _CACHE}
-    iv = jax.tree_util.tree_map(lambda a, n: set_at(a, i, n), _view(s), new)
-    return dataclasses.replace(s, rows=iv["rows"], stats=iv["stats"], queue=queue, **cache,
-                               **{k: iv[v] for k, v in zip(_INST, _VIEW)}), ev
+    queue = set_at(s.queue, (i, qpos), new.queue)
+    cache = {k: getattr(new, k).reshape(s.c_in.shape) if whole else set_at(getattr(s, k), i, getattr(new, k))
+             for k in _CACHE}
+    inst = {k: jax.tree_util.tree_map(lambda a, n: set_at(a, i, n), getattr(s, k), getattr(new, v)) for k, v in _INST}
+    return dataclasses.replace(s, queue=queue, **cache, **inst), ev
 
 
 def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape: Shape) -> State:
@@ -186,34 +184,34 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape:
     if not shape.pools:
         return s
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
-    hand, xfer = drop(ev["hand_rid"]), drop(ev["xfer_rid"])     # after the instance arrays are written back
+    hand, xfer = drop(ev.hand_rid), drop(ev.xfer_rid)     # after the instance arrays are written back
     s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, i, t, shape), lambda s: s, s)
     return jax.lax.cond(jnp.any(xfer < N), lambda s: start_transfers(pol, req, s, xfer, i, t, shape), lambda s: s, s)
 
 
-def _record(req: Requests, s: State, ev: dict, t, shape: Shape) -> State:
+def _record(req: Requests, s: State, ev: Events, t, shape: Shape) -> State:
     """Write what a boundary did to the per-request and per-session arrays (first tokens, finishes, released
     turns, preemptions, the ITL histogram)."""
     N, B = shape.requests, shape.sessions
-    nxt = ev["next_rid"]
+    nxt = ev.next_rid
     ses = jnp.where(nxt < N, nxt % req.stride, B)
-    pre, fin = ev["pre_rid"], ev["finish_rid"]
-    fin_s = ev["finish_s"]                      # t, or earlier in a run extended past the finish
+    pre, fin = ev.pre_rid, ev.finish_rid
+    fin_s = ev.finish_s                      # t, or earlier in a run extended past the finish
     rel_s = fin_s + req.think_s[jnp.minimum(nxt, N - 1)]
     first_s, finish_s, buf_s, buf_min, next_turn, r_out, prefilled, r_last_s = rows_updated([
-        (s.first_s, ev["first_rid"], ev["first_s"], "set"), (s.finish_s, fin, fin_s, "set"),
+        (s.first_s, ev.first_rid, ev.first_s, "set"), (s.finish_s, fin, fin_s, "set"),
         (s.buf_s, ses, rel_s, "set"),
         (s.buf_min, minblocks.blocks_of(s.buf_s, s.buf_min, ses), rel_s, "min"),   # released turns were inf
         (s.next_turn, ses, nxt // req.stride, "set"),
-        (s.r_out, pre, ev["pre_out"], "set"),
+        (s.r_out, pre, ev.pre_out, "set"),
         (s.prefilled, pre, False, "set"),           # recomputed where it is preempted
-        (s.r_last_s, pre, ev["pre_last_s"], "set")])
+        (s.r_last_s, pre, ev.pre_last_s, "set")])
     return dataclasses.replace(
         s, first_s=first_s, finish_s=finish_s, buf_s=buf_s, next_turn=next_turn, r_out=r_out,
         prefilled=prefilled, r_last_s=r_last_s, buf_min=buf_min,
         little_area=s.little_area - jnp.sum(jnp.where(fin < N, t - fin_s, 0.0)),
-        hist=add_at(s.hist, ev["itl_bin"], ev["itl_w"]),
-        zeros=s.zeros + ev["zeros"], misses=s.misses + ev["misses"].astype(jnp.int32),
+        hist=add_at(s.hist, ev.itl_bin, ev.itl_w),
+        zeros=s.zeros + ev.zeros, misses=s.misses + ev.misses.astype(jnp.int32),
         in_system=s.in_system - jnp.sum(fin < N))
 
 
@@ -245,10 +243,10 @@ def _late(req: Requests, s: State, load: Load, t):
     rows that may have finished since it started but are not yet recorded: while one does, their finish is
     only known to be at or after the run's start."""
     def count():
-        K = s.plan["dt"].shape[-1]
-        pending = (jnp.any((jnp.arange(K)[None, :] < s.plan["n"][:, None] - 1) & (s.plan["fin"] > 0), axis=1)
-                   | ((s.plan["promoted"] > 0) & (s.plan["n"] >= 2)))
-        t_lo = jnp.minimum(t, jnp.min(jnp.where(s.awake & pending, s.plan["t0"], jnp.inf)))
+        K = s.plan.dt.shape[-1]
+        pending = (jnp.any((jnp.arange(K)[None, :] < s.plan.n[:, None] - 1) & (s.plan.fin > 0), axis=1)
+                   | ((s.plan.promoted > 0) & (s.plan.n >= 2)))
+        t_lo = jnp.minimum(t, jnp.min(jnp.where(s.awake & pending, s.plan.t0, jnp.inf)))
         win = in_window(load, s, s.arrival_s) & ~s.rejected
         started = jnp.isfinite(s.first_s)
         waiting = ~started & (s.arrival_s < t_lo - load.ttft_slo_s)
@@ -264,11 +262,11 @@ def step(pol: Policy, req: Requests, load: Load, s: State, units_m, shape: Shape
     ``units_m``: every prefix node's KV units (computed once per run)."""
     live = ~s.done
     t = s.t_s
-    s = route(pol, req, load, s, shape, live & (s.nxt["t_s"] <= t), s.nxt)
+    s = route(pol, req, load, s, shape, live & (s.nxt.t_s <= t), s.nxt)
     s = boundaries(pol, req, load, s, units_m, shape)
     nxt = next_arrival(req, s, load)
     t_inst = jnp.min(jnp.where(s.awake, s.busy_until_s, jnp.inf))
-    t_new = jnp.where(live, jnp.maximum(jnp.minimum(nxt["t_s"], t_inst), t), t)
+    t_new = jnp.where(live, jnp.maximum(jnp.minimum(nxt.t_s, t_inst), t), t)
     finished = live & ~jnp.isfinite(t_new)
     late = _late(req, s, load, t)
     stop = live & ~finished & ((s.misses + late).astype(jnp.float64) > load.miss_limit)
@@ -287,7 +285,7 @@ def simulate(pol: Policy, req: Requests, load: Load, shape: Shape) -> State:
       shape: static sizes.
 
     Returns:
-      The final :class:`State` (``stats["energy_j"]`` is dynamic energy; add idle power x horizon).
+      The final :class:`State` (``stats.energy_j`` is dynamic energy; add idle power x horizon).
     """
     s0 = init_state(load, shape)
     s0 = dataclasses.replace(s0, nxt=next_arrival(req, s0, load))

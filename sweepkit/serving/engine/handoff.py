@@ -13,10 +13,10 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving import minblocks
-from sweepkit.serving.decode_run import finished_by
-from sweepkit.serving.cluster_state import DECODE, DECODE_POOL, RESERVED, Policy, Requests, Shape, State
-from sweepkit.serving.updates import add_at, set_at
+from sweepkit.serving.engine import minblocks
+from sweepkit.serving.engine.decode_run import finished_by
+from sweepkit.serving.engine.state import DECODE, DECODE_POOL, RESERVED, Policy, Requests, Shape, State
+from sweepkit.serving.engine.updates import add_at, set_at
 
 
 def link_transfers(t, free_s, dur_s, on):
@@ -80,7 +80,7 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
         busy_until, plan_n = cut_plan(s, dest, jnp.any(on), t)
         return dataclasses.replace(
             s, queue=queue, q_tail=add_at(s.q_tail, dest, jnp.sum(on).astype(jnp.int32)),
-            awake=set_at(s.awake, dest, True), busy_until_s=busy_until, plan=dict(s.plan, n=plan_n),
+            awake=set_at(s.awake, dest, True), busy_until_s=busy_until, plan=dataclasses.replace(s.plan, n=plan_n),
             handed=set_at(s.handed, rid, True))
 
     return jax.lax.cond(pol.pull > 0, pull, lambda s: s, s)
@@ -88,11 +88,11 @@ def hand_off(pol: Policy, req: Requests, s: State, rid, src, t, shape: Shape) ->
 
 def cut_plan(s: State, inst, ok, t_arr):
     """Cut instance ``inst``'s planned run of decode steps at the first step ending at or after ``t_arr``."""
-    n = s.plan["n"][inst]
-    ends = s.plan["ends"][inst]
+    n = s.plan.n[inst]
+    ends = s.plan.ends[inst]
     K = ends.shape[0]
     keep = jnp.minimum(n, 1 + jnp.sum((ends < t_arr) & (jnp.arange(K) < n))).astype(jnp.int32)
     cut = ok & (n > 1) & (keep < n)
-    new_n = set_at(s.plan["n"], inst, jnp.where(cut, keep, n))
+    new_n = set_at(s.plan.n, inst, jnp.where(cut, keep, n))
     new_busy = set_at(s.busy_until_s, inst, jnp.where(cut, ends[jnp.maximum(keep - 1, 0)], s.busy_until_s[inst]))
     return new_busy, new_n

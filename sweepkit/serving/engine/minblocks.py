@@ -19,7 +19,7 @@ import math
 
 import jax.numpy as jnp
 
-from sweepkit.serving.updates import min_at, set_at
+from sweepkit.serving.engine.updates import min_at, set_at
 
 
 def block_size(n: int) -> int:
