@@ -32,8 +32,8 @@ settings.load_profile("ci")
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's work units (``make test`` runs two workers): each test file runs whole on one worker, so
     its module fixtures are built once, and the files that read :func:`full_warehouse` run together on one
-    worker, so it is simulated once. A worker that finishes its units takes the next (xdist hands out the
-    units with the most tests first)."""
+    worker, so it is simulated once. A worker that finishes its units takes the next: the :data:`LONGEST` first,
+    then the others, most tests first, so that no long unit is left for the end while the other worker idles."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
@@ -41,7 +41,18 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             return "full_warehouse" if _reads_full_warehouse(config.rootpath / path) else path
 
+        def _assign_work_unit(self, node) -> None:
+            for unit in reversed(LONGEST):
+                if unit in self.workqueue:
+                    self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
+
     return ByFile(config, log)
+
+
+LONGEST = ("tests/test_serving_updates.py", "full_warehouse", "tests/validation/test_validation.py",
+           "tests/cli/test_bad_input_corpus.py", "tests/test_serving_cli.py", "tests/test_engine_scaling.py")
+"""The work units that take longest (``--durations``), handed out first."""
 
 
 @functools.cache
