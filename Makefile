@@ -4,6 +4,8 @@
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
+# Test processes (pytest-xdist): one per core of the 2-core CI machine; tests/conftest.py groups the tests per file.
+TEST_WORKERS ?= 2
 
 $(BIN)/sweepkit: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,7 +19,7 @@ run: setup
 	$(BIN)/sweepkit run grids/seed.toml
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 bench: setup
 	$(BIN)/python benchmarks/bench_sweep.py

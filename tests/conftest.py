@@ -3,8 +3,14 @@ and the one shared warehouse of real runs that the report and query tests read.
 
 Tests run in JAX's default float32 mode; float64 is on only inside an entry point that scopes it (the
 serving engine, ``sweepkit.evaluate``) or a test that asks for it with ``x64``. pyproject.toml turns JAX's
-dtype warnings into errors, so a float64 request outside such a scope fails the test."""
+dtype warnings into errors, so a float64 request outside such a scope fails the test.
 
+Compiled programs are kept in sweepkit's compilation cache (``$SWEEPKIT_JAX_CACHE``, as the CLI keeps them), so
+a program that several tests, test processes or pytest-xdist workers build is compiled once. ``make test``
+runs two xdist workers; each test file runs whole on one worker (its module fixtures built once), and the
+files that read the shared warehouse run together on one worker, so it is simulated once."""
+
+import functools
 import os
 from pathlib import Path
 
@@ -12,11 +18,46 @@ import jax
 import pytest
 from hypothesis import HealthCheck, settings
 
+from sweepkit.jaxcache import enable_persistent_cache
+
 jax.config.update("jax_numpy_rank_promotion", "raise")
+enable_persistent_cache()
 
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's work units (``make test`` runs two workers): each test file runs whole on one worker, so
+    its module fixtures are built once, and the files that read :func:`full_warehouse` run together on one
+    worker, so it is simulated once. A worker that finishes its units takes the next: the :data:`LONGEST` first,
+    then the others, most tests first, so that no long unit is left for the end while the other worker idles."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "full_warehouse" if _reads_full_warehouse(config.rootpath / path) else path
+
+        def _assign_work_unit(self, node) -> None:
+            for unit in reversed(LONGEST):
+                if unit in self.workqueue:
+                    self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
+
+    return ByFile(config, log)
+
+
+LONGEST = ("tests/test_serving_updates.py", "full_warehouse", "tests/validation/test_validation.py",
+           "tests/cli/test_bad_input_corpus.py", "tests/test_serving_cli.py", "tests/test_engine_scaling.py")
+"""The work units that take longest (``--durations``), handed out first."""
+
+
+@functools.cache
+def _reads_full_warehouse(path: Path) -> bool:
+    return path.name != "conftest.py" and path.is_file() and "full_warehouse" in path.read_text(encoding="utf-8")
 
 
 MAPS_LIMIT = 25_000
@@ -82,3 +123,4 @@ def full_warehouse(tmp_path_factory):
         res = runner.invoke(main, [*args, "--warehouse", str(root), "--format", "json"])
         assert res.exit_code == 0, (args, res.output)
     return root
+

@@ -189,7 +189,7 @@ def test_both_engines_end_in_the_same_states():
     if not xla_options.loop_options_on():
         pytest.skip("this process runs without the backend options (jaxlib outside CHECKED_JAXLIB or XLA_FLAGS)")
     code = textwrap.dedent("""
-        import sys, numpy as np, jax
+        import dataclasses, sys, numpy as np, jax
         import sweepkit
         from sweepkit.serving.cluster import load_cluster
         from sweepkit.serving.config import Config
@@ -198,7 +198,8 @@ def test_both_engines_end_in_the_same_states():
         from sweepkit.serving.workloads import load_workloads
         lv = load_levers()
         cfgs = [Config("H100", lv[n]) for n in ("baseline", "mtp", "disagg-1p1d", "modern-spec")]
-        lanes = run_configs(load_workloads()["chat"], load_cluster(), cfgs, np.full((4, 1), 0.5), early_stop=False)
+        chat = dataclasses.replace(load_workloads()["chat"], min_sessions=60)
+        lanes = run_configs(chat, load_cluster(), cfgs, np.full((4, 1), 0.5), early_stop=False)
         leaves = [jax.tree_util.tree_leaves(lanes.state(c, 0)) for c in range(4)]
         np.savez(sys.argv[1], *[np.asarray(x) for lane in leaves for x in lane])
     """)
