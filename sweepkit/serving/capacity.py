@@ -56,6 +56,7 @@ import numpy as np
 
 from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import run_configs
+from sweepkit.serving.memory import release
 from sweepkit.serving.metrics import SLO_ATTAINMENT, lane_metrics
 from sweepkit.serving.workloads import Workload
 
@@ -264,6 +265,7 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
                 brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)
                 rows += [(c, float(rates[k, r]), "search", ms[r]) for r in range(rates.shape[1])]
             del lanes                                   # the lanes' final states: only their metrics are kept
+            release()
             if progress:
                 progress(rates.size)
         if pending is not None:

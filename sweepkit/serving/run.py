@@ -49,6 +49,7 @@ from sweepkit.serving.draws import parse_serving_bands, run_draws
 from sweepkit.serving.lanes import OFFLINE_RATE
 from sweepkit.serving.programs import lane_threads
 from sweepkit.serving.levers import Lever, load_levers
+from sweepkit.serving.memory import limit_arenas
 from sweepkit.serving.metrics import capacity_row
 from sweepkit.serving.profile import REFERENCE, profile_names, resolve_profile
 from sweepkit.serving.workloads import Workload, load_workloads
@@ -280,6 +281,7 @@ def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) 
     seconds are its wall time, waits for the shared lane threads included.
     """
     busy, sims, lock = {w.name: 0.0 for w in grid.workloads}, {w.name: 0 for w in grid.workloads}, threading.Lock()
+    limit_arenas()                                   # before the task threads start (sweepkit.serving.memory)
 
     def timed(name, fn, grid, w, arg):
         def count(n):
