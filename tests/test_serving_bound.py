@@ -101,7 +101,8 @@ def test_bracket_starts_anchored_on_the_reference_baseline(setting):
 
 def test_opening_probes_stay_under_a_ceiling():
     assert opening(2.0, Bracket(), 3).tolist() == [2.0, 4.0, 8.0]
-    assert opening(2.0, Bracket(hi=5.0), 3).tolist() == [2.0, 4.0, 4.75]
+    assert np.allclose(opening(2.0, Bracket(hi=5.0), 3), [2.0, np.sqrt(2.0 * 4.75), 4.75])   # up to the ceiling
+    assert opening(9.0, Bracket(hi=5.0), 2).tolist() == [4.75, 4.75]
 
 
 def test_bisection_under_a_right_ceiling_keeps_the_references_capacity_in_fewer_simulations(setting):

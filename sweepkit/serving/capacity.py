@@ -279,15 +279,21 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
 
 
 def opening(start: float, b: Bracket, n: int = 1, growth: float = 2.0, tolerance: float = TOLERANCE) -> np.ndarray:
-    """The first round's ``n`` probes: start x growth^j (j = 0..n-1), each kept under a known failing end
-    (a ceiling) by the tolerance.
+    """The first round's ``n`` probes: start x growth^j (j = 0..n-1); under a known failing end (a ceiling)
+    the start and n - 1 loads spaced geometrically up to the ceiling x (1 - tolerance), all below it.
 
     Example:
       >>> opening(2.0, Bracket(), 2).tolist(), opening(2.0, Bracket(hi=1.0)).tolist()
       ([2.0, 4.0], [0.95])
+      >>> opening(1.0, Bracket(hi=4.0 / 0.95), 3).round(6).tolist()
+      [1.0, 2.0, 4.0]
     """
-    rates = start * growth ** np.arange(n, dtype=np.float64)
-    return np.minimum(rates, b.hi * (1.0 - tolerance)) if math.isfinite(b.hi) else rates
+    j = np.arange(n, dtype=np.float64)
+    if not math.isfinite(b.hi):
+        return start * growth ** j
+    top = b.hi * (1.0 - tolerance)
+    start = min(start, top)
+    return start * (top / start) ** (j / max(n - 1, 1)) if n > 1 and start > 0 else np.full(n, start)
 
 
 def run_at(w: Workload, cluster, configs: list[Config], prices, idle_w, load: float) -> list[dict]:
