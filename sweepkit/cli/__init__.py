@@ -63,6 +63,13 @@ class SweepkitGroup(click.Group):
         target = COMMANDS.get(name)
         if target is None:
             return None
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """The command to run; a computing one gets the persistent compilation cache first (listing the
+        commands in ``--help`` imports no JAX)."""
+        name, cmd, rest = super().resolve_command(ctx, args)
         if name in COMPUTING:
             from sweepkit.jaxcache import enable_persistent_cache
             from sweepkit.xla_options import setting_problem
@@ -70,8 +77,7 @@ class SweepkitGroup(click.Group):
             if problem := setting_problem():
                 raise InputError(problem)
             enable_persistent_cache()
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return name, cmd, rest
 
     def invoke(self, ctx: click.Context):
         try:

@@ -13,10 +13,12 @@ import json
 import math
 import signal
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
-import pyarrow as pa
+
+if TYPE_CHECKING:                   # pyarrow is imported where a table is printed, not for every command's start
+    import pyarrow as pa
 
 FORMATS = ("table", "csv", "json", "markdown")
 
@@ -234,6 +236,8 @@ def rich_table(table: pa.Table, title: str | None = None, width: int = 200):
 
 
 def _is_number(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
     return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
 
 

@@ -20,7 +20,16 @@ Step 3 has two rules (``rule``; the grid's ``search``):
   lever grid its searches simulated 16% fewer passes than bisection's (docs/performance.md).
 * ``"bisect"``: the reference's bisection, (lo + hi) / 2, whose probes fall on the same loads as its.
 
+* ``"bracket"`` (a serving grid's default, :mod:`sweepkit.serving.run`): starts each configuration at its own
+  load near capacity and narrows as ``"interpolate"`` does. The start and a ceiling come from the cost model
+  (:func:`sweepkit.serving.bound.search_bracket`: the throughput bound under the SLOs, anchored on the
+  reference baseline's start where the grid pins a reference load); the ceiling is the bracket's failing end
+  before any probe, so the first pass closes a bracket at once.
+
 Both end with the same guarantee: a passing load lo and a failing load hi within the tolerance of each other.
+Under every rule a probe at or above a configuration's ``ceiling`` fails without a simulation, and a ceiling
+of 0 (no load can meet the TTFT SLO) is a capacity of 0 without one; bisection keeps its probes' loads, so
+it finds the reference's capacity in fewer simulations wherever the ceiling is right.
 
 Every round runs one probe (or ``rates_per_call`` probes) of every open configuration in one
 :func:`sweepkit.serving.lanes.run_configs` call, so the configurations' probes share the cores; lanes that
@@ -47,6 +56,7 @@ import numpy as np
 
 from sweepkit.serving.config import Config
 from sweepkit.serving.lanes import run_configs
+from sweepkit.serving.memory import release
 from sweepkit.serving.metrics import SLO_ATTAINMENT, lane_metrics
 from sweepkit.serving.workloads import Workload
 
@@ -54,8 +64,8 @@ TOLERANCE = 0.05
 """Relative width of the final bracket, (hi - lo) / hi (the reference simulator's 5%)."""
 MAX_LOAD = 1e4
 """Doubling stops here (per second): a capacity above it is reported as this load."""
-RULES = ("interpolate", "bisect")
-"""Rules of the bracket's last phase (:func:`next_rates`)."""
+RULES = ("interpolate", "bisect", "bracket")
+"""Rules of a search (:func:`next_rates`; "bracket" narrows as "interpolate" does, from its own start and ceiling)."""
 CLIP = 1e-3
 """Attainments are clipped to [CLIP, 1 - CLIP] before their logit (a whole pass often has attainment 1)."""
 EDGE = 0.02
@@ -112,7 +122,7 @@ def next_rates(b: Bracket, start: float, n: int = 1, growth: float = 2.0, rule: 
         return b.hi / growth ** j
     if not math.isfinite(b.hi):
         return np.minimum(b.lo * growth ** j, MAX_LOAD)
-    if n == 1 and rule == "interpolate":
+    if n == 1 and rule in ("interpolate", "bracket"):
         return np.array([interpolated(b, tolerance)])
     return b.lo + (b.hi - b.lo) * j / (n + 1)
 
@@ -162,13 +172,14 @@ def interpolated(b: Bracket, tolerance: float = TOLERANCE) -> float:
     return p
 
 
-def converged(b: Bracket, start: float, tolerance: float = TOLERANCE) -> bool:
-    """Bracket narrow enough, capacity at the load ceiling, or nothing passing at the floor."""
+def converged(b: Bracket, start: float, tolerance: float = TOLERANCE, floor: float | None = None) -> bool:
+    """Bracket narrow enough, capacity at the load ceiling, or nothing passing at the floor (default
+    ``start`` / :data:`MIN_FACTOR`)."""
     if b.lo > 0 and math.isfinite(b.hi):
         return b.hi - b.lo <= tolerance * b.hi
     if b.lo >= MAX_LOAD:
         return True
-    return b.lo <= 0 and b.hi <= start / MIN_FACTOR
+    return b.lo <= 0 and b.hi <= (start / MIN_FACTOR if floor is None else floor)
 
 
 def _passes(m: dict) -> bool:
@@ -176,15 +187,17 @@ def _passes(m: dict) -> bool:
 
 
 def search(w: Workload, cluster, configs: list[Config], prices: list[float], idle_w: list[float],
-           start: float = 1.0, rates_per_call: int = 1, tolerance: float = TOLERANCE, progress=None,
+           start: float | np.ndarray = 1.0, rates_per_call: int = 1, tolerance: float = TOLERANCE, progress=None,
            max_rounds: int = 40, first: np.ndarray | None = None, growth: float = 2.0,
-           fixed: float | None = None, rule: str = "interpolate"):
+           fixed: float | None = None, rule: str = "interpolate", ceiling: np.ndarray | None = None,
+           floor: float | None = None):
     """Capacity of every configuration for workload ``w`` (not offline).
 
     Args:
       w, cluster: the workload and the cluster.  configs: (device, lever) points.
       prices, idle_w: per configuration, USD per GPU-hour and per-GPU idle watts.
-      start: first probe, per second (the reference's start is twice the reference load).
+      start: first probe, per second (the reference's start is twice the reference load); one for every
+        configuration or one each ([C]).
       rates_per_call: probes per open configuration per round (>= 1).
       tolerance: final relative bracket width, (hi - lo) / hi.
       progress: callable(n_simulations) after each round.
@@ -194,6 +207,11 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
       fixed: optional load (per second, > 0) every configuration is also simulated at, whole; its runs come
         back as "reference" rows, and serve as the search's probe where the rule reaches that load.
       rule: how a bracket narrows, one of :data:`RULES` (see the module docstring).
+      ceiling: optional [C] loads per second known to fail (:func:`sweepkit.serving.bound.search_bracket`):
+        a probe at or above it fails without a simulation (attainment 0, no row), so "bisect" keeps its
+        probes and capacity wherever the ceiling is right; with "bracket" it is also each bracket's failing
+        end before any probe. A ceiling of 0: capacity 0 without a simulation.
+      floor: the load below which nothing passing means capacity 0 (default ``start`` / :data:`MIN_FACTOR`).
 
     Returns:
       (capacities [C], metrics at capacity [C] (None where capacity is 0), every probe as (config index, load,
@@ -207,7 +225,11 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     if rule not in RULES:
         raise ValueError(f"capacity search rule {rule!r} is not one of {', '.join(RULES)}")
     C, R = len(configs), max(int(rates_per_call), 1)
-    brackets = [Bracket() for _ in range(C)]
+    starts = np.broadcast_to(np.asarray(start, np.float64), (C,)).copy()
+    floors = starts / MIN_FACTOR if floor is None else np.full(C, float(floor))
+    ceil = np.full(C, math.inf) if ceiling is None else np.asarray(ceiling, np.float64).reshape(C)
+    brackets = [Bracket(hi=float(ceil[c]), attain_hi=0.0) if rule == "bracket" else Bracket() for c in range(C)]
+    done = lambda c: converged(brackets[c], starts[c], tolerance, floors[c])  # noqa: E731
     rows, at_fixed, pending = [], [None] * C, None
     side = ThreadPoolExecutor(1, thread_name_prefix="sweepkit-fixed")
     try:
@@ -215,23 +237,35 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
             pending = side.submit(run_at, w, cluster, configs, prices, idle_w, fixed)
         for round_ in range(max_rounds):
             if pending is not None and round_ > 0 and (pending.done() or any(
-                    _wants(b, fixed, start, R, growth, tolerance, rule) for b in brackets)):
-                at_fixed, pending = _read_fixed(brackets, pending, fixed, start, R, growth, tolerance, rule,
+                    _wants(b, fixed, s, R, growth, tolerance, rule) for b, s in zip(brackets, starts))):
+                at_fixed, pending = _read_fixed(brackets, pending, fixed, starts, R, growth, tolerance, rule,
                                                 rows), None
                 if progress:
                     progress(C)
-            open_ = [c for c in range(C) if not converged(brackets[c], start, tolerance)]
+            open_ = [c for c in range(C) if not done(c)]
             if not open_:
                 break
             if round_ == 0 and first is not None:
                 rates = np.asarray(first, np.float64).reshape(C, -1)[open_]
+            elif round_ == 0:
+                rates = np.array([opening(starts[c], brackets[c], R, growth, tolerance) for c in open_])
             else:
-                rates = np.array([next_rates(brackets[c], start, R, growth, rule, tolerance) for c in open_])
+                rates = np.array([next_rates(brackets[c], starts[c], R, growth, rule, tolerance) for c in open_])
+            known = np.all(rates >= ceil[open_][:, None], axis=1)     # at or above the ceiling: fails, unsimulated
+            for k in np.nonzero(known)[0]:
+                brackets[open_[k]] = update(brackets[open_[k]], rates[k], np.zeros(rates.shape[1], bool),
+                                            [None] * rates.shape[1])
+            sim = [k for k in range(len(open_)) if not known[k]]
+            if not sim:
+                continue
+            open_, rates = [open_[k] for k in sim], rates[sim]
             lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True, cover=configs)
             for k, c in enumerate(open_):
                 ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
                 brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)
                 rows += [(c, float(rates[k, r]), "search", ms[r]) for r in range(rates.shape[1])]
+            del lanes                                   # the lanes' final states: only their metrics are kept
+            release()
             if progress:
                 progress(rates.size)
         if pending is not None:
@@ -244,6 +278,24 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
     return [b.lo for b in brackets], [b.best for b in brackets], rows
 
 
+def opening(start: float, b: Bracket, n: int = 1, growth: float = 2.0, tolerance: float = TOLERANCE) -> np.ndarray:
+    """The first round's ``n`` probes: start x growth^j (j = 0..n-1); under a known failing end (a ceiling)
+    the start and n - 1 loads spaced geometrically up to the ceiling x (1 - tolerance), all below it.
+
+    Example:
+      >>> opening(2.0, Bracket(), 2).tolist(), opening(2.0, Bracket(hi=1.0)).tolist()
+      ([2.0, 4.0], [0.95])
+      >>> opening(1.0, Bracket(hi=4.0 / 0.95), 3).round(6).tolist()
+      [1.0, 2.0, 4.0]
+    """
+    j = np.arange(n, dtype=np.float64)
+    if not math.isfinite(b.hi):
+        return start * growth ** j
+    top = b.hi * (1.0 - tolerance)
+    start = min(start, top)
+    return start * (top / start) ** (j / max(n - 1, 1)) if n > 1 and start > 0 else np.full(n, start)
+
+
 def run_at(w: Workload, cluster, configs: list[Config], prices, idle_w, load: float) -> list[dict]:
     """Metrics of every configuration simulated whole (no early stop) at one ``load`` per second: the
     reference-load runs, or (``load`` = :data:`sweepkit.serving.lanes.OFFLINE_RATE`) every request at once."""
@@ -251,13 +303,13 @@ def run_at(w: Workload, cluster, configs: list[Config], prices, idle_w, load: fl
     return [lane_metrics(lanes, c, 0, w, cluster.gpus, idle_w[c], prices[c]) for c in range(len(configs))]
 
 
-def _read_fixed(brackets: list[Bracket], pending, load: float, start: float, R: int, growth: float,
+def _read_fixed(brackets: list[Bracket], pending, load: float, starts: np.ndarray, R: int, growth: float,
                 tolerance: float, rule: str, rows: list) -> list[dict]:
     """The whole runs at ``load`` (waited for), read as the probe of every bracket whose next probe is that
     load (``brackets`` updated in place, a "search" row each)."""
     at_load = pending.result()
     for c, b in enumerate(brackets):
-        if _wants(b, load, start, R, growth, tolerance, rule):
+        if _wants(b, load, starts[c], R, growth, tolerance, rule):
             brackets[c] = update(b, np.array([load]), np.array([_passes(at_load[c])]), [at_load[c]])
             rows.append((c, float(load), "search", at_load[c]))
     return at_load

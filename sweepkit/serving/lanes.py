@@ -46,6 +46,13 @@ def _sessions(w: Workload, n: int) -> Sessions:
     return sample_sessions(w, n, WORKLOAD_SEED)
 
 
+@lru_cache(maxsize=4096)
+def policy_of(cluster: Cluster, cfg: Config, workload: str, gamma_max: int, instances: int):
+    """:func:`sweepkit.serving.config.policy` of a configuration, built once per process for each program
+    size it is run at (every round of a capacity search runs the same configurations again)."""
+    return policy(cluster, cfg, resolve(cluster, cfg.lever), workload, gamma_max, instances)
+
+
 def requests_for(w: Workload, n_sessions: int, capacity: int | None = None, turns: int | None = None,
                  systems: int | None = None) -> tuple[Requests, Sessions]:
     """Every turn of the first ``n_sessions`` sessions; request k x n_sessions + s is turn k of session s.
@@ -171,7 +178,7 @@ def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: b
     B = sizes.bucket_of(max(n))
     res = resolve(cluster, cfg.lever)
     cap, shape, req = _program(w, cluster, B, bool(res.prefix_caching), [res], [cfg.lever])
-    pol = policy(cluster, cfg, res, w.name, shape.gamma_max, shape.instances)
+    pol = policy_of(cluster, cfg, w.name, shape.gamma_max, shape.instances)
     ses = _sessions(w, B)
     return pol, req, [as_load(_padded(load_for(w, ses, float(r), k, early_stop), cap)) for r, k in zip(rates, n)], shape
 
@@ -203,7 +210,7 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
     for flags in dict.fromkeys(static):             # every group's lanes queued before any is awaited
         idx = [c for c in range(len(configs)) if static[c] == flags]
         cap, shape, req = _program(w, cluster, B, *flags, sized, [cfg.lever for cfg in configs + cover])
-        pols = [policy(cluster, configs[c], res[c], w.name, shape.gamma_max, shape.instances) for c in idx]
+        pols = [policy_of(cluster, configs[c], w.name, shape.gamma_max, shape.instances) for c in idx]
         padded = [[_padded(loads[c, k], cap) for k in range(rates.shape[1])] for c in idx]
         pending.append((idx, shape, time.perf_counter(), submit_lanes(pols, padded, req, shape)))
     for idx, shape, t0, futures in pending:

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from sweepkit.jaxcache import compile_cached
+from sweepkit.serving.memory import limit_arenas, release
 from sweepkit.xla_options import engine_compile_options
 from sweepkit.serving.engine import Load, Requests, Shape, simulate
 
@@ -66,6 +67,7 @@ def _build(entry: Future, key, pol, req, load, shape: Shape, device) -> None:
     with _LOCK:
         COMPILE_STATS["programs"] += 1
         COMPILE_STATS["seconds"] += time.perf_counter() - t0
+    release()                                       # the compiler's buffers, freed, back to the system
 
 
 def _compiled(pol, req, load, shape: Shape, device):
@@ -99,6 +101,7 @@ def _compile_pool() -> ThreadPoolExecutor:
     """The threads that build programs ahead of their lanes: as many as :func:`lane_pool`'s."""
     with _LOCK:
         if not _BUILDERS:
+            limit_arenas()
             _BUILDERS.append(ThreadPoolExecutor(lane_threads(), thread_name_prefix="sweepkit-build"))
         return _BUILDERS[0]
 
@@ -145,6 +148,7 @@ def lane_pool() -> ThreadPoolExecutor:
     cores are not oversubscribed."""
     with _LOCK:
         if not _POOL:
+            limit_arenas()                          # before the lane threads take arenas of their own
             _POOL.append(ThreadPoolExecutor(lane_threads(), thread_name_prefix="sweepkit-lane"))
         return _POOL[0]
 

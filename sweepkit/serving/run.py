@@ -11,7 +11,7 @@ Grid file (grids/serving-seed.toml)::
     reference_device = "H100"          # reference load = 0.5 x this device's baseline capacity
     rates_per_call = 1                 # capacity-search probes per configuration per round
     tolerance = 0.05                   # capacity search: final (hi - lo) / hi
-    search = "interpolate"             # or "bisect" (the reference's rule): how a bracket narrows
+    search = "bracket"                 # or "interpolate", "bisect" (the reference's rule): sweepkit.serving.capacity
     reference_loads = {chat = 1.9375}  # optional: pin a workload's reference load (default 0.5 x capacity)
     workloads_file / levers_file / cluster_file = "path.toml"   # optional, relative to the grid file
     profile = "reference"              # or "seed", "tensorrt-llm", "vllm", "sglang", a profile file (sweepkit.serving.profile)
@@ -43,13 +43,15 @@ from sweepkit.catalogue import get_device
 from sweepkit.catalogue.efficiency import SHIPPED, framework_key
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
-from sweepkit.serving.capacity import RULES, TOLERANCE, run_at, search
+from sweepkit.serving.bound import bracket_sessions, search_bracket
+from sweepkit.serving.capacity import MIN_FACTOR, RULES, TOLERANCE, run_at, search
 from sweepkit.serving.cluster import Cluster, load_cluster
 from sweepkit.serving.config import Config, check, grid_points
 from sweepkit.serving.draws import parse_serving_bands, run_draws
 from sweepkit.serving.lanes import OFFLINE_RATE
 from sweepkit.serving.programs import lane_threads
 from sweepkit.serving.levers import Lever, load_levers
+from sweepkit.serving.memory import limit_arenas
 from sweepkit.serving.metrics import capacity_row
 from sweepkit.serving.profile import REFERENCE, profile_names, resolve_profile
 from sweepkit.serving.workloads import Workload, load_workloads
@@ -82,7 +84,7 @@ class ServingGrid:
     baseline: str
     rates_per_call: int
     tolerance: float
-    search: str = "interpolate"
+    search: str = "bracket"
     reference_loads: dict = dataclasses.field(default_factory=dict)
     bands: Bands | None = None
     profile: str = "reference"
@@ -205,9 +207,13 @@ def load_serving_grid(path: str | Path) -> ServingGrid:
         profile=profile)
 
 
+DEFAULT_RULE = "bracket"
+"""A grid's capacity-search rule unless it names one (:mod:`sweepkit.serving.capacity`)."""
+
+
 def _rule(sv: dict, where: str) -> str:
     """The grid's capacity-search rule, one of :data:`sweepkit.serving.capacity.RULES`."""
-    rule = sv.get("search", RULES[0])
+    rule = sv.get("search", DEFAULT_RULE)
     if rule not in RULES:
         raise InputError(f"{where}: search = {rule!r} is not allowed; expected one of {', '.join(RULES)}")
     return rule
@@ -234,15 +240,23 @@ def _search_device(grid: ServingGrid, w: Workload, dev: str, progress=None):
     with a pinned reference load its "reference" rows: :func:`sweepkit.serving.capacity.search`'s ``fixed``).
 
     One search per device: a device's configurations share a compiled shape whose session count follows that
-    device's capacities (a fast device's high loads would otherwise inflate every lane).
+    device's capacities (a fast device's high loads would otherwise inflate every lane). Every rule gets each
+    configuration's ceiling (:func:`sweepkit.serving.bound.search_bracket`: probes above it fail unsimulated);
+    "bracket" also starts at its estimate.
     """
     configs, prices, idle = _points(grid)
     idx = [i for i, c in enumerate(configs) if c.device == dev]
     ref = grid.reference_loads.get(w.name)
+    start = 2.0 * ref if ref else 1.0
+    anchor = (Config(grid.reference_device, next(lv for lv in grid.levers if lv.name == grid.baseline)), start)
+    near, ceiling = search_bracket(w, grid.cluster, [configs[i] for i in idx], bracket_sessions(w),
+                                   anchor if ref else None)
+    if grid.search == "bracket":       # start near each bound, anchored on the reference baseline's start
+        start = near
     caps, best, rows = search(w, grid.cluster, [configs[i] for i in idx], [prices[i] for i in idx],
-                              [idle[i] for i in idx], start=2.0 * ref if ref else 1.0,
-                              rates_per_call=grid.rates_per_call, tolerance=grid.tolerance, progress=progress,
-                              fixed=ref, rule=grid.search)
+                              [idle[i] for i in idx], start=start, rates_per_call=grid.rates_per_call,
+                              tolerance=grid.tolerance, progress=progress, fixed=ref, rule=grid.search,
+                              ceiling=ceiling, floor=(2.0 * ref if ref else 1.0) / MIN_FACTOR)
     return idx, caps, best, [(idx[c], load, purpose, m) for c, load, purpose, m in rows]
 
 
@@ -272,6 +286,7 @@ def run_workloads(grid: ServingGrid, progress=None, workers: int | None = None) 
     seconds are its wall time, waits for the shared lane threads included.
     """
     busy, sims, lock = {w.name: 0.0 for w in grid.workloads}, {w.name: 0 for w in grid.workloads}, threading.Lock()
+    limit_arenas()                                   # before the task threads start (sweepkit.serving.memory)
 
     def timed(name, fn, grid, w, arg):
         def count(n):

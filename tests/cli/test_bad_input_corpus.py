@@ -300,7 +300,7 @@ CLI: list[Cli] = [
     simulate("reference_load_negative", "s/reference_load_negative.toml", "chat = -1.0"),
     simulate("rates", "s/rates.toml", "rates_per_call = 0"),
     simulate("rates_huge", "s/rates_huge.toml", "rates_per_call = 1e+300"),
-    simulate("search", "s/search.toml", "search = 'golden' is not allowed; expected one of interpolate, bisect"),
+    simulate("search", "s/search.toml", "search = 'golden' is not allowed; expected one of interpolate, bisect, bracket"),
     simulate("search_int", "s/search_int.toml", "search = 3 is not allowed"),
     simulate("workloads_file_missing", "nope.toml", "no such file"),
     simulate("mean_over_max", "mean_over_max.toml [workloads.w]", "output_mean_tokens = 5000.0"),
