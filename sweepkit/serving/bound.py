@@ -87,7 +87,7 @@ def throughput_bound(w: Workload, cluster: Cluster, cfg: Config, ses: Sessions) 
       >>> from sweepkit.serving.workloads import get_workload
       >>> w = get_workload("chat")
       >>> b = throughput_bound(w, load_cluster(), Config("H100", load_levers()["baseline"]), sample_sessions(w, 256, 1))
-      >>> 3.0 < b < 30.0
+      >>> bool(3.0 < b < 30.0)
       True
 
     References:
@@ -155,7 +155,7 @@ def search_bracket(w: Workload, cluster: Cluster, configs: list[Config], ses: Se
       >>> from sweepkit.serving.workloads import get_workload
       >>> w, base = get_workload("chat"), Config("H100", load_levers()["baseline"])
       >>> s, c = search_bracket(w, load_cluster(), [base], sample_sessions(w, 256, 1), (base, 3.875))
-      >>> s.tolist() == [3.875] and c[0] > s[0]
+      >>> bool(s.tolist() == [3.875] and c[0] > s[0])
       True
     """
     bounds = np.array([throughput_bound(w, cluster, cfg, ses) for cfg in configs])

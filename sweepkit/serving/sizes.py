@@ -43,8 +43,13 @@ def families(res: list[Settings], prefix: bool) -> dict[str, bool]:
     preempted: the phases left out would never run.
 
     Example:
-        >>> families([dict(mode="colocated", kv="reserved", preemption="recompute")], prefix=False)
+        >>> from sweepkit.serving.cluster import load_cluster
+        >>> from sweepkit.serving.lever_fields import resolve
+        >>> from sweepkit.serving.levers import Lever
+        >>> families([resolve(load_cluster(), Lever("baseline"))], prefix=False)
         {'paged': False, 'swap': False, 'pools': False}
+        >>> families([resolve(load_cluster(), Lever("swap", kv="paged", preemption="swap"))], prefix=False)
+        {'paged': True, 'swap': True, 'pools': False}
     """
     pools = any(r.mode == "disagg" for r in res)
     paged = [r for r in res if r.kv == "paged"]
