@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from sweepkit.cli import main
 from sweepkit.errors import InputError
@@ -169,6 +169,7 @@ turns_st = st.lists(st.tuples(st.integers(1, 1500), st.integers(1, 300)), min_si
 
 @settings(max_examples=40, deadline=None)
 @given(sessions=st.lists(turns_st, min_size=1, max_size=8), max_turns=st.integers(1, 6))
+@example(sessions=[[(512, 1), (1, 1)]], max_turns=2)        # a 513-token turn after a 1,024-token one
 def test_chains_never_credit_more_than_the_trace_holds(tmp_path_factory, sessions, max_turns):
     path = _write(tmp_path_factory.mktemp("h") / "t.jsonl", _conversations(sessions))
     rp = load_replay(path, max_turns=max_turns)
@@ -183,10 +184,11 @@ def test_chains_never_credit_more_than_the_trace_holds(tmp_path_factory, session
     assert rp.requests == sum(len(s) for s in sessions)
     assert np.all(np.diff(rp.start_s) >= 0)                    # sessions in start order (the engine's a0)
     # one conversation per session when each fits max_turns: the whole trace's reuse is chained
-    # (a turn after one of fewer than two full blocks shares only the common block 0 with its own history:
-    # nothing links it to its session, so it starts one of its own)
-    lonely = any(prev["input_length"] < 2 * 512 for s in sessions
-                 for prev in _conversations([s])[:-1])
+    # (a turn after one of fewer than two full blocks shares only the common block 0 with its own history,
+    # and a turn of at most 513 tokens can reuse no more than that block: nothing links either to its
+    # session, so it starts one of its own)
+    lonely = any(prev["input_length"] < 2 * 512 or turn["input_length"] - 1 <= 512 for s in sessions
+                 for prev, turn in zip(_conversations([s])[:-1], _conversations([s])[1:]))
     if all(len(s) <= max_turns for s in sessions) and not lonely:
         assert rp.sessions == len(sessions) or rp.reuse.chained_tokens < rp.reuse.trace_tokens
 
