@@ -184,7 +184,7 @@ def boundaries(pol: Policy, req: Requests, load: Load, s: State, units_m, shape:
     if not shape.pools:
         return s
     drop = lambda x: jnp.where(any_due, x, N)  # noqa: E731
-    hand, xfer = drop(ev.hand_rid), drop(ev.xfer_rid)     # after the instance arrays are written back
+    hand, xfer = drop(ev.landed.hand_rid), drop(ev.xfer_rid)     # after the instance arrays are written back
     s = jax.lax.cond(jnp.any(hand < N), lambda s: hand_off(pol, req, s, hand, i, t, shape), lambda s: s, s)
     return jax.lax.cond(jnp.any(xfer < N), lambda s: start_transfers(pol, req, s, xfer, i, t, shape), lambda s: s, s)
 
@@ -193,25 +193,25 @@ def _record(req: Requests, s: State, ev: Events, t, shape: Shape) -> State:
     """Write what a boundary did to the per-request and per-session arrays (first tokens, finishes, released
     turns, preemptions, the ITL histogram)."""
     N, B = shape.requests, shape.sessions
-    nxt = ev.next_rid
+    nxt = ev.landed.next_rid
     ses = jnp.where(nxt < N, nxt % req.stride, B)
-    pre, fin = ev.pre_rid, ev.finish_rid
-    fin_s = ev.finish_s                      # t, or earlier in a run extended past the finish
+    pre, fin = ev.preempted.pre_rid, ev.landed.finish_rid
+    fin_s = ev.landed.finish_s                      # t, or earlier in a run extended past the finish
     rel_s = fin_s + req.think_s[jnp.minimum(nxt, N - 1)]
     first_s, finish_s, buf_s, buf_min, next_turn, r_out, prefilled, r_last_s = rows_updated([
-        (s.first_s, ev.first_rid, ev.first_s, "set"), (s.finish_s, fin, fin_s, "set"),
+        (s.first_s, ev.landed.first_rid, ev.landed.first_s, "set"), (s.finish_s, fin, fin_s, "set"),
         (s.buf_s, ses, rel_s, "set"),
         (s.buf_min, minblocks.blocks_of(s.buf_s, s.buf_min, ses), rel_s, "min"),   # released turns were inf
         (s.next_turn, ses, nxt // req.stride, "set"),
-        (s.r_out, pre, ev.pre_out, "set"),
+        (s.r_out, pre, ev.preempted.pre_out, "set"),
         (s.prefilled, pre, False, "set"),           # recomputed where it is preempted
-        (s.r_last_s, pre, ev.pre_last_s, "set")])
+        (s.r_last_s, pre, ev.preempted.pre_last_s, "set")])
     return dataclasses.replace(
         s, first_s=first_s, finish_s=finish_s, buf_s=buf_s, next_turn=next_turn, r_out=r_out,
         prefilled=prefilled, r_last_s=r_last_s, buf_min=buf_min,
         little_area=s.little_area - jnp.sum(jnp.where(fin < N, t - fin_s, 0.0)),
-        hist=add_at(s.hist, ev.itl_bin, ev.itl_w),
-        zeros=s.zeros + ev.zeros, misses=s.misses + ev.misses.astype(jnp.int32),
+        hist=add_at(s.hist, ev.landed.itl_bin, ev.landed.itl_w),
+        zeros=s.zeros + ev.landed.zeros, misses=s.misses + ev.landed.misses.astype(jnp.int32),
         in_system=s.in_system - jnp.sum(fin < N))
 
 

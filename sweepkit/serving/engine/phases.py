@@ -37,7 +37,7 @@ from sweepkit.serving.engine.state import RUN_STEPS, SWAPPED
 from sweepkit.serving.engine.complete import complete, land
 from sweepkit.serving.engine.kv_phases import kv_used, parked, swap_in
 from sweepkit.serving.engine.prefix import evict, offset
-from sweepkit.serving.engine.records import Events, Inst, Shared
+from sweepkit.serving.engine.records import Events, Inst, Landed, Preempted, Shared
 from sweepkit.serving.engine.row_order import arrival_order
 from sweepkit.serving.engine.schedule import schedule
 from sweepkit.serving.engine.updates import add_at
@@ -46,11 +46,11 @@ from sweepkit.serving.engine.updates import add_at
 def no_events(S: int, N: int, bins: int, A: int) -> Events:
     """The event fields of a boundary that did nothing (request id N: none), shaped as :func:`boundary`'s."""
     none, zf = jnp.full((S,), N, jnp.int32), jnp.zeros((S,), jnp.float64)
-    return Events(first_rid=none, first_s=jnp.zeros((), jnp.float64), finish_rid=none, finish_s=zf, next_rid=none,
-                  hand_rid=none, xfer_rid=jnp.full((A,), N, jnp.int32),
-                  itl_bin=jnp.zeros((2 * S + RUN_STEPS,), jnp.int32), itl_w=jnp.zeros((2 * S + RUN_STEPS,), jnp.float64),
-                  zeros=jnp.zeros((), jnp.float64), misses=jnp.zeros((), jnp.int32), pre_rid=none, pre_out=zf,
-                  pre_last_s=zf)
+    landed = Landed(first_rid=none, first_s=jnp.zeros((), jnp.float64), finish_rid=none, finish_s=zf,
+                    next_rid=none, hand_rid=none, itl_bin=jnp.zeros((2 * S + RUN_STEPS,), jnp.int32),
+                    itl_w=jnp.zeros((2 * S + RUN_STEPS,), jnp.float64), zeros=jnp.zeros((), jnp.float64),
+                    misses=jnp.zeros((), jnp.int32))
+    return Events(landed, Preempted(pre_rid=none, pre_out=zf, pre_last_s=zf), jnp.full((A,), N, jnp.int32))
 
 
 def boundary(pol, req, load, iv: Inst, shared: Shared, t, shape) -> tuple[Inst, Events]:
@@ -91,4 +91,4 @@ def boundary(pol, req, load, iv: Inst, shared: Shared, t, shape) -> tuple[Inst, 
     iv = dataclasses.replace(
         iv, plan=plan, busy_until_s=t + jnp.sum(jnp.where(jnp.arange(plan.dt.shape[0]) < plan.n, plan.dt, 0.0)),
         awake=busy, owed=iv.owed - owed, stats=dataclasses.replace(st, kv_peak=jnp.maximum(st.kv_peak, frac)))
-    return iv, Events.of(landed, pre, xfer_rid)
+    return iv, Events(landed, pre, xfer_rid)

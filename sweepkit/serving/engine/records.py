@@ -18,11 +18,6 @@ def _pytree(cls):
     return jax.tree_util.register_dataclass(dataclasses.dataclass(frozen=True)(cls))
 
 
-def fields(x) -> dict:
-    """A record's fields by name (one level, arrays as they are)."""
-    return {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
-
-
 @_pytree
 class Rows:
     """Row slots of every instance, [I, S] each: request id (-1 free), phase, prompt tokens to compute
@@ -235,25 +230,10 @@ class Preempted:
 
 @_pytree
 class Events:
-    """Everything a boundary did that the lane records: :class:`Landed`'s and :class:`Preempted`'s fields
-    and ``xfer_rid`` [A], the pulled hand-offs whose admission starts their KV transfer (N: none)."""
+    """Everything a boundary did that the lane records: what landing its plan did (``landed``), the rows it
+    preempted (``preempted``) and ``xfer_rid`` [A], the pulled hand-offs whose admission starts their KV
+    transfer (N: none)."""
 
-    first_rid: jax.Array
-    first_s: jax.Array
-    finish_rid: jax.Array
-    finish_s: jax.Array
-    next_rid: jax.Array
-    hand_rid: jax.Array
-    itl_bin: jax.Array
-    itl_w: jax.Array
-    zeros: jax.Array
-    misses: jax.Array
-    pre_rid: jax.Array
-    pre_out: jax.Array
-    pre_last_s: jax.Array
+    landed: Landed
+    preempted: Preempted
     xfer_rid: jax.Array
-
-    @classmethod
-    def of(cls, landed: Landed, pre: Preempted, xfer_rid: jax.Array) -> Events:
-        """The events of a boundary from its phases'."""
-        return cls(**fields(landed), **fields(pre), xfer_rid=xfer_rid)
