@@ -85,7 +85,8 @@ def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) ->
 def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: DeviceArrays, eff: Efficiency,
                        tp: jax.Array, weight_bytes: jax.Array, kv_bytes: jax.Array,
                        compute_speedup: jax.Array, *, allreduces: jax.Array | None = None,
-                       ring: jax.Array | None = None, ring_share: jax.Array = 1.0) -> dict[str, jax.Array]:
+                       ring: jax.Array | None = None, ring_share: jax.Array = 1.0,
+                       dp: jax.Array = 1.0) -> dict[str, jax.Array]:
     """Seconds of each operator class of one step (module docstring): the decode rows' and the prompt
     chunks' work, one model replica on ``tp`` devices.
 
@@ -94,6 +95,12 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     (:mod:`sweepkit.costmodel.layout`) the all-reduces differ from the default 2 L rings over all ``tp``
     devices carrying every token: ``allreduces`` rings of ``ring`` devices each carry ``ring_share`` of the
     step's tokens (the attention-TP group and 1 / dp of the tokens under attention data parallelism).
+    Under attention data parallelism (``dp`` ranks of tp / dp devices) each rank runs the dense GEMMs on its
+    own T / dp tokens against its own copy of the dense weights, so the dense class is one rank's roofline:
+
+        t_g = max(2 P_d T / (P tp k eff(T / dp; g)),  (dp P_d + T D) w / (B tp b_w))
+
+    (dp = 1: the formula of the module docstring).
 
     Args:
       decode, prefill: the step's decode rows and prompt chunks (:mod:`sweepkit.costmodel.passes` Work).
@@ -101,6 +108,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
       tp: devices of the replica.  weight_bytes, kv_bytes: bytes per value.  compute_speedup: k.
       allreduces: all-reduces in the step (None: 2 L).  ring: devices of each (None: ``tp``).
       ring_share: share of the step's tokens each carries (1 without attention data parallelism).
+      dp: attention data-parallel ranks among the ``tp`` devices (1 without attention data parallelism).
 
     Returns:
       dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, overhead (each >= 0).
@@ -110,9 +118,9 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     bw = dev.hbm_bytes_per_s * tp
     routed_active = model.routed_expert_params * model.experts_per_token
     dense = model.matmul_params - routed_active
-    g_eff = saturating(tokens, eff.gemm_eff_max, eff.gemm_tokens_half)
+    g_eff = saturating(tokens / dp, eff.gemm_eff_max, eff.gemm_tokens_half)
     t_gemm = jnp.maximum(2.0 * dense * tokens / (peak * compute_speedup * g_eff),
-                         (dense + tokens * model.d_model) * weight_bytes / (bw * eff.weight_bw_eff))
+                         (dp * dense + tokens * model.d_model) * weight_bytes / (bw * eff.weight_bw_eff))
     per_expert = tokens * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
     e_eff = saturating(per_expert, eff.moe_eff_max, eff.moe_tokens_half)
     # experts stored in their own narrower format (gpt-oss's MXFP4 experts beside bf16 attention)

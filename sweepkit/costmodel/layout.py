@@ -24,9 +24,15 @@ times the mean. Of its peers, (g - 1)/(ep - 1) share its scale-up domain of g = 
 (ep - g)/(ep - 1) sit across the scale-out network; both fabrics move at once:
 
     bytes = t c_ep D b_a2a I,   t_a2a = max(bytes s_in / link, bytes s_out / scale_out) + lat_link + [ep > g] lat_out
+                                        + t_call
 
 with b_a2a = 1 (FP8) for dispatch where the matmuls run in FP8 or FP4 and b_a2a = 2 (BF16) for combine, as DeepEP
-does; 0 at ep = 1.
+does; 0 at ep = 1. t_call is a fixed time per call beyond the hops' latencies (:data:`DISPATCH_LATENCY_S`,
+:data:`COMBINE_LATENCY_S`: 41 and 66 us): with it the formula reproduces DeepEP's published low-latency kernel
+times (128 tokens per GPU, hidden 7,168, top-8, EP8 to EP256 on H800 with 400 Gb/s InfiniBand) within 7 % for
+dispatch and 9 % for combine (within 3 % and 6 % from EP16 up); bytes and hops alone fall 35-65 us short of
+every entry. Those fixed microseconds are the send and receive kernels, which occupy the GPU's SMs (the bytes in
+flight do not).
 
 Redundant experts (EPLB): R extra replicas of the busiest experts give S = E + R expert slots, S / ep per EP
 rank, so ep need only divide S (LMSYS's EP72 decode holds 256 + 32 = 288 slots, 4 per GPU). Each replica is
@@ -37,12 +43,15 @@ Two-batch overlap (TBO, ``overlap`` = 1): a pass runs as two micro-batches of T 
 dispatch and combine overlap the other's computation. With C the compute of both halves (each re-reads the
 weights it streams) and A their all-to-alls over L_a2a MoE layers, the pass takes
 
-    t_moe+compute = max(C, A) + min(C, A) / (2 L_a2a)          (one half-layer to fill the pipeline)
+    t_moe+compute = max(C + B, A) + min(C + B, A) / (2 L_a2a)          (one half-layer to fill the pipeline)
 
-against C + A without it (:func:`overlapped`). It helps where A is comparable to C and costs where the
-re-read weights dominate: LMSYS measured +25.5 % decode throughput at 256 tokens per GPU, -27 % at 32 and
-+35 % at 128 with simulated MTP (EP72 on H100, lmsys.org/blog/2025-05-05-large-scale-ep, "two-batch
-overlap" ablation).
+against C + A without it (:func:`overlapped`). B is the part of A that occupies the SMs: the fixed t_call of
+every dispatch and combine (LMSYS: decode communication kernels "either fully utilize SMs (during
+send/receive) or none (during inflight waiting)"; DeepEP's unit test puts a dispatch's SM time at 0.06 ms, the
+fitted 41 us), so it adds to the compute instead of hiding behind it. TBO helps where A is comparable to C and
+costs where the re-read weights and B dominate: LMSYS measured +25.5 % decode throughput at 256 tokens per
+GPU, -27 % at 32 and +35 % at 128 with simulated MTP (EP72 on H100, lmsys.org/blog/2025-05-05-large-scale-ep,
+"two-batch overlap" ablation).
 
 References:
   DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sec. 3.4 (EP32 prefill, EP320 decode,
@@ -83,6 +92,16 @@ INTERCONNECTS = {
 """Scale-out network per GPU: (bytes/s one direction, latency s). NVIDIA ConnectX-7/8 and ConnectX-6 product
 briefs (line rates); 10 us per message as :data:`sweepkit.serving.config.KV_LINK`."""
 DEFAULT_INTERCONNECT = "ib-ndr"
+DISPATCH_LATENCY_S = 41e-6
+"""Fixed seconds of one MoE dispatch beyond its bytes and hop latencies: the mean residual of DeepEP's
+low-latency dispatch times (EP16-EP256: 118, 155, 173, 192, 194 us) over the bytes and hops of
+:func:`all_to_all_s` (74-155 us with a 5 us NVLink and a 10 us InfiniBand hop);
+github.com/deepseek-ai/DeepEP README, "Low-latency kernels with pure RDMA" (H800, CX7 400 Gb/s, 128 tokens,
+hidden 7,168, top-8, FP8 dispatch). LMSYS measures a dispatch's SM-occupying time at 0.06 ms (lmsys.org/blog/
+2025-05-05-large-scale-ep, "Detail Breakdown")."""
+COMBINE_LATENCY_S = 66e-6
+"""Fixed seconds of one MoE combine beyond its bytes and hop latencies: the same fit on DeepEP's low-latency
+combine times (EP16-EP256: 195, 273, 314, 369, 360 us, BF16) over 133-296 us of bytes and hops."""
 
 
 @jax.tree_util.register_dataclass
@@ -247,16 +266,28 @@ def all_to_all_bytes(lay: Layout, tokens_per_gpu: jax.Array, d_model: jax.Array,
     return tokens_per_gpu * remote_copies(lay.ep, k) * d_model * bytes_per_value * _imbalance(lay)
 
 
-def all_to_all_s(lay: Layout, dev: DeviceArrays, bytes_: jax.Array) -> jax.Array:
+def all_to_all_s(lay: Layout, dev: DeviceArrays, bytes_: jax.Array, call_s: jax.Array) -> jax.Array:
     """Seconds of one all-to-all moving ``bytes_`` per GPU: the scale-up share at link bandwidth and the
-    scale-out share at the network's, at once, plus a latency per hop; 0 at ep = 1."""
+    scale-out share at the network's, at once, plus a latency per hop and ``call_s``, the call's fixed time
+    (module doc); 0 at ep = 1.
+
+    Example:
+      DeepEP's EP64 dispatch of 128 tokens (c_ep 7.45, 6.84 MB, 56 / 63 of it over 50 GB/s InfiniBand):
+      121.6 + 5 + 10 + 41 = 177.6 us against 173 us published (tests/costmodel/test_a2a_latency.py).
+    """
     ep = lay.ep
     g = jnp.minimum(ep, lay.domain_gpus)
     peers = jnp.maximum(ep - 1.0, 1.0)
     inside, across = (g - 1.0) / peers, (ep - g) / peers
     t = jnp.maximum(bytes_ * inside / dev.link_bytes_per_s, bytes_ * across / lay.scale_out_bytes_per_s)
     lat = dev.link_latency_s + jnp.where(ep > g, lay.scale_out_latency_s, 0.0)
-    return jnp.where(ep > 1.0, t + lat, 0.0)
+    return jnp.where(ep > 1.0, t + lat + call_s, 0.0)
+
+
+def a2a_busy_s(lay: Layout) -> jax.Array:
+    """B per MoE layer: seconds of its dispatch and combine that occupy the SMs (their fixed call times,
+    :data:`DISPATCH_LATENCY_S` + :data:`COMBINE_LATENCY_S`), where dp > 1 and ep > 1; else 0."""
+    return jnp.where((lay.dp > 1.0) & (lay.ep > 1.0), DISPATCH_LATENCY_S + COMBINE_LATENCY_S, 0.0)
 
 
 def moe_all_to_all(lay: Layout, dev: DeviceArrays, net: ModelArrays, tokens_per_gpu: jax.Array):
@@ -265,7 +296,8 @@ def moe_all_to_all(lay: Layout, dev: DeviceArrays, net: ModelArrays, tokens_per_
     b_in = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.dispatch_bytes)
     b_out = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.combine_bytes)
     on = jnp.where(lay.dp > 1.0, 1.0, 0.0)
-    return on * (all_to_all_s(lay, dev, b_in) + all_to_all_s(lay, dev, b_out)), on * (b_in + b_out)
+    t = all_to_all_s(lay, dev, b_in, DISPATCH_LATENCY_S) + all_to_all_s(lay, dev, b_out, COMBINE_LATENCY_S)
+    return on * t, on * (b_in + b_out)
 
 
 def layout_resident_bytes(lay: Layout, target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array):
@@ -284,14 +316,17 @@ def overlap_microbatches(lay: Layout | None, mb, tokens: jax.Array):
     return jnp.where(lay.overlap > 0.0, jnp.maximum(mb, jnp.minimum(2.0, jnp.maximum(1.0, tokens))), mb)
 
 
-def overlapped(compute_s: jax.Array, a2a_s: jax.Array, a2a_layers: jax.Array, overlap: jax.Array) -> jax.Array:
+def overlapped(compute_s: jax.Array, a2a_s: jax.Array, a2a_layers: jax.Array, overlap: jax.Array,
+               busy_s: jax.Array = 0.0) -> jax.Array:
     """Seconds of a pass's compute and all-to-alls: C + A, or with two-batch overlap
-    max(C, A) + min(C, A) / (2 L_a2a) (module doc).
+    max(C + B, A) + min(C + B, A) / (2 L_a2a), B = ``busy_s`` the SM-occupying part of A (module doc).
 
     Example:
-      C = 40 ms, A = 30 ms over 58 MoE layers: 70 ms without, 40 + 30 / 116 = 40.26 ms with it.
+      C = 40 ms, A = 30 ms over 58 MoE layers: 70 ms without, 40 + 30 / 116 = 40.26 ms with it (B = 0);
+      with B = 2 x 58 x 107 us = 12.4 ms: 52.4 + 30 / 116 = 52.67 ms.
     """
-    tbo = jnp.maximum(compute_s, a2a_s) + jnp.minimum(compute_s, a2a_s) / (2.0 * jnp.maximum(a2a_layers, 1.0))
+    busy = compute_s + busy_s
+    tbo = jnp.maximum(busy, a2a_s) + jnp.minimum(busy, a2a_s) / (2.0 * jnp.maximum(a2a_layers, 1.0))
     return jnp.where(overlap > 0.0, tbo, compute_s + a2a_s)
 
 

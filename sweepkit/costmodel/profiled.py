@@ -7,12 +7,18 @@ max(1, T))) and n = tp x dp GPUs per stage, one slot prices the step's decode ro
 divided by mb, on n GPUs, a 1 / pp share of the layers:
 
     t_slot = sum_{c in gemm, moe, attn} t_c(work / mb; n) / pp + t_allreduce + t_a2a / pp + t_hop + t_layout
-    t_layout = max(dF / (mb pp) / (P n k eff(T / mb; g)),  (dW / pp + dO / (mb pp)) / (B n b_w))
-    t = (mb + pp - 1) t_slot + t_0 + t_tok T
+    t_layout = max(dF / (mb pp) / (P n k eff(T / mb; g)),  (dW' / pp + dO / (mb pp)) / (B n b_w))
+    t = (mb + pp - 1) t_slot + t_0 + t_tok T / dp
+
+The dense GEMM class is one attention-DP rank's roofline (T / (mb dp) tokens against that rank's copy of the
+dense weights, :func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``dp``), so dW' = dW - (dp - 1)
+P_rep w leaves out the copies that class already reads. Each DP rank schedules its own requests, so the host
+time per token counts one rank's T / dp tokens (:mod:`sweepkit.costmodel.steps`).
 
 Under two-batch overlap (:func:`sweepkit.costmodel.layout.overlapped`) mb is at least 2 and the slots'
-all-to-alls overlap their compute: (mb + pp - 1) t_slot becomes overlapped(S C, S A) + S (t_allreduce +
-t_hop), S = mb + pp - 1, C = the compute classes plus t_layout, A = L_a2a / pp x t_a2a.
+all-to-alls overlap their compute: (mb + pp - 1) t_slot becomes overlapped(S C, S A, B = S L_a2a / pp x
+t_busy) + S (t_allreduce + t_hop), S = mb + pp - 1, C = the compute classes plus t_layout, A = L_a2a / pp x
+t_a2a, t_busy the SM-occupying seconds of one layer's all-to-alls (:func:`sweepkit.costmodel.layout.a2a_busy_s`).
 
 t_allreduce: (2 L - L_a2a) / pp rings of tp GPUs, each carrying 1 / dp of the micro-batch's tokens
 (:func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``allreduces``, ``ring``, ``ring_share``), at
@@ -35,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.efficiency import saturating, step_time_by_class
-from sweepkit.costmodel.layout import overlap_microbatches, overlapped
+from sweepkit.costmodel.layout import a2a_busy_s, overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, combine
 
 
@@ -67,9 +73,11 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     a2a_layers, a2a_s = a2a
     parts = step_time_by_class(per_mb(decode), per_mb(prefill), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
                                inst.compute_speedup, allreduces=(2.0 * net.n_layers - a2a_layers) / pp, ring=tp,
-                               ring_share=1.0 / dp)
+                               ring_share=1.0 / dp, dp=dp)
     compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"]) / pp
     d_f, d_w, d_o = extra
+    dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
+    d_w = d_w - (dp - 1.0) * dense * inst.weight_bytes * net.present     # read by the dense class, per DP rank
     g_eff = saturating(tokens / mb, eff.gemm_eff_max, eff.gemm_tokens_half)
     t_layout = jnp.maximum(d_f / (mb * pp) / (dev.peak_flops_per_s * n * inst.compute_speedup * g_eff),
                            (d_w / pp + d_o / (mb * pp)) / (dev.hbm_bytes_per_s * n * eff.weight_bw_eff))
@@ -77,10 +85,12 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0)
     a2a = a2a_layers / pp * a2a_s
     slots = mb + pp - 1.0
-    host = eff.step_overhead_s + eff.token_overhead_s * tokens
+    host = eff.step_overhead_s + eff.token_overhead_s * tokens / dp
     t = slots * (compute + parts["comm"] + hop_s + a2a + t_layout) + host
     if inst.layout is not None:
-        tbo = overlapped(slots * (compute + t_layout), slots * a2a, a2a_layers, 1.0) + slots * (parts["comm"] + hop_s)
+        busy = slots * a2a_layers / pp * a2a_busy_s(inst.layout)
+        tbo = (overlapped(slots * (compute + t_layout), slots * a2a, a2a_layers, 1.0, busy)
+               + slots * (parts["comm"] + hop_s))
         t = jnp.where(inst.layout.overlap > 0.0, tbo + host, t)
     return t * net.present
 

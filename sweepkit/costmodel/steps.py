@@ -21,7 +21,10 @@ latency, and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is 
 the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`). An instance with a
 :class:`~sweepkit.costmodel.layout.Layout` spreads each slot over tp x dp GPUs, adds the layout's work
 (expert imbalance, weights copied per attention-DP rank, KV copied over attention-TP) and prices the MoE
-all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none.
+all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none. The
+per-token host overhead counts the T / dp tokens of one attention-DP rank: each rank schedules its own requests
+(SGLang's data-parallel controller starts a scheduler per DP rank, python/sglang/srt/managers/
+data_parallel_controller.py; vLLM runs an engine core per DP rank, docs.vllm.ai "Data Parallel Deployment").
 
 An instance with an ``efficiency`` (a measured profile, :mod:`sweepkit.costmodel.efficiency`) takes each
 target pass's seconds from the profile's operator-class split (:mod:`sweepkit.costmodel.profiled`; a mixed
@@ -54,7 +57,8 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency
-from sweepkit.costmodel.layout import Layout, layout_work, moe_all_to_all, overlap_microbatches, overlapped
+from sweepkit.costmodel.layout import (Layout, a2a_busy_s, layout_work, moe_all_to_all, overlap_microbatches,
+                                      overlapped)
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved,
                                        expert_params_read, flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.profiled import measured_pass_s, split
@@ -188,10 +192,12 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0) * net.present
     moe_s = a2a_layers / pp * a2a_s * net.present
     slots = mb + pp - 1.0
-    fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens) * net.present
+    # host work per token runs on each attention-DP rank's own scheduler, over its T / dp tokens
+    fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens / inst.dp) * net.present
     t = slots * (slot.t_s + ar_s + hop_s + moe_s) + fixed
     if inst.layout is not None:                   # two-batch overlap (sweepkit.costmodel.layout.overlapped)
-        tbo = overlapped(slots * slot.t_s, slots * moe_s, a2a_layers, 1.0) + slots * (ar_s + hop_s) + fixed
+        busy = slots * a2a_layers / pp * a2a_busy_s(inst.layout) * net.present
+        tbo = overlapped(slots * slot.t_s, slots * moe_s, a2a_layers, 1.0, busy) + slots * (ar_s + hop_s) + fixed
         t = jnp.where(inst.layout.overlap > 0.0, tbo, t)
     if inst.efficiency is not None:
         t = measured_pass_s(inst, decode, prefill, _layout_terms(inst, work), (a2a_layers, a2a_s))

@@ -154,7 +154,7 @@ def _pieces(p: Point, lay: Layout, tp, pp, mb, net: ModelArrays, draft: ModelArr
     ar = (2.0 * net.n_layers - a2a_layers) / pp * (2.0 * (tp - 1.0) / tp * size / lay.dp / link
                                                    + 2.0 * (tp - 1.0) * p.device.link_latency_s)
     hop = jnp.where(pp > 1.0, size / link + p.device.link_latency_s, 0.0)
-    fixed = STEP_OVERHEAD_S + p.device.token_overhead_s * tokens
+    fixed = STEP_OVERHEAD_S + p.device.token_overhead_s * tokens / lay.dp  # one DP rank's tokens
     comm = slots * (ar + hop + a2a_layers / pp * a2a_s) + fixed
     return t_c, t_m, comm, flops + d_f + d_flops, bytes_ + d_w + d_o + d_bytes
 

@@ -177,7 +177,7 @@ def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.A
     a2a_s, _ = moe_all_to_all(lay, row.device, row.model, (decode.tokens + prefill.tokens) / n)
     a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
     t = measured_pass_s(inst, decode, prefill, extra, (a2a_layers, a2a_s))
-    host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + prefill.tokens)
+    host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + prefill.tokens) / lay.dp
     return jnp.where(row.host_overlap > 0, jnp.maximum(t - host, host), t)
 
 

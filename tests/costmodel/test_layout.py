@@ -52,19 +52,19 @@ def test_all_to_all_bytes_and_time_closed_forms():
     lay = _lay(dp=8, ep=8, imbalance=1.3)
     b = float(all_to_all_bytes(lay, F(32), F(7168), F(8), F(1.0)))
     assert b == pytest.approx(32 * c * 7168 * 1.0 * 1.3, rel=1e-12)
-    # inside one 8-GPU NVLink domain: bytes / link + one link latency
-    assert float(all_to_all_s(lay, dev, F(b))) == pytest.approx(b / 450e9 + 5e-6, rel=1e-12)
+    # inside one 8-GPU NVLink domain: bytes / link + one link latency + the call's fixed time
+    assert float(all_to_all_s(lay, dev, F(b), F(41e-6))) == pytest.approx(b / 450e9 + 5e-6 + 41e-6, rel=1e-12)
     # ep 16 over two domains: 7 of 15 peers on NVLink, 8 of 15 over InfiniBand NDR (50 GB/s), at once
     wide = _lay(dp=16, ep=16)
     want = max(b * 7 / 15 / 450e9, b * 8 / 15 / 50e9) + 5e-6 + INTERCONNECTS["ib-ndr"][1]
-    assert float(all_to_all_s(wide, dev, F(b))) == pytest.approx(want, rel=1e-12)
+    assert float(all_to_all_s(wide, dev, F(b), F(0.0))) == pytest.approx(want, rel=1e-12)
     # a cluster of 4 GPUs per node sees a domain of 4; more GPUs per node than H200's baseboard of 8 do not
     assert float(_lay(dp=16, ep=16, gpus_per_node=4).domain_gpus) == 4.0
     assert float(_lay(dp=16, ep=16, gpus_per_node=16).domain_gpus) == 8.0
     # ep 1: no all-to-all at all
     one = _lay()
     assert float(all_to_all_bytes(one, F(32), F(7168), F(8), F(1.0))) == 0.0
-    assert float(all_to_all_s(one, dev, F(1e6))) == 0.0
+    assert float(all_to_all_s(one, dev, F(1e6), F(41e-6))) == 0.0
 
 
 def test_per_rank_expert_bytes_and_flops_closed_form():
@@ -140,7 +140,7 @@ def test_all_to_all_time_is_non_negative_monotone_and_zero_at_ep_one(ep, tokens,
     dev = device_arrays(get_device(device), F)
     lay = make_layout(get_device(device), DSV3, 1, dp=max(ep, 2), ep=ep, imbalance=imb, interconnect=net, dtype=F)
     b = all_to_all_bytes(lay, F(tokens), F(7168.0), F(8.0), F(2.0))
-    t, t_more = float(all_to_all_s(lay, dev, b)), float(all_to_all_s(lay, dev, b * 2.0 + 1.0))
+    t, t_more = float(all_to_all_s(lay, dev, b, F(66e-6))), float(all_to_all_s(lay, dev, b * 2.0 + 1.0, F(66e-6)))
     assert 0.0 <= t <= t_more
     if ep == 1:
         assert float(b) == 0.0 and t == 0.0

@@ -11,8 +11,9 @@ from sweepkit.catalogue import get_device, get_model
 from sweepkit.catalogue.efficiency import packaged_profile
 from sweepkit.costmodel.arrays import model_arrays
 from sweepkit.costmodel.efficiency import efficiency_arrays
-from sweepkit.costmodel.layout import (all_to_all_s, all_to_all_bytes, check_layout, layout_resident_bytes,
-                                       layout_work, make_layout, overlapped, per_gpu_weight_bytes)
+from sweepkit.costmodel.layout import (COMBINE_LATENCY_S, DISPATCH_LATENCY_S, all_to_all_bytes, all_to_all_s,
+                                       check_layout, layout_resident_bytes, layout_work, make_layout, overlapped,
+                                       per_gpu_weight_bytes)
 from sweepkit.costmodel.passes import decode_work, experts_read
 from sweepkit.costmodel.steps import instance, target_pass
 from sweepkit.errors import InputError
@@ -73,19 +74,25 @@ def test_redundant_slots_are_resident_and_cap_the_expert_bytes_streamed():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.floats(1e-4, 1.0), st.floats(1e-4, 1.0), st.integers(1, 64))
-def test_overlap_closed_form(c, a, layers):
+@given(st.floats(1e-4, 1.0), st.floats(1e-4, 1.0), st.integers(1, 64), st.floats(0.0, 1.0))
+def test_overlap_closed_form(c, a, layers, busy_share):
     got = float(overlapped(F(c), F(a), F(layers), F(1.0)))
     assert got == pytest.approx(max(c, a) + min(c, a) / (2 * layers), rel=1e-12)
     assert max(c, a) <= got <= c + a                      # never slower than serial, never faster than the larger
     assert float(overlapped(F(c), F(a), F(layers), F(0.0))) == pytest.approx(c + a, rel=1e-12)
+    # B, the SM-occupying share of A, adds to the compute it cannot hide behind; without overlap it changes nothing
+    b = busy_share * a
+    busy = float(overlapped(F(c), F(a), F(layers), F(1.0), F(b)))
+    assert busy == pytest.approx(max(c + b, a) + min(c + b, a) / (2 * layers), rel=1e-12)
+    assert got - 1e-15 <= busy
+    assert float(overlapped(F(c), F(a), F(layers), F(0.0), F(b))) == pytest.approx(c + a, rel=1e-12)
 
 
 @pytest.mark.parametrize("profiled", [False, True])
 def test_two_batch_overlap_pass_is_the_two_micro_batch_pass_with_its_all_to_alls_hidden(profiled):
     # DEP over 72 H100s, 256 rows of 2,000 cached tokens per GPU: without overlap the pass in two micro-batches
     # costs 2 (c + a) + host (c: one micro-batch's compute, a: its 58 layers' all-to-alls); with overlap
-    # max(2 c, 2 a) + min(2 c, 2 a) / (2 x 58) + host.
+    # max(2 c + B, 2 a) + min(2 c + B, 2 a) / (2 x 58) + host, B = 2 x 58 x (41 + 66) us the calls' SM time.
     b = 256 * 72
     work = decode_work(F(b * 2000.0), F(b))
     eff = efficiency_arrays(packaged_profile().fields("H100", "fp8"), F) if profiled else None
@@ -100,13 +107,15 @@ def test_two_batch_overlap_pass_is_the_two_micro_batch_pass_with_its_all_to_alls
     lay, m = _lay(), model_arrays(DSV3, F)
     per_gpu = b / 2 / 72
     a_layer = sum(float(all_to_all_s(lay, inst(False, 1).device,
-                                     all_to_all_bytes(lay, F(per_gpu), F(DSV3.d_model), F(8), F(x))))
-                  for x in (1.0, 2.0))
+                                     all_to_all_bytes(lay, F(per_gpu), F(DSV3.d_model), F(8), F(x)), F(call)))
+                  for x, call in ((1.0, DISPATCH_LATENCY_S), (2.0, COMBINE_LATENCY_S)))
     a = 2 * float(lay.moe_layers) * a_layer
-    host = float(eff.step_overhead_s + eff.token_overhead_s * b) if profiled else H100.pass_overhead_s
+    busy = 2 * 58 * (41e-6 + 66e-6)
+    # the host time per token counts one DP rank's b / 72 tokens (each rank schedules its own requests)
+    host = float(eff.step_overhead_s + eff.token_overhead_s * b / 72) if profiled else H100.pass_overhead_s
     c = two - host - a
     assert c > 0 and a > 0
-    assert tbo == pytest.approx(max(c, a) + min(c, a) / (2 * 58) + host, rel=1e-9)
+    assert tbo == pytest.approx(max(c + busy, a) + min(c + busy, a) / (2 * 58) + host, rel=1e-9)
     assert tbo < two
     assert float(m.n_layers) == 61.0 and float(lay.moe_layers) == 58.0
 
