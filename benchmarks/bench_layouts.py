@@ -6,7 +6,10 @@ then the median |error| of both over the rows each prices, and the wall time. Fi
 DeepSeek-V3 decode pool (EP72 over 9 nodes, 256 + 32 redundant experts = 288 slots, 4 per GPU; 256 rows of
 2,000 cached tokens per GPU: 22,282 output tok/s per node, lmsys.org/blog/2025-05-05-large-scale-ep) as one
 decode step of that layout on InfiniBand NDR, with and without two-batch overlap (the blog's ablation: +25.5 %
-at 256 tokens per GPU, -27 % at 32), and the steady state (``--steady``): every expert- or data-parallel row
+at 256 tokens per GPU, -27 % at 32; 22,310 / 1.255 = 17,777 tok/s per node without it), and DeepSeek's own
+profile as the same blog quotes it (EP128, 128 rows of 4,096 cached tokens per GPU with overlap: 18,598 tok/s
+per node, on H800, priced as H100: the same SMs, clocks and HBM). Then the steady state (``--steady``): every
+expert- or data-parallel row
 the analytic steady state prices, under the seed constants and under its framework's shipped profile,
 median |error| per slice and split.
 
@@ -40,9 +43,16 @@ LMSYS_DECODE_TOK_S_PER_NODE = 22282.0
 """Output tokens/s per 8-GPU node of LMSYS's EP72 decode pool at 256 rows per GPU, 2,000-token inputs."""
 
 
-def lmsys_step_s(rows: int, *, overlap: bool, imbalance: float, profile=None) -> float:
-    """One decode step of DeepSeek-V3 FP8 on 72 H100s as EP72 x 288 slots (DP attention on every GPU, 9 nodes
-    of 8 on InfiniBand NDR), ``rows`` rows of 2,000 cached tokens per GPU; under ``profile`` when given."""
+LMSYS_NO_TBO_TOK_S_PER_NODE = 22310.0 / 1.255
+"""The same without two-batch overlap: the blog's 22,310 tok/s at 256 tokens per GPU over its measured +25.5 %."""
+DEEPSEEK_PROFILE_TOK_S_PER_NODE = 18598.0
+"""DeepSeek's profile-data decode (EP128, 128 rows of 4,096 cached tokens per GPU, two-batch overlap), per node."""
+
+
+def lmsys_step_s(rows: int, *, overlap: bool, imbalance: float, profile=None, ep: int = 72,
+                 ctx: float = 2000.0) -> float:
+    """One decode step of DeepSeek-V3 FP8 on ``ep`` H100s as EP``ep`` (72: 288 slots; DP attention on every GPU,
+    nodes of 8 on InfiniBand NDR), ``rows`` rows of ``ctx`` cached tokens per GPU; under ``profile`` when given."""
     import jax
     import jax.numpy as jnp
 
@@ -52,9 +62,9 @@ def lmsys_step_s(rows: int, *, overlap: bool, imbalance: float, profile=None) ->
     from sweepkit.costmodel.passes import decode_work
     from sweepkit.costmodel.steps import instance, target_pass_cost
 
-    dev, model, ep = get_device("H100"), get_model("deepseek-v3"), 72
-    redundant = -model.n_experts % ep                     # 32: 288 slots, as deployed
-    check_layout(model, dev, 1, ep, ep, "LMSYS EP72", 8, redundant)
+    dev, model = get_device("H100"), get_model("deepseek-v3")
+    redundant = -model.n_experts % ep                     # 32 at EP72: 288 slots, as deployed
+    check_layout(model, dev, 1, ep, ep, f"EP{ep}", 8, redundant)
     with jax.enable_x64(True):
         f = jnp.float64
         lay = make_layout(dev, model, 1, dp=ep, ep=ep, imbalance=imbalance, compute_format="fp8", gpus_per_node=8,
@@ -64,22 +74,27 @@ def lmsys_step_s(rows: int, *, overlap: bool, imbalance: float, profile=None) ->
             import dataclasses
             inst = dataclasses.replace(inst, efficiency=efficiency_arrays(profile.fields("H100", "fp8"), f))
         b = rows * ep
-        return float(target_pass_cost(inst, decode_work(f(b * 2000.0), f(b))).t_s)
+        return float(target_pass_cost(inst, decode_work(f(b * ctx), f(b))).t_s)
 
 
 def lmsys_decode() -> None:
     """LMSYS's EP72 decode headline and its two-batch-overlap ablation (module doc), per-node tokens/s."""
-    from sweepkit.catalogue.efficiency import profile_for
+    from sweepkit.catalogue.efficiency import packaged_profile, profile_for
     from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB
 
-    for label, prof in (("reference constants", None), ("SGLang profile", profile_for("SGLang"))):
+    for label, prof in (("reference constants", None), ("seed profile (classes summed)", packaged_profile()),
+                        ("SGLang profile", profile_for("SGLang"))):
         for name, imb in (("EPLB", IMBALANCE_EPLB), ("no balancer", IMBALANCE)):
             on, off = (lmsys_step_s(256, overlap=o, imbalance=imb, profile=prof) for o in (True, False))
             per_node = 8 * 256 / on
             print(f"LMSYS decode EP72 x 288 slots, {label}, I = {imb} ({name}), TBO: step {on * 1e3:.1f} ms, "
                   f"{per_node:,.0f} tok/s per node vs {LMSYS_DECODE_TOK_S_PER_NODE:,.0f} measured "
-                  f"({per_node / LMSYS_DECODE_TOK_S_PER_NODE - 1:+.1%}); without TBO {8 * 256 / off:,.0f} "
+                  f"({per_node / LMSYS_DECODE_TOK_S_PER_NODE - 1:+.1%}); without TBO {8 * 256 / off:,.0f} vs "
+                  f"{LMSYS_NO_TBO_TOK_S_PER_NODE:,.0f} ({8 * 256 / off / LMSYS_NO_TBO_TOK_S_PER_NODE - 1:+.1%}) "
                   f"(TBO gain {off / on - 1:+.1%})")
+        ds = 8 * 128 / lmsys_step_s(128, overlap=True, imbalance=IMBALANCE_EPLB, profile=prof, ep=128, ctx=4096.0)
+        print(f"  DeepSeek profile EP128, 128 x 4,096 per GPU, TBO ({label}): {ds:,.0f} tok/s per node vs "
+              f"{DEEPSEEK_PROFILE_TOK_S_PER_NODE:,.0f} measured ({ds / DEEPSEEK_PROFILE_TOK_S_PER_NODE - 1:+.1%})")
         gains = {r: lmsys_step_s(r, overlap=False, imbalance=IMBALANCE_EPLB, profile=prof)
                  / lmsys_step_s(r, overlap=True, imbalance=IMBALANCE_EPLB, profile=prof) - 1 for r in (32, 128, 256)}
         print(f"  TBO gain by rows per GPU ({label}): " + ", ".join(f"{r}: {g:+.1%}" for r, g in gains.items())
