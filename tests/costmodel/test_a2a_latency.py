@@ -5,6 +5,8 @@ import dataclasses
 
 import jax.numpy as jnp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.catalogue.efficiency import packaged_profile
@@ -103,3 +105,22 @@ def test_two_batch_overlap_loses_at_32_rows_and_wins_at_256_as_lmsys_measured(pr
 
     gain = {r: step(r, False) / step(r, True) - 1.0 for r in (32, 256)}
     assert gain[32] < -0.15 and 0.1 < gain[256] < 0.45
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8, 16, 72]), st.floats(1.0, 20000.0), st.floats(0.0, 1.0))
+def test_dense_class_never_gets_cheaper_with_more_dp_ranks(dp, tokens, t_half_share):
+    # more DP ranks over the same tokens: each reads its own weight copy and runs fewer tokens (lower GEMM
+    # efficiency), so the dense class is non-decreasing in dp; dp = 1 is the class of the module docstring
+    net, dev = model_arrays(DSV3, F), device_arrays(H100, F)
+    eff = efficiency_arrays(packaged_profile().fields("H100", "fp8"), F)
+    eff = dataclasses.replace(eff, gemm_tokens_half=F(256.0 * t_half_share))
+    zero = Work(F(0.0), F(0.0), F(0.0))
+    work = decode_work(F(tokens * 1000.0), F(tokens))
+
+    def gemm(d):
+        return float(step_time_by_class(work, zero, net, dev, eff, F(72.0), F(1.0), F(1.0), F(2.0), dp=F(d))["gemm"])
+
+    assert gemm(dp) <= gemm(2 * dp) * (1 + 1e-12)
+    assert gemm(1) == pytest.approx(float(step_time_by_class(work, zero, net, dev, eff, F(72.0), F(1.0), F(1.0),
+                                                             F(2.0))["gemm"]), rel=1e-12)
