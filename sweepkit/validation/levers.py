@@ -103,6 +103,12 @@ def host_overlap(m: Measurement) -> bool:
     return "--async-scheduling" in flags(m).replace("_", "-") or named
 
 
+def prefill_first(m: Measurement) -> bool:
+    """Whether the row's scheduler runs a new prefill batch before any decode step (SGLang without
+    ``--enable-mixed-chunk``; :mod:`sweepkit.validation.prefill_first`)."""
+    return framework_key(m.framework) == "sglang" and "--enable-mixed-chunk" not in flags(m).replace("_", "-")
+
+
 def _loaded_profile(framework: str) -> bool:
     key = framework_key(framework)
     return key in SHIPPED and bool(profile_for(framework).token_budget)
