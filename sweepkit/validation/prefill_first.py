@@ -16,11 +16,16 @@ N_tok prompt tokens, the run is W = R_r / n_w waves, each
 so, for the whole system (replicas x R_r = R requests),
 
     output tokens/s = R O / (W (P t_p + (O - 1) t_d))
-    TPOT            = t_d + (P - 1) t_p / (2 (O - 1))         (O > 1; t_d at O = 1)
+    TPOT            = t_d + (P - s) t_p / (2 (O - 1)),  s = max(I / N_tok, 1)     (O > 1; t_d at O = 1)
 
-The TPOT term is the prefill steps a request waits through after its own first token: the prompt prefilled
-in the k-th of P steps waits P - k of them, (P - 1) / 2 on average. Fixed lengths keep a wave together: its
+The TPOT term is the prefill steps a request waits through after its own first token, (P - s) / 2 on average:
+with prompts no longer than a step (s = 1) the prompts finished in the k-th of P steps wait P - k of them;
+a longer prompt takes s steps, and the j-th of n_w waits (n_w - j) s. Fixed lengths keep a wave together: its
 requests finish in the same step, and the next wave's prefill starts then.
+
+The same waves, one request each (n_w = 1, no wait), are what any scheduler runs when the replica's KV cache
+holds fewer than two requests (C < 2 (I + O)): no prompt can be prefilled beside a decoding request, so the
+requests run one after another, each prefill before its decode (:func:`serial`).
 
 References:
   SGLang, python/sglang/srt/managers/scheduler.py (get_next_batch_to_run) and server_args.py
@@ -45,6 +50,16 @@ def prefill_steps(n_w: jax.Array, isl: jax.Array, token_budget: jax.Array) -> ja
     return jnp.maximum(n_w * isl / token_budget, 1.0)
 
 
+def serial(kv_positions: jax.Array, isl: jax.Array, osl: jax.Array) -> jax.Array:
+    """Whether a replica of ``kv_positions`` KV token positions runs requests of I + O positions one at a time
+    (C < 2 (I + O): the module docstring's last paragraph).
+
+    Example:
+      24,600 positions and requests of 32,000 + 100 tokens: True; 80,000 positions: False.
+    """
+    return kv_positions < 2.0 * (isl + osl)
+
+
 def prefill_first_burst(requests: jax.Array, n_w: jax.Array, isl: jax.Array, osl: jax.Array,
                         token_budget: jax.Array, t_prefill_s: jax.Array,
                         t_decode_s: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -67,9 +82,10 @@ def prefill_first_burst(requests: jax.Array, n_w: jax.Array, isl: jax.Array, osl
       = 0.639 s (tests/validation/test_prefill_first.py).
     """
     p = prefill_steps(n_w, isl, token_budget)
+    own = jnp.maximum(isl / token_budget, 1.0)
     decode_steps = jnp.maximum(osl - 1.0, 0.0)
     waves = requests / n_w
     total_s = waves * (p * t_prefill_s + decode_steps * t_decode_s)
-    wait = (p - 1.0) * t_prefill_s / (2.0 * jnp.maximum(decode_steps, 1.0))
+    wait = jnp.maximum(p - own, 0.0) * t_prefill_s / (2.0 * jnp.maximum(decode_steps, 1.0))
     tpot = t_decode_s + jnp.where(decode_steps > 0, wait, 0.0)
     return requests * osl / total_s, tpot

@@ -42,7 +42,8 @@ state when R is a few times n: its first steps prefill the first n prompts with 
 ramp) and its last O steps drain the last n requests with no prompt left (the tail); :func:`burst` prices
 the three phases, which give the steady state as R -> inf; under a prefill-first scheduler (SGLang's default,
 :func:`sweepkit.validation.levers.prefill_first`) it runs in waves of whole prefills and then decodes
-(:mod:`sweepkit.validation.prefill_first`). The step token budget and batch cap are the
+(:mod:`sweepkit.validation.prefill_first`), and so does any burst whose replica's KV cache holds fewer than two
+requests (one request per wave). The step token budget and batch cap are the
 framework's defaults on the row's device where :func:`sweepkit.validation.levers.scheduler_defaults` knows
 them (vLLM: 8,192 / 1,024, on A100 2,048 / 256), else the profile's fitted budget and the engine's cap.
 
@@ -77,7 +78,7 @@ from sweepkit.costmodel.passes import Work, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
 from sweepkit.costmodel.steps import Instance, target_pass_cost
 from sweepkit.validation.levers import host_overlap, prefill_first, scheduler_defaults, scheduler_scales
-from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps
+from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
 
 
 @jax.tree_util.register_dataclass
@@ -223,13 +224,16 @@ def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
     t_steady = row_step_time(row, eff)
     total_s = s_ramp * t_ramp + s_steady * t_steady + o * t_tail
     tpot = (s_ramp * n / 2.0 * t_ramp + s_steady * n * t_steady + o * n / 2.0 * t_tail) / (r * o)
-    # prefill-first: waves of n_w = min(b_max, C / (I + O), R_r) requests (the token budget bounds a step only)
+    # prefill-first: waves of n_w = min(b_max, C / (I + O), R_r) requests (the token budget bounds a step only);
+    # a KV cache of fewer than two requests runs them one at a time under any scheduler (n_w = 1)
+    one_at_a_time = serial(kv_positions(row), i, o)
     n_w = jnp.clip(jnp.minimum(batch_cap(row), kv_positions(row) / (i + o)), 1.0, jnp.maximum(r, 1.0))
+    n_w = jnp.where(one_at_a_time, 1.0, n_w)
     chunk = n_w * i / prefill_steps(n_w, i, token_budget(row))
     t_p = _step(row, eff, none, Work(tokens=chunk, attn_pairs=chunk * (i + 1.0), kv_tokens=chunk))
     t_d = _step(row, eff, decode_work(n_w * (i + o / 2.0), n_w), none)
     pf_out, pf_tpot = prefill_first_burst(r, n_w, i, o, token_budget(row), t_p, t_d)
-    first = row.prefill_first > 0
+    first = (row.prefill_first > 0) | one_at_a_time
     return (jnp.where(first, row.replicas * pf_out, row.burst_requests * o / total_s),
             jnp.where(first, pf_tpot, tpot))
 

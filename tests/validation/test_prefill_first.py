@@ -15,7 +15,7 @@ from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.costmodel.passes import Work, decode_work
 from sweepkit.validation import Measurement
 from sweepkit.validation.levers import prefill_first
-from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps
+from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
 from sweepkit.validation.steady import _step, burst, kv_positions, row_inputs, row_value
 
 
@@ -35,6 +35,36 @@ def test_closed_form_of_one_wave():
         assert float(prefill_steps(1000.0, 128.0, 8192.0)) == 15.625
     assert float(out) == pytest.approx(4000 / 3.99625, rel=1e-12)
     assert float(tpot) == pytest.approx(0.03 + 14.625 * 0.25 / 6, rel=1e-12)
+
+
+def test_long_prompts_wait_for_the_later_prompts_of_their_wave_only():
+    # 10 prompts of 32,000 tokens in steps of 8,000: 4 steps each, P = 40; the j-th prompt's first token comes
+    # after 4 j steps and waits 4 (10 - j) more: 18 steps on average = (P - 4) / 2. One such prompt waits none.
+    with jax.enable_x64(True):
+        _, tpot = prefill_first_burst(10.0, 10.0, 32000.0, 101.0, 8000.0, 0.5, 0.02)
+        _, alone = prefill_first_burst(10.0, 1.0, 32000.0, 101.0, 8000.0, 0.5, 0.02)
+    assert float(tpot) == pytest.approx(0.02 + 18 * 0.5 / 100, rel=1e-12)
+    assert float(alone) == pytest.approx(0.02, rel=1e-12)
+
+
+def test_a_kv_cache_of_fewer_than_two_requests_runs_them_one_at_a_time():
+    # Qwen3-32B bf16 on one H100 (80 GB, 65.5 GB of weights): its KV cache holds less than one 32,100-token
+    # request, so a vLLM burst of them is serial: TPOT is one decode row's step, the prompts are not in it.
+    assert bool(serial(64199.0, 32000.0, 100.0)) and not bool(serial(64200.0, 32000.0, 100.0))
+    rows = [_row(m, isl=32000, osl=100, requests=100, framework="vLLM v0.11.0") for m in ("total_throughput", "tpot")]
+    rows = [dataclasses.replace(m, model="qwen3-32b", weight_format="bf16", kv_format="bf16", compute_format="bf16")
+            for m in rows]
+    prof = profile_for("vLLM")
+    with jax.enable_x64(True):
+        r = row_inputs(rows, 1024, 8192)
+        eff = efficiency_arrays([prof.fields("H100", "bf16")] * len(rows))
+        vals = np.asarray(jax.vmap(row_value)(r, eff))
+        one, e1 = (jax.tree_util.tree_map(lambda x: x[0], a) for a in (r, eff))
+        assert bool(serial(kv_positions(one), 32000.0, 100.0))
+        p = 32000 / 8192
+        t_p = float(_step(one, e1, Work(0.0, 0.0, 0.0), Work(8192.0, 8192.0 * 32001.0, 8192.0)))
+        t_d = float(_step(one, e1, decode_work(32050.0, 1.0), Work(0.0, 0.0, 0.0)))
+    assert vals == pytest.approx([100 * 32100 / (100 * (p * t_p + 99 * t_d)), t_d], rel=1e-9)
 
 
 @settings(max_examples=25, deadline=None)
@@ -78,5 +108,5 @@ def test_an_sglang_burst_is_priced_in_waves():
     total_s = p * t_p + 3 * t_d
     assert vals[:2] == pytest.approx([1000 * 132 / total_s, t_d + (p - 1) * t_p / 6], rel=1e-9)
     assert vals[2:] == pytest.approx([mixed[0] * 132 / 4, mixed[1]], rel=1e-9)
-    assert vals[1] > 2 * vals[3]                  # a request waits through the wave's later prefills
+    assert vals[1] > t_d + 7 * t_p / 3           # each request waits through the wave's later prefills (P > 15)
 
