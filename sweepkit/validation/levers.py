@@ -69,7 +69,10 @@ def scheduler_defaults(m: Measurement) -> tuple[float, float] | None:
     """(token budget, batch cap) the row's framework uses by default on its device, None when not known.
 
     vLLM's OpenAI server: 8,192 tokens and 1,024 sequences on a GPU of >= 70 GiB other than A100, else 2,048
-    and 256 (vllm/engine/arg_utils.py).
+    and 256 (vllm/engine/arg_utils.py). SGLang: a chunked-prefill size of 2,048 tokens on a GPU of < 35 GiB,
+    8,192 below 160 GiB, 16,384 above (python/sglang/srt/server_args.py, v0.4-v0.5; per replica: with DP
+    attention each rank takes 1 / dp of it); its running-request cap follows the KV pool and is given as 0
+    (not known: the profile's cap is kept, and a stated cap is not read).
 
     Example:
       >>> from sweepkit.validation import parse_measurements
@@ -78,11 +81,15 @@ def scheduler_defaults(m: Measurement) -> tuple[float, float] | None:
       >>> scheduler_defaults(m)
       (2048.0, 256.0)
     """
-    if framework_key(m.framework) != "vllm":
+    key = framework_key(m.framework)
+    if key not in ("vllm", "sglang"):
         return None
     from sweepkit.catalogue import get_device
 
-    big = get_device(m.device).hbm_capacity_bytes >= 70 * GIB and not m.device.upper().startswith("A100")
+    hbm = get_device(m.device).hbm_capacity_bytes
+    if key == "sglang":
+        return (2048.0 if hbm < 35 * GIB else 8192.0 if hbm < 160 * GIB else 16384.0), 0.0
+    big = hbm >= 70 * GIB and not m.device.upper().startswith("A100")
     return (8192.0, 1024.0) if big else (2048.0, 256.0)
 
 
@@ -93,7 +100,8 @@ def scheduler_scales(m: Measurement) -> tuple[float, float]:
     if defaults is None:
         return 1.0, 1.0
     budget, cap = stated(m, BUDGET_FLAGS), stated(m, CAP_FLAGS)
-    return (1.0 if budget is None else budget / defaults[0]), (1.0 if cap is None else cap / defaults[1])
+    return ((1.0 if budget is None else budget / defaults[0]),
+            (1.0 if cap is None or not defaults[1] else cap / defaults[1]))
 
 
 def host_overlap(m: Measurement) -> bool:
@@ -101,6 +109,12 @@ def host_overlap(m: Measurement) -> bool:
     scheduler, named in a ``:with`` row's lever)."""
     named = m.side == "with" and re.search(r"overlap scheduling", m.lever, re.I) is not None
     return "--async-scheduling" in flags(m).replace("_", "-") or named
+
+
+def prefill_first(m: Measurement) -> bool:
+    """Whether the row's scheduler runs a new prefill batch before any decode step (SGLang without
+    ``--enable-mixed-chunk``; :mod:`sweepkit.validation.prefill_first`)."""
+    return framework_key(m.framework) == "sglang" and "--enable-mixed-chunk" not in flags(m).replace("_", "-")
 
 
 def _loaded_profile(framework: str) -> bool:

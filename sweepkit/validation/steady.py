@@ -40,7 +40,10 @@ requests per replica, n = min(c / replicas, ...) above; its steady step gives
 A burst of R requests all queued at t = 0 (``request_rate = inf`` with ``requests`` stated) is not a steady
 state when R is a few times n: its first steps prefill the first n prompts with the whole token budget (the
 ramp) and its last O steps drain the last n requests with no prompt left (the tail); :func:`burst` prices
-the three phases, which give the steady state as R -> inf. The step token budget and batch cap are the
+the three phases, which give the steady state as R -> inf; under a prefill-first scheduler (SGLang's default,
+:func:`sweepkit.validation.levers.prefill_first`) it runs in waves of whole prefills and then decodes
+(:mod:`sweepkit.validation.prefill_first`), and so does any burst whose replica's KV cache holds fewer than two
+requests (one request per wave). The step token budget and batch cap are the
 framework's defaults on the row's device where :func:`sweepkit.validation.levers.scheduler_defaults` knows
 them (vLLM: 8,192 / 1,024, on A100 2,048 / 256), else the profile's fitted budget and the engine's cap.
 
@@ -74,7 +77,8 @@ from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, re
 from sweepkit.costmodel.passes import Work, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
 from sweepkit.costmodel.steps import Instance, target_pass_cost
-from sweepkit.validation.levers import host_overlap, scheduler_defaults, scheduler_scales
+from sweepkit.validation.levers import host_overlap, prefill_first, scheduler_defaults, scheduler_scales
+from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
 
 
 @jax.tree_util.register_dataclass
@@ -85,7 +89,8 @@ class RowInputs:
     f_free (0: the serving engine's KV rule), the concurrency c (requests; inf for a max-throughput row),
     the metric the row measures (:data:`METRIC_KINDS`), the row's stated token budget and batch cap as
     ratios to its framework's defaults (1: the defaults) and whether its host work overlaps the device's
-    (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`); ``layout``: the replica's EP / attention-DP
+    (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`), whether its scheduler runs prefills
+    first (1: :mod:`sweepkit.validation.prefill_first`); ``layout``: the replica's EP / attention-DP
     layout (the identity, dp = ep = r_kv = 1, for a replica of tp GPUs) and ``laid`` 1 where the row has one."""
 
     device: DeviceArrays
@@ -108,13 +113,13 @@ class RowInputs:
     framework_budget: jax.Array
     framework_cap: jax.Array
     burst_requests: jax.Array
+    prefill_first: jax.Array
     layout: Layout
     laid: jax.Array
 
 
-def running(row: RowInputs) -> jax.Array:
-    """n = min(b_max, C / (I + O), N_tok / (1 + I / O), c / replicas): requests one replica runs at once
-    (>= 1)."""
+def kv_positions(row: RowInputs) -> jax.Array:
+    """C: the KV token positions one replica holds (module docstring)."""
     absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
     engine = kv_capacity_tokens(row.device, row.tp, row.model, absent, row.weight_bytes, row.kv_bytes)
     free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
@@ -122,7 +127,13 @@ def running(row: RowInputs) -> jax.Array:
     cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
     laid = layout_kv_capacity_tokens(row.layout, row.device, row.tp * row.layout.dp, row.model, absent,
                                      row.weight_bytes, row.kv_bytes)
-    cap = jnp.where(row.laid > 0, laid, cap)
+    return jnp.where(row.laid > 0, laid, cap)
+
+
+def running(row: RowInputs) -> jax.Array:
+    """n = min(b_max, C / (I + O), N_tok / (1 + I / O), c / replicas): requests one replica runs at once
+    (>= 1)."""
+    cap = kv_positions(row)
     n = jnp.minimum(jnp.minimum(batch_cap(row), cap / (row.isl + row.osl)),
                     token_budget(row) / (1.0 + row.isl / row.osl))
     return jnp.maximum(jnp.minimum(n, row.concurrency / row.replicas), 1.0)
@@ -213,7 +224,18 @@ def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
     t_steady = row_step_time(row, eff)
     total_s = s_ramp * t_ramp + s_steady * t_steady + o * t_tail
     tpot = (s_ramp * n / 2.0 * t_ramp + s_steady * n * t_steady + o * n / 2.0 * t_tail) / (r * o)
-    return row.burst_requests * o / total_s, tpot
+    # prefill-first: waves of n_w = min(b_max, C / (I + O), R_r) requests (the token budget bounds a step only);
+    # a KV cache of fewer than two requests runs them one at a time under any scheduler (n_w = 1)
+    one_at_a_time = serial(kv_positions(row), i, o)
+    n_w = jnp.clip(jnp.minimum(batch_cap(row), kv_positions(row) / (i + o)), 1.0, jnp.maximum(r, 1.0))
+    n_w = jnp.where(one_at_a_time, 1.0, n_w)
+    chunk = n_w * i / prefill_steps(n_w, i, token_budget(row))
+    t_p = _step(row, eff, none, Work(tokens=chunk, attn_pairs=chunk * (i + 1.0), kv_tokens=chunk))
+    t_d = _step(row, eff, decode_work(n_w * (i + o / 2.0), n_w), none)
+    pf_out, pf_tpot = prefill_first_burst(r, n_w, i, o, token_budget(row), t_p, t_d)
+    first = (row.prefill_first > 0) | one_at_a_time
+    return (jnp.where(first, row.replicas * pf_out, row.burst_requests * o / total_s),
+            jnp.where(first, pf_tpot, tpot))
 
 
 def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -310,5 +332,6 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         framework_budget=col([(scheduler_defaults(m) or (0.0, 0.0))[0] for m in points]),
         framework_cap=col([(scheduler_defaults(m) or (0.0, 0.0))[1] for m in points]),
         burst_requests=col([burst_requests(m) for m in points]),
+        prefill_first=col([prefill_first(m) for m in points]),
         layout=jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[lay for lay, _, _, _ in lays]),
         laid=col([float(has) for _, _, _, has in lays]))

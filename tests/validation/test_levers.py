@@ -43,7 +43,10 @@ def test_vllm_defaults_per_device_and_the_scales_they_give():
     # vllm/engine/arg_utils.py: 8,192 tokens / 1,024 sequences on >= 70 GiB GPUs other than A100, else 2,048 / 256
     assert scheduler_defaults(_row(device="H100")) == (8192.0, 1024.0)
     assert scheduler_defaults(_row(device="A100")) == (2048.0, 256.0)
-    assert scheduler_defaults(_row(framework="SGLang v0.5.3")) is None
+    # SGLang's chunked-prefill size by GPU memory (python/sglang/srt/server_args.py); its cap is not known (0)
+    assert scheduler_defaults(_row(framework="SGLang v0.5.3")) == (8192.0, 0.0)
+    assert scheduler_defaults(_row(framework="SGLang v0.5.3", device="B200")) == (16384.0, 0.0)
+    assert scheduler_defaults(_row(framework="TensorRT-LLM v0.20")) is None
     assert scheduler_scales(_row(device="A100", notes="flags: --max-num-batched-tokens 4096")) == (2.0, 1.0)
     assert scheduler_scales(_row(notes="flags: --max-num-seqs=512")) == (1.0, 0.5)
     assert scheduler_scales(_row(framework="SGLang", notes="flags: --max-running-requests=256")) == (1.0, 1.0)

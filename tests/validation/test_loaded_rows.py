@@ -94,13 +94,14 @@ def test_scheduler_table_round_trips_and_bad_budget_is_one_line(tmp_path):
 
 def test_fit_recovers_a_token_budget_from_loaded_rows():
     # Bursts priced at a 3000-token budget (seed efficiencies): throughput and TPOT pin n, hence the budget.
-    # (A framework whose defaults sweepkit.validation.levers does not know: vLLM's budget is its default.)
+    # (A framework whose defaults sweepkit.validation.levers does not know: vLLM's and SGLang's budgets are
+    # their defaults.)
     truth = dataclasses.replace(packaged_profile(), token_budget=3000.0)
     shapes = [(i, o) for i, o in ((2000, 100), (4000, 200), (1000, 1000), (8000, 400))]
-    rows = [_row(k, i, o, rate=float("inf"), framework="SGLang v0.5") for i, o in shapes
+    rows = [_row(k, i, o, rate=float("inf"), framework="LMDeploy v0.9") for i, o in shapes
             for k in ("total_throughput", "tpot")]
     vals, _ = _values(rows, truth, budget=3000.0)
     rows = [dataclasses.replace(m, value=float(v), value_si=float(v)) for m, v in zip(rows, vals)]
-    fit = calibrate_framework(rows, "SGLang", file="synthetic.csv", sha256="-")
+    fit = calibrate_framework(rows, "LMDeploy", file="synthetic.csv", sha256="-")
     assert fit.profile.token_budget == pytest.approx(3000.0, rel=0.05)
     assert np.max(np.abs(fit.after_pct)) < 2.0
