@@ -174,7 +174,8 @@ def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.A
     inst = _instance(row, eff)
     lay, n = row.layout, row.tp * row.layout.dp
     extra = layout_work(lay, row.model, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
-    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, (decode.tokens + prefill.tokens) / n)
+    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, (decode.tokens + prefill.tokens) / n,
+                              jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
     a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
     t = measured_pass_s(inst, decode, prefill, extra, (a2a_layers, a2a_s))
     host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + prefill.tokens) / lay.dp

@@ -19,18 +19,24 @@ from sweepkit.validation.serving_points import MODELLED, point_config, serving_s
 from sweepkit.validation.serving_runs import evaluate_serving
 
 HEAD = ("source,device,model,metric,value,unit,weight_format,kv_format,compute_format,gpus,tp,pp,ep,dp,"
-        "input_tokens,output_tokens,requests,request_rate\n")
+        "input_tokens,output_tokens,requests,request_rate,notes\n")
 
 
-def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8):
+def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8, flags=""):
     csv = HEAD + f"demo,{device},{model},total_throughput,1000,tok/s,{fmt},{fmt},{fmt},{gpus},{tp},{pp},{ep},{dp}," \
-                 f"{inp},{out},{n},inf\n"
+                 f"{inp},{out},{n},inf,{'flags: ' + flags if flags else ''}\n"
     return parse_measurements(csv, "demo.csv")[0]
 
 
 @pytest.mark.parametrize("row, expected", [
-    # SGLang --tp 8 --dp 8 --enable-dp-attention (GPUStack's DeepSeek-R1 on 8 x H200): DEP8.
-    (("H200", "deepseek-v3", 8, 8, 1, 1, 8), RowLayout(1, 1, 8, 8, 1, 0)),
+    # SGLang --tp 8 --dp 8 --enable-dp-attention (GPUStack's DeepSeek-R1 on 8 x H200): attention DP8, the experts
+    # tensor-parallel over the 8 GPUs on the gathered tokens ("DP for attention, TP for FFN").
+    (("H200", "deepseek-v3", 8, 8, 1, 1, 8), RowLayout(1, 1, 8, 1, 1, 0)),
+    # The same with an all-to-all backend (GPUStack's GLM-5.2 rows: --moe-a2a-backend=deepep): DEP8.
+    (("H200", "deepseek-v3", 8, 8, 1, 1, 8, "fp8", 32, 8, 8, "--tp-size=8 --dp-size=8 --enable-dp-attention "
+      "--moe-a2a-backend=deepep"), RowLayout(1, 1, 8, 8, 1, 0)),
+    (("H200", "deepseek-v3", 8, 8, 1, 1, 8, "fp8", 32, 8, 8, "--enable-dp-attention --moe-a2a-backend none"),
+     RowLayout(1, 1, 8, 1, 1, 0)),
     # SGLang --tp 4 --ep 4 (GPUStack's GLM-4.5-Air): experts inside the TP group.
     (("H100", "glm-4.5-air", 4, 4, 1, 4, 1), RowLayout(1, 4, 1, 4, 1, 0)),
     # Wide EP over 4 H100 nodes (LMSYS's EP32 prefill): attention data parallel on every GPU, 4 nodes.
