@@ -47,3 +47,15 @@ def test_a_simulated_mtp_run_or_a_row_without_a_batch_is_not_decode_only():
     assert not decode_only(_row(scenario="decode-only node test with simulated MTP"))
     assert not decode_only(_row(batch=""))
     assert not decode_only(_row(scenario="prefill-only"))
+
+
+def test_a_decode_only_row_is_modelled_by_the_steady_state_not_the_serving_engine():
+    from sweepkit.validation.points import status
+    from sweepkit.validation.serving_points import MODELLED, serving_status
+    from sweepkit.validation.store import priced_by
+
+    m = _row()
+    assert status(m) == MODELLED and priced_by(m).startswith("steady state: ")
+    assert serving_status(m) != MODELLED                     # no output length: the engine cannot run it
+    lost = _row(scenario="decode-only node test with simulated MTP")
+    assert status(lost) != MODELLED and priced_by(lost) == ""
