@@ -92,3 +92,13 @@ def test_a_small_dep_row_is_priced_end_to_end_and_differs_from_tensor_parallelis
     # device's per-pass overhead each, and under a second for 320 tokens of a 3B-active model.
     dev = get_device("H100")
     assert 8 * 40 / 1.0 < dep <= 8 * 40 / (8 * dev.pass_overhead_s)
+
+
+def test_a_gathered_moe_tp_row_is_priced_end_to_end_by_the_serving_engine():
+    # SGLang --tp 2 --dp 2 --enable-dp-attention on 2 x H100 (Qwen3-30B-A3B): two attention ranks, the experts
+    # tensor-parallel over both GPUs on the gathered tokens; priced, and not as DEP2's all-to-alls.
+    m = _row("H100", "qwen3-30b-a3b", 2, 2, 1, 1, 2)
+    assert row_layout(m) == RowLayout(1, 1, 2, 1, 1, 0) and serving_status(m) == MODELLED
+    gathered = evaluate_serving(m)
+    dep = evaluate_serving(dataclasses.replace(m, ep=2))
+    assert math.isfinite(gathered) and gathered > 0 and gathered != pytest.approx(dep, rel=1e-3)
