@@ -87,6 +87,7 @@ def validation_table(measurements: str | None, devices_file: str | None, serving
     from sweepkit.validation import MODELLED, evaluate_points, load_measurements, status
     from sweepkit.validation.measurements import PER_PASS
     from sweepkit.validation.profiles import priced_by_profile
+    from sweepkit.validation.steady import decode_only
     from sweepkit.validation.store import rows
 
     chosen = resolve_profile(profile)
@@ -96,7 +97,7 @@ def validation_table(measurements: str | None, devices_file: str | None, serving
             points = [dataclasses.replace(m, requests=min(m.requests or requests, requests)) for m in points]
         by_profile = priced_by_profile(points, chosen)
         n_serving = sum(serving and m.metric not in PER_PASS and status(m) == MODELLED and i not in by_profile
-                        for i, m in enumerate(points))
+                        and not decode_only(m) for i, m in enumerate(points))
         progress = RowProgress(n_serving)
         try:
             values = evaluate_points(points, extra, serving=serving, progress=progress, profile=chosen)

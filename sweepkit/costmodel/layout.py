@@ -3,9 +3,12 @@
 A pipeline stage of a replica holds n = tp x dp GPUs. Attention runs as dp data-parallel ranks of tp
 tensor-parallel GPUs each (every DP rank holds its own requests and their KV; the non-expert weights are
 replicated per DP rank); the routed experts are split over ep ranks (moe_tp = n / ep GPUs share each
-expert). Two rules cover the layouts serving engines run: dp = 1 with ep dividing tp (experts spread
-inside the tensor-parallel group, the all-reduce combines them) and dp > 1 with ep = n ("DEP": tokens
-are dispatched to their experts and combined back by all-to-alls). Identity layout: dp = ep = 1.
+expert). Three rules cover the layouts serving engines run: dp = 1 with ep dividing tp (experts spread
+inside the tensor-parallel group, the all-reduce combines them), dp > 1 with ep = n ("DEP": tokens
+are dispatched to their experts and combined back by all-to-alls) and dp > 1 with ep = 1 (moe_tp = n: the
+experts run tensor-parallel over all n GPUs on every rank's tokens, gathered before the MoE layer and
+reduced back after it; SGLang's ``--enable-dp-attention`` without an all-to-all backend, "DP for attention,
+TP for FFN"). Identity layout: dp = ep = 1.
 
 A pass of T tokens (F FLOPs, weight bytes W, other bytes O as :mod:`sweepkit.costmodel.passes` counts them)
 is priced as a roofline over the n GPUs of the slowest GPU's work times n, with imbalance
@@ -33,6 +36,19 @@ times (128 tokens per GPU, hidden 7,168, top-8, EP8 to EP256 on H800 with 400 Gb
 dispatch and 9 % for combine (within 3 % and 6 % from EP16 up); bytes and hops alone fall 35-65 us short of
 every entry. Those fixed microseconds are the send and receive kernels, which occupy the GPU's SMs (the bytes in
 flight do not).
+
+Gathered MoE tensor parallelism (dp > 1, ep = 1): before each MoE layer the n GPUs all-gather every rank's
+t = T / n tokens (SGLang ``dp_gather``: an all-gather of the padded buffer in a decode step, an all-reduce of
+the zero-filled one, two ring passes, when the batch holds prompt tokens), after it they all-reduce the
+experts' partial sums over all T tokens and each rank keeps its own (``tensor_model_parallel_all_reduce``
+then ``dp_scatter``); no all-to-all and no expert imbalance. As ring collectives of one rank's chunk
+t D x 2 bytes:
+
+    t_gather = (1 + [prompt tokens] + 2) ((n - 1) t D 2 / bw + (n - 1) lat)
+
+with bw, lat the scale-up link's (the scale-out network's where n spans domains). SGLang since PR #22642
+(April 2026) fuses the all-reduce and scatter into one reduce-scatter (one ring pass for 2) where ep = dp;
+the releases the measured rows ran (v0.5.3-v0.5.6) all-reduce.
 
 Redundant experts (EPLB): R extra replicas of the busiest experts give S = E + R expert slots, S / ep per EP
 rank, so ep need only divide S (LMSYS's EP72 decode holds 256 + 32 = 288 slots, 4 per GPU). Each replica is
@@ -70,7 +86,7 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token
-from sweepkit.costmodel.passes import Work, experts_read, kv_values_read
+from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, experts_read, kv_values_read
 from sweepkit.errors import InputError
 
 IMBALANCE = 1.3
@@ -102,6 +118,9 @@ hidden 7,168, top-8, FP8 dispatch). LMSYS measures a dispatch's SM-occupying tim
 COMBINE_LATENCY_S = 66e-6
 """Fixed seconds of one MoE combine beyond its bytes and hop latencies: the same fit on DeepEP's low-latency
 combine times (EP16-EP256: 195, 273, 314, 369, 360 us, BF16) over 133-296 us of bytes and hops."""
+GATHER_COMBINE_PASSES = 2.0
+"""Ring passes of one rank's chunk in the combine after a gathered tensor-parallel MoE layer: an all-reduce
+(2), as SGLang v0.5.x runs it (``tensor_model_parallel_all_reduce`` then ``dp_scatter``)."""
 
 
 @jax.tree_util.register_dataclass
@@ -115,7 +134,8 @@ class Layout:
       dispatch_bytes, combine_bytes: bytes per activation value of the two all-to-alls.
       domain_gpus: GPUs of the replica per scale-up domain.  scale_out_bytes_per_s, scale_out_latency_s:
         the network between domains, per GPU.  expert_slots: S = E + R, routed experts plus redundant
-        replicas.  overlap: 1 with two-batch overlap, else 0.
+        replicas.  overlap: 1 with two-batch overlap, else 0.  moe_tp: GPUs sharing each expert, n / ep
+        (n under attention DP with ep = 1: the gathered tensor-parallel MoE layer).
     """
 
     dp: jax.Array
@@ -130,6 +150,7 @@ class Layout:
     scale_out_latency_s: jax.Array
     expert_slots: jax.Array
     overlap: jax.Array
+    moe_tp: jax.Array
 
 
 def scale_up_domain(device: Device) -> int:
@@ -177,7 +198,8 @@ def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int =
                   moe_layers=f(model.n_moe_layers if model.is_moe else 0), kv_replicas=f(kv_replicas(model, tp)),
                   dispatch_bytes=f(1.0 if low else 2.0), combine_bytes=f(2.0), domain_gpus=f(domain),
                   scale_out_bytes_per_s=f(bw), scale_out_latency_s=f(lat),
-                  expert_slots=f(model.n_experts + redundant_experts), overlap=f(1.0 if two_batch_overlap else 0.0))
+                  expert_slots=f(model.n_experts + redundant_experts), overlap=f(1.0 if two_batch_overlap else 0.0),
+                  moe_tp=f(tp * dp / max(ep, 1)))
 
 
 def check_layout(model: Model, device: Device, tp: int, dp: int, ep: int, where: str,
@@ -215,9 +237,10 @@ def check_layout(model: Model, device: Device, tp: int, dp: int, ep: int, where:
                f"{slots + fix} slots)")
     elif dp == 1 and tp % ep:
         why = f"ep = {ep} is not allowed with dp = 1; expected a divisor of tp = {tp} (experts inside the TP group)"
-    elif dp > 1 and ep != n:
+    elif dp > 1 and ep not in (1, n):
         why = (f"ep = {ep} is not allowed with dp = {dp}; expected ep = tp x dp = {n} (attention data parallelism "
-               f"with the experts over every GPU of the stage)")
+               f"with the experts over every GPU of the stage) or ep = 1 (the experts tensor-parallel over the "
+               f"{n} GPUs on every rank's gathered tokens)")
     elif tp > domain:
         why = (f"tp = {tp} is not allowed on {device.name}; expected at most its scale-up domain of {domain} GPUs "
                f"(tensor parallelism over the scale-out network is not modelled)")
@@ -290,14 +313,44 @@ def a2a_busy_s(lay: Layout) -> jax.Array:
     return jnp.where((lay.dp > 1.0) & (lay.ep > 1.0), DISPATCH_LATENCY_S + COMBINE_LATENCY_S, 0.0)
 
 
-def moe_all_to_all(lay: Layout, dev: DeviceArrays, net: ModelArrays, tokens_per_gpu: jax.Array):
-    """(seconds, bytes sent by all GPUs per GPU) of one MoE layer's dispatch and combine, where dp > 1."""
+def moe_gather(lay: Layout, dev: DeviceArrays, tokens_per_gpu: jax.Array, d_model: jax.Array,
+               extend: jax.Array = 0.0):
+    """(seconds, bytes each GPU sends) of one gathered tensor-parallel MoE layer's all-gather and combine over
+    its n = ep x moe_tp GPUs (module doc): passes = 1 + ``extend`` + :data:`GATHER_COMBINE_PASSES` ring
+    passes of one rank's chunk t D x 2 bytes, each of n - 1 steps.
+
+    Args:
+      lay: the layout.  dev: the device.  tokens_per_gpu: t = T / n.  d_model: D.
+      extend: 1 where the pass holds prompt tokens (the gather is then an all-reduce), else 0.
+
+    Example:
+      8 x H200 (NVLink 450 GB/s, 5 us a step), 256 decode rows per GPU of DeepSeek-V3 (D 7,168): chunk 3.67 MB,
+      3 x 7 x 3.67 MB = 77.1 MB per GPU: 171.3 us at 450 GB/s + 21 steps x 5 us = 276.3 us per MoE layer
+      (tests/costmodel/test_moe_gather.py).
+    """
+    n = lay.ep * lay.moe_tp
+    across = n > lay.domain_gpus
+    bw = jnp.where(across, jnp.minimum(dev.link_bytes_per_s, lay.scale_out_bytes_per_s), dev.link_bytes_per_s)
+    lat = dev.link_latency_s + jnp.where(across, lay.scale_out_latency_s, 0.0)
+    passes = 1.0 + extend + GATHER_COMBINE_PASSES
+    steps = jnp.maximum(n - 1.0, 0.0)
+    bytes_ = passes * steps * tokens_per_gpu * d_model * ACTIVATION_BYTES
+    return bytes_ / bw + passes * steps * lat, bytes_
+
+
+def moe_all_to_all(lay: Layout, dev: DeviceArrays, net: ModelArrays, tokens_per_gpu: jax.Array,
+                   extend: jax.Array = 0.0):
+    """(seconds, bytes sent by all GPUs per GPU) of one MoE layer's communication where dp > 1: its dispatch
+    and combine all-to-alls (ep = n), or its all-gather and combine (:func:`moe_gather`, ep = 1; ``extend``
+    1 where the pass holds prompt tokens)."""
     k, d = net.experts_per_token, net.d_model
     b_in = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.dispatch_bytes)
     b_out = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.combine_bytes)
     on = jnp.where(lay.dp > 1.0, 1.0, 0.0)
     t = all_to_all_s(lay, dev, b_in, DISPATCH_LATENCY_S) + all_to_all_s(lay, dev, b_out, COMBINE_LATENCY_S)
-    return on * t, on * (b_in + b_out)
+    g_t, g_b = moe_gather(lay, dev, tokens_per_gpu, d, extend)
+    gathered = lay.moe_tp > 1.0
+    return on * jnp.where(gathered, g_t, t), on * jnp.where(gathered, g_b, b_in + b_out)
 
 
 def layout_resident_bytes(lay: Layout, target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array):

@@ -166,12 +166,13 @@ def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
     return pp, mb, (flops + d_f) / (mb * pp), (w_bytes + d_w) / pp + (bytes_ - w_bytes + d_o) / (mb * pp)
 
 
-def _all_to_all(inst: Instance, tokens_per_gpu: jax.Array):
-    """(MoE layers priced by all-to-alls, seconds and bytes per GPU of one such layer); zeros without a layout."""
+def _all_to_all(inst: Instance, tokens_per_gpu: jax.Array, extend: jax.Array = 0.0):
+    """(MoE layers priced by all-to-alls or gathers, seconds and bytes per GPU of one such layer); zeros without
+    a layout. ``extend``: 1 where the pass holds prompt tokens."""
     if inst.layout is None:
         return 0.0, 0.0, 0.0
     lay = inst.layout
-    t, b = moe_all_to_all(lay, inst.device, inst.target, tokens_per_gpu)
+    t, b = moe_all_to_all(lay, inst.device, inst.target, tokens_per_gpu, extend)
     return jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0), t, b
 
 
@@ -185,7 +186,8 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     n = tp * inst.dp
     slot = roofline(slot_flops, slot_bytes, dev, n, inst.compute_speedup, 0.0)
     size = work.tokens / mb * net.d_model * ACTIVATION_BYTES
-    a2a_layers, a2a_s, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n))
+    a2a_layers, a2a_s, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n),
+                                               jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
     n_ar = (2.0 * net.n_layers - a2a_layers) / pp * net.present
     ar_size = size / inst.dp
     ar_s = n_ar * (2.0 * (tp - 1.0) / tp * ar_size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)

@@ -22,9 +22,11 @@ import numpy as np
 from sweepkit.catalogue import get_model
 from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for, profile_toml
 from sweepkit.costmodel.efficiency import efficiency_arrays
+from sweepkit.errors import InputError
 from sweepkit.validation.measurements import Measurement, row_ranges
+from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
-from sweepkit.validation.steady import row_inputs, row_value
+from sweepkit.validation.steady import decode_only, row_inputs, row_value
 
 REFERENCE = "reference"
 """The profile word that keeps every row on the serving engine with the reference constants."""
@@ -36,12 +38,23 @@ def steady_row(m: Measurement) -> bool:
     draft, no pipeline parallelism, serving status MODELLED. Expert parallelism and data-parallel attention
     of a mixture-of-experts model are priced with the row's layout (:mod:`sweepkit.validation.row_layout`);
     a dense model's dp only as replicas of tp."""
+    if decode_only(m):                      # a decode pool's node test (sweepkit.validation.steady.decode_only)
+        return m.draft == "none" and m.pp == 1 and _expressible(m)
     loaded = (m.metric in LOADED and (m.concurrency is not None or (m.request_rate or 0.0) == float("inf"))
               and (m.metric not in ("tpot", "itl") or str(m.percentile) in ("mean", "50", "50.0")))
     if not ((m.metric == "max_output_throughput" or loaded) and m.draft == "none" and m.pp == 1
             and serving_status(m) == MODELLED):
         return False
     return get_model(m.model).is_moe or (m.ep == 1 and (m.dp == 1 or m.dp * m.tp == m.gpus))
+
+
+def _expressible(m: Measurement) -> bool:
+    """Whether the row's layout and catalogue entries can be priced (a decode-only row has no serving point)."""
+    try:
+        row_layout(m)
+    except (InputError, KeyError):
+        return False
+    return True
 
 
 LOADED = ("output_throughput", "total_throughput", "tpot", "itl")

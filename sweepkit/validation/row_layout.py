@@ -10,8 +10,12 @@ Serving engines state their degrees in two conventions; a row's (gpus G, tp, pp,
 
 Then, for a mixture-of-experts model (:func:`sweepkit.costmodel.layout.check_layout` for the rules):
 
-    dp > 1, ep = 1         ep = n (the experts over every GPU of the stage; MoE tensor parallelism over the
-                           same GPUs reads the same expert bytes per GPU)
+    dp > 1, ep = 1         the experts tensor-parallel over the n GPUs of the stage on every rank's gathered
+                           tokens (SGLang ``--enable-dp-attention`` without an all-to-all backend: "DP for
+                           attention, TP for FFN"; vLLM's DP x TP group without ``--enable-expert-parallel``),
+                           priced by :func:`sweepkit.costmodel.layout.moe_gather`; where the row's ``flags:``
+                           name an all-to-all backend (:data:`ALL_TO_ALL_FLAGS`: ``--moe-a2a-backend deepep``,
+                           ``--enable-deepep-moe``, ``--enable-expert-parallel``), ep = n (DEP)
     dp = 1, ep > tp'       dp = ep / tp' (wide EP: each GPU beyond the attention-TP group is an attention
                            data-parallel rank, the DEP layout of DeepSeek-V3 and LMSYS's 96-H100 deployment)
     dp = 1, ep | tp'       experts inside the tensor-parallel group
@@ -25,7 +29,8 @@ ceil(n x pp / domain) nodes joined by the device's scale-out network. A row that
 InputError saying why (reported as "not modelled: <why>").
 
 References:
-  SGLang server arguments (docs.sglang.ai, --enable-dp-attention: dp-size attention ranks within tp-size GPUs).
+  SGLang server arguments (docs.sglang.ai, --enable-dp-attention: dp-size attention ranks within tp-size GPUs;
+  docs.sglang.io cookbook "server arguments": enable_dp_attention "DP for attention, TP for FFN (hybrid)").
   vLLM expert-parallel deployment (docs.vllm.ai, serving/expert_parallel_deployment: EP = DP x TP).
   LMSYS, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert Parallelism on 96 H100 GPUs",
   lmsys.org/blog/2025-05-05-large-scale-ep (DP attention with EP72 decode over 9 nodes).
@@ -34,11 +39,16 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.costmodel.layout import check_layout, scale_up_domain
 from sweepkit.errors import InputError
+from sweepkit.validation.levers import flags
 from sweepkit.validation.measurements import Measurement
+
+ALL_TO_ALL_FLAGS = re.compile(r"--moe-a2a-backend[ =](?!none\b)\w+|--enable-deepep-moe|--enable-expert-parallel\b")
+"""Serving flags that route a DP-attention replica's tokens to their experts by all-to-alls (ep = n)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +75,10 @@ def row_layout(m: Measurement) -> RowLayout:
 
     Example:
       >>> from sweepkit.validation import parse_measurements
-      >>> csv = ("source,device,model,metric,value,unit,gpus,tp,dp,input_tokens,output_tokens,request_rate\\n"
-      ...        "demo,H200,deepseek-v3,total_throughput,1,tok/s,8,8,8,128,4,inf\\n")
+      >>> csv = ("source,device,model,metric,value,unit,gpus,tp,dp,input_tokens,output_tokens,request_rate,notes\\n"
+      ...        "demo,H200,deepseek-v3,total_throughput,1,tok/s,8,8,8,128,4,inf,flags: --tp 8 --enable-dp-attention\\n")
       >>> row_layout(parse_measurements(csv, "demo.csv")[0])
-      RowLayout(instances=1, tp=1, dp=8, ep=8, pp=1, nodes=0, redundant_experts=0)
+      RowLayout(instances=1, tp=1, dp=8, ep=1, pp=1, nodes=0, redundant_experts=0)
     """
     model, device = get_model(m.model), get_device(m.device)
     where = f"{m.source} row {m.row}"
@@ -83,7 +93,7 @@ def row_layout(m: Measurement) -> RowLayout:
             raise InputError(f"{where}: gpus = {m.gpus} is not a multiple of tp x pp = {per}")
         dp = 1
     else:
-        if dp > 1 and ep == 1:
+        if dp > 1 and ep == 1 and ALL_TO_ALL_FLAGS.search(flags(m).replace("_", "-")):
             ep = tp * dp
         elif dp == 1 and ep > tp:
             if ep % tp:

@@ -37,6 +37,15 @@ requests per replica, n = min(c / replicas, ...) above; its steady step gives
 
 (Little's law: c requests each in flight for about O steps of t_step complete c / (O t_step) per second).
 
+A decode-only row (:func:`decode_only`: a disaggregated decode pool's node test, LMSYS's "decode-only node
+test (prefill assumed unlimited)", with no output length) states its batch per GPU b_gpu and its cached
+context I: every step decodes n = b_gpu x GPUs per replica rows at I cached tokens and prefills nothing,
+
+    decode = decode_work(n I, n),   prefill = 0,   output tokens/s = replicas n / t_step
+
+with n taken as stated (no batch cap, token budget or KV limit: the source ran that batch). A row whose
+framework names two-batch overlap ("TBO") runs its layout with it (:func:`sweepkit.costmodel.layout.overlapped`).
+
 A burst of R requests all queued at t = 0 (``request_rate = inf`` with ``requests`` stated) is not a steady
 state when R is a few times n: its first steps prefill the first n prompts with the whole token budget (the
 ramp) and its last O steps drain the last n requests with no prompt left (the tail); :func:`burst` prices
@@ -62,6 +71,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +82,7 @@ from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import (IMBALANCE, IMBALANCE_EPLB, Layout, layout_kv_capacity_tokens, layout_work,
-                                     make_layout, moe_all_to_all)
+                                     make_layout, moe_all_to_all, overlap_microbatches)
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
 from sweepkit.costmodel.passes import Work, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
@@ -91,7 +101,8 @@ class RowInputs:
     ratios to its framework's defaults (1: the defaults) and whether its host work overlaps the device's
     (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`), whether its scheduler runs prefills
     first (1: :mod:`sweepkit.validation.prefill_first`); ``layout``: the replica's EP / attention-DP
-    layout (the identity, dp = ep = r_kv = 1, for a replica of tp GPUs) and ``laid`` 1 where the row has one."""
+    layout (the identity, dp = ep = r_kv = 1, for a replica of tp GPUs) and ``laid`` 1 where the row has one;
+    ``decode_only`` 1 for a decode pool's node test (:func:`decode_only`: c its rows, O unused)."""
 
     device: DeviceArrays
     model: ModelArrays
@@ -116,6 +127,7 @@ class RowInputs:
     prefill_first: jax.Array
     layout: Layout
     laid: jax.Array
+    decode_only: jax.Array
 
 
 def kv_positions(row: RowInputs) -> jax.Array:
@@ -136,7 +148,8 @@ def running(row: RowInputs) -> jax.Array:
     cap = kv_positions(row)
     n = jnp.minimum(jnp.minimum(batch_cap(row), cap / (row.isl + row.osl)),
                     token_budget(row) / (1.0 + row.isl / row.osl))
-    return jnp.maximum(jnp.minimum(n, row.concurrency / row.replicas), 1.0)
+    n = jnp.where(row.decode_only > 0, row.concurrency / row.replicas, jnp.minimum(n, row.concurrency / row.replicas))
+    return jnp.maximum(n, 1.0)
 
 
 def token_budget(row: RowInputs) -> jax.Array:
@@ -152,11 +165,14 @@ def batch_cap(row: RowInputs) -> jax.Array:
 
 
 def step_work(row: RowInputs) -> tuple[Work, Work]:
-    """(decode rows, prompt chunks) of the mean steady step (module docstring)."""
+    """(decode rows, prompt chunks) of the mean steady step (module docstring); a decode-only row's n rows at
+    I cached tokens and no prompt."""
     n, i, o = running(row), row.isl, row.osl
-    prompts = n / o
-    return decode_work(n * (i + o / 2.0), n), Work(tokens=prompts * i, attn_pairs=prompts * i * (i + 1.0),
-                                                   kv_tokens=prompts * i)
+    only = row.decode_only > 0
+    prompts = jnp.where(only, 0.0, n / o)
+    return decode_work(n * jnp.where(only, i, i + o / 2.0), n), Work(tokens=prompts * i,
+                                                                      attn_pairs=prompts * i * (i + 1.0),
+                                                                      kv_tokens=prompts * i)
 
 
 def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -185,7 +201,9 @@ def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.A
     inst = _instance(row, eff)
     lay, n = row.layout, row.tp * row.layout.dp
     extra = layout_work(lay, row.model, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
-    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, (decode.tokens + prefill.tokens) / n)
+    tokens = decode.tokens + prefill.tokens
+    mb = overlap_microbatches(lay, 1.0, tokens)           # 2 under two-batch overlap: each call moves half
+    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, tokens / (mb * n), jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
     a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
     t = measured_pass_s(inst, decode, prefill, extra, (a2a_layers, a2a_s))
     host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + prefill.tokens) / lay.dp
@@ -270,9 +288,26 @@ METRIC_KINDS = {"max_output_throughput": 0, "output_throughput": 0, "total_throu
 """Metric -> ``metric_kind`` (0 output tokens/s, 1 total tokens/s, 2 seconds per output token)."""
 
 
+def decode_only(m) -> bool:
+    """Whether ``m`` is a decode pool's node test: ``scenario`` starting "decode-only", no output length, its
+    cached context as ``input_tokens`` and its batch per GPU as ``concurrency`` (as LMSYS states them), and no
+    speculative decoding named (a simulated MTP run needs the draft's acceptance)."""
+    scenario = (m.scenario or "").lower()
+    return (scenario.startswith("decode-only") and "mtp" not in scenario and m.output_tokens is None
+            and bool(m.input_tokens) and m.concurrency is not None and m.metric == "output_throughput")
+
+
+def two_batch_overlap(m) -> bool:
+    """Whether the row's framework names two-batch overlap ("TBO", "two-batch overlap")."""
+    return re.search(r"\bTBO\b|two-batch overlap", m.framework or "", re.I) is not None
+
+
 def concurrency(m) -> float:
     """c of a row: its ``concurrency``, else its ``requests`` when all arrive at once (``request_rate = inf``),
-    else inf (a max-throughput row, or a burst of an unstated number of requests)."""
+    else inf (a max-throughput row, or a burst of an unstated number of requests); a decode-only row's batch
+    per GPU times its GPUs (:func:`decode_only`)."""
+    if decode_only(m):
+        return float(m.concurrency) * m.gpus
     if m.concurrency is not None:
         return float(m.concurrency)
     burst = m.request_rate is not None and np.isinf(m.request_rate)
@@ -298,7 +333,8 @@ def _layout(m, dtype) -> tuple[Layout, int, int, bool]:
         imb = IMBALANCE_EPLB if lay.redundant_experts else IMBALANCE
         return (make_layout(device, model, lay.tp, dp=lay.dp, ep=lay.ep, imbalance=imb,
                             compute_format=m.compute_format, gpus_per_node=per_node,
-                            redundant_experts=lay.redundant_experts, dtype=dtype),
+                            redundant_experts=lay.redundant_experts, two_batch_overlap=two_batch_overlap(m),
+                            dtype=dtype),
                 lay.tp, lay.instances, True)
     ident = make_layout(device, model, m.tp, dtype=dtype)
     return dataclasses.replace(ident, kv_replicas=jnp.asarray(1.0, dtype)), m.tp, m.gpus // m.tp, False
@@ -318,7 +354,7 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
     return RowInputs(
         device=device_arrays(devs, dtype), model=model_arrays([get_model(m.model) for m in points], dtype),
         tp=col([t for _, t, _, _ in lays]), replicas=col([r for _, _, r, _ in lays]),
-        isl=col([m.input_tokens for m in points]), osl=col([m.output_tokens for m in points]),
+        isl=col([m.input_tokens for m in points]), osl=col([m.output_tokens or 1.0 for m in points]),
         weight_bytes=col([get_format(m.weight_format).bytes_per_value for m in points]),
         kv_bytes=col([get_format(m.kv_format).bytes_per_value for m in points]),
         compute_speedup=col([d.speedup(m.compute_format) for d, m in zip(devs, points)]),
@@ -334,4 +370,4 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         burst_requests=col([burst_requests(m) for m in points]),
         prefill_first=col([prefill_first(m) for m in points]),
         layout=jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[lay for lay, _, _, _ in lays]),
-        laid=col([float(has) for _, _, _, has in lays]))
+        laid=col([float(has) for _, _, _, has in lays]), decode_only=col([decode_only(m) for m in points]))

@@ -19,18 +19,24 @@ from sweepkit.validation.serving_points import MODELLED, point_config, serving_s
 from sweepkit.validation.serving_runs import evaluate_serving
 
 HEAD = ("source,device,model,metric,value,unit,weight_format,kv_format,compute_format,gpus,tp,pp,ep,dp,"
-        "input_tokens,output_tokens,requests,request_rate\n")
+        "input_tokens,output_tokens,requests,request_rate,notes\n")
 
 
-def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8):
+def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8, flags=""):
     csv = HEAD + f"demo,{device},{model},total_throughput,1000,tok/s,{fmt},{fmt},{fmt},{gpus},{tp},{pp},{ep},{dp}," \
-                 f"{inp},{out},{n},inf\n"
+                 f"{inp},{out},{n},inf,{'flags: ' + flags if flags else ''}\n"
     return parse_measurements(csv, "demo.csv")[0]
 
 
 @pytest.mark.parametrize("row, expected", [
-    # SGLang --tp 8 --dp 8 --enable-dp-attention (GPUStack's DeepSeek-R1 on 8 x H200): DEP8.
-    (("H200", "deepseek-v3", 8, 8, 1, 1, 8), RowLayout(1, 1, 8, 8, 1, 0)),
+    # SGLang --tp 8 --dp 8 --enable-dp-attention (GPUStack's DeepSeek-R1 on 8 x H200): attention DP8, the experts
+    # tensor-parallel over the 8 GPUs on the gathered tokens ("DP for attention, TP for FFN").
+    (("H200", "deepseek-v3", 8, 8, 1, 1, 8), RowLayout(1, 1, 8, 1, 1, 0)),
+    # The same with an all-to-all backend (GPUStack's GLM-5.2 rows: --moe-a2a-backend=deepep): DEP8.
+    (("H200", "deepseek-v3", 8, 8, 1, 1, 8, "fp8", 32, 8, 8, "--tp-size=8 --dp-size=8 --enable-dp-attention "
+      "--moe-a2a-backend=deepep"), RowLayout(1, 1, 8, 8, 1, 0)),
+    (("H200", "deepseek-v3", 8, 8, 1, 1, 8, "fp8", 32, 8, 8, "--enable-dp-attention --moe-a2a-backend none"),
+     RowLayout(1, 1, 8, 1, 1, 0)),
     # SGLang --tp 4 --ep 4 (GPUStack's GLM-4.5-Air): experts inside the TP group.
     (("H100", "glm-4.5-air", 4, 4, 1, 4, 1), RowLayout(1, 4, 1, 4, 1, 0)),
     # Wide EP over 4 H100 nodes (LMSYS's EP32 prefill): attention data parallel on every GPU, 4 nodes.
@@ -86,3 +92,13 @@ def test_a_small_dep_row_is_priced_end_to_end_and_differs_from_tensor_parallelis
     # device's per-pass overhead each, and under a second for 320 tokens of a 3B-active model.
     dev = get_device("H100")
     assert 8 * 40 / 1.0 < dep <= 8 * 40 / (8 * dev.pass_overhead_s)
+
+
+def test_a_gathered_moe_tp_row_is_priced_end_to_end_by_the_serving_engine():
+    # SGLang --tp 2 --dp 2 --enable-dp-attention on 2 x H100 (Qwen3-30B-A3B): two attention ranks, the experts
+    # tensor-parallel over both GPUs on the gathered tokens; priced, and not as DEP2's all-to-alls.
+    m = _row("H100", "qwen3-30b-a3b", 2, 2, 1, 1, 2)
+    assert row_layout(m) == RowLayout(1, 1, 2, 1, 1, 0) and serving_status(m) == MODELLED
+    gathered = evaluate_serving(m)
+    dep = evaluate_serving(dataclasses.replace(m, ep=2))
+    assert math.isfinite(gathered) and gathered > 0 and gathered != pytest.approx(dep, rel=1e-3)

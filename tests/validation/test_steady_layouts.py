@@ -35,7 +35,7 @@ def _one(rows, budget=1e9):
 
 
 def test_dep_rows_are_steady_rows_priced_by_their_framework_profile():
-    dep = _row(8, 8, 1)                        # SGLang --tp 8 --dp 8 --enable-dp-attention: DEP8
+    dep = _row(8, 8, 8)                        # SGLang --tp 8 --dp 8 --enable-dp-attention --ep 8: DEP8
     assert steady_row(dep) and steady_row(_row(4, 1, 4, gpus=4, device="H100", model="glm-4.5-air"))
     assert not steady_row(dataclasses.replace(dep, pp=2, gpus=16))
     got = priced_by_profile([dep])
@@ -47,7 +47,7 @@ def test_dep8_holds_its_kv_per_attention_rank():
     # DeepSeek-V3 FP8 on 8 x H200: each of the 8 DP ranks keeps its own requests' latent (r_kv = 1) and its own
     # copy of the non-expert weights; with an unbounded batch and budget n = C / (I + O), C the layout's capacity.
     with jax.enable_x64(True):
-        dep = _one([_row(8, 8, 1)])
+        dep = _one([_row(8, 8, 8)])
         lay = make_layout(get_device("H200"), get_model("deepseek-v3"), 1, dp=8, ep=8, compute_format="fp8", dtype=F)
         none = model_arrays(None, F)
         cap = float(layout_kv_capacity_tokens(lay, device_arrays(get_device("H200"), F), F(8.0),
@@ -72,8 +72,24 @@ def test_dep8_pays_all_to_alls_and_imbalance_where_tp8_pays_all_reduces():
     seed = packaged_profile()
     with jax.enable_x64(True):
         eff = jax.tree_util.tree_map(lambda x: x[0], efficiency_arrays([seed.fields("H200", "fp8")], F))
-        dep = _one([_row(8, 8, 1)], 8192.0)
+        dep = _one([_row(8, 8, 8)], 8192.0)
         balanced = dataclasses.replace(dep, layout=dataclasses.replace(dep.layout, imbalance=F(1.0)))
         assert float(row_step_time(dep, eff)) > float(row_step_time(balanced, eff))
         no_a2a = dataclasses.replace(balanced, layout=dataclasses.replace(balanced.layout, moe_layers=F(0.0)))
         assert float(row_step_time(balanced, eff)) > float(row_step_time(no_a2a, eff))
+
+
+def test_dp_attention_without_ep_gathers_its_tokens_for_tensor_parallel_experts():
+    # SGLang --tp 8 --dp 8 --enable-dp-attention without an all-to-all backend: attention DP8 (the same KV per
+    # rank as DEP8), the experts tensor-parallel over the 8 GPUs on the gathered tokens: no expert imbalance,
+    # an all-gather and an all-reduce per MoE layer in place of the all-to-alls.
+    seed = packaged_profile()
+    with jax.enable_x64(True):
+        eff = jax.tree_util.tree_map(lambda x: x[0], efficiency_arrays([seed.fields("H200", "fp8")], F))
+        gathered, dep = _one([_row(8, 8, 1)], 8192.0), _one([_row(8, 8, 8)], 8192.0)
+        assert (float(gathered.layout.dp), float(gathered.layout.ep), float(gathered.layout.moe_tp)) == (8, 1, 8)
+        assert float(running(gathered)) == float(running(dep))
+        skewed = dataclasses.replace(gathered, layout=dataclasses.replace(gathered.layout, imbalance=F(2.0)))
+        assert float(row_step_time(skewed, eff)) == float(row_step_time(gathered, eff))
+        no_gather = dataclasses.replace(gathered, layout=dataclasses.replace(gathered.layout, moe_tp=F(1.0)))
+        assert float(row_step_time(gathered, eff)) > float(row_step_time(no_gather, eff))
