@@ -19,11 +19,11 @@ Stop rules (``stop``):
 Either way the search also ends after ``max_simulated`` candidates or ``time_budget_s`` seconds; the result
 says which rule ended it.
 
-Every call of a plan's search runs in one compiled program (:func:`program_cover`): sized for the first
-``max_simulated`` candidates the search may reach (their instances, draft passes, phases and largest batch
-cap) and for the sessions of the largest first probe, so a cold plan builds one program per workload
-instead of one per round, batch cap and session class (docs/performance.md). Runs last :data:`HORIZON`
-session lengths (the reference's four in a serving grid).
+The calls of a plan's search share compiled programs (:func:`program_cover`): each is sized for the first
+``max_simulated`` candidates the search may reach (their instances, draft passes, phases and batch caps, up to
+:data:`PAD` x the call's own) and for the sessions of the largest first probe, so a cold plan builds one or
+a few programs per workload instead of one per round, batch cap and session class (docs/performance.md).
+Runs last :data:`HORIZON` session lengths (the reference's four in a serving grid).
 """
 
 from __future__ import annotations
@@ -57,19 +57,29 @@ HORIZON = 2.0
 """Arrivals of a plan's runs span this many session lengths (a workload's ``horizon``; the MoE grids' setting)."""
 
 
+PAD = 2
+"""A call's program holds at most PAD x its own rows per instance and instances (a lane of a larger program
+costs more per iteration: 2.5x the CPU time at 8x the rows, docs/performance.md)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Cover:
-    """What every program of a plan's search holds: configurations (instances, draft passes, phases), rows per
-    instance and sessions (:func:`sweepkit.serving.capacity.search`'s ``cover``, ``slots``, ``sessions``)."""
+    """What the programs of a plan's search hold: configurations (instances, draft passes, phases), batch caps
+    and sessions (:func:`sweepkit.serving.capacity.search`'s ``cover``, ``slots``, ``sessions``)."""
 
     rows: list
     configs: list
-    slots: int
+    caps: tuple
     sessions: int
 
-    def for_gpus(self, table: dict, gpus: int) -> list:
-        """The configurations of deployments of ``gpus`` GPUs (a price budget buys each device its own count)."""
-        return [c for i, c in zip(self.rows, self.configs) if int(table["gpus"][i]) == gpus]
+    def for_call(self, table: dict, rows: list, gpus: int, cap: int) -> tuple[list, int]:
+        """The cover configurations and rows per instance of a call of ``rows`` at batch cap ``cap``: those
+        of deployments of ``gpus`` GPUs (a price budget buys each device its own count) with at most
+        :data:`PAD` x the call's instances, and the largest cover cap up to :data:`PAD` x ``cap``."""
+        inst = lambda i: int(table["instances"][i]) + int(table["prefill_instances"][i])  # noqa: E731
+        most = PAD * max(inst(i) for i in rows)
+        configs = [c for i, c in zip(self.rows, self.configs) if int(table["gpus"][i]) == gpus and inst(i) <= most]
+        return configs, max([k for k in self.caps if k <= PAD * cap] + [int(cap)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,8 +147,8 @@ def first_candidates(table: dict, queue: np.ndarray, n: int) -> list[int]:
 
 def program_cover(table: dict, bound: dict, queue: np.ndarray, w: Workload, n: int) -> Cover:
     """The :class:`Cover` of a search that simulates at most ``n`` candidates of ``queue``: the first ``n``
-    (:func:`first_candidates`), their largest batch cap, and the sessions of the largest first probe among
-    them (a probe above it, after a first pass, may still need a larger program).
+    (:func:`first_candidates`), their batch caps, and the sessions of the largest first probe among them (a
+    probe above it, after a first pass, may still need a larger program).
 
     Example:
       >>> from sweepkit.plan.space import enumerate_space, make_space
@@ -149,14 +159,14 @@ def program_cover(table: dict, bound: dict, queue: np.ndarray, w: Workload, n: i
       >>> b = run_screen(t, "llama-3.1-8b", w, None, None)
       >>> q = order(b, b["tok_s_per_gpu"])
       >>> c = program_cover(t, b, q, w, 4)
-      >>> len(c.configs), c.slots == max(int(t["batch_cap"][i]) for i in first_candidates(t, q, 4))
+      >>> len(c.configs), c.caps == tuple(sorted({int(t["batch_cap"][i]) for i in first_candidates(t, q, 4)}))
       (4, True)
     """
     rows = first_candidates(table, queue, max(int(n), 1))
     per_load = np.array([int(table["gpus"][i]) for i in rows]) / (1.0 if w.turns <= 1 else w.turns)
     starts = np.array([bound["req_s_per_gpu"][i] for i in rows]) * per_load * START_SHARE
     sessions = 0 if w.offline else w.sessions_at(float(starts.max()))
-    return Cover(rows, [config_of(table, i) for i in rows], int(max(int(table["batch_cap"][i]) for i in rows)),
+    return Cover(rows, [config_of(table, i) for i in rows], tuple(sorted({int(table["batch_cap"][i]) for i in rows})),
                  int(sessions))
 
 
@@ -244,9 +254,9 @@ def _simulate(table, bound, rows, model, w, cap, price, obj_bound, objective, co
             best = [m if m["attainment"] >= SLO_ATTAINMENT else None for m in best]
             caps = [m["goodput_req_s"] if m else 0.0 for m in best]
         else:
-            caps, best, _ = capacity_search(w, cluster, configs, prices, idle, start=max(start, 1e-3),
-                                            cover=cover.for_gpus(table, gpus), slots=cover.slots,
-                                            sessions=cover.sessions)
+            held, slots = cover.for_call(table, mine, gpus, cap)
+            caps, best, _ = capacity_search(w, cluster, configs, prices, idle, start=max(start, 1e-3), cover=held,
+                                            slots=slots, sessions=cover.sessions)
         for i, cap_s, m in zip(mine, caps, best):
             tok = float(m["output_tok_s_per_gpu"]) if m else 0.0
             out.append(Simulated(i, float(cap_s), m or {}, float(obj_bound[i]),
