@@ -21,8 +21,9 @@ says which rule ended it.
 
 The calls of a plan's search share compiled programs (:func:`program_cover`): each is sized for the first
 ``max_simulated`` candidates the search may reach (their instances, draft passes, phases and batch caps, up to
-:data:`PAD` x the call's own) and for the sessions of the largest first probe, so a cold plan builds one or
-a few programs per workload instead of one per round, batch cap and session class (docs/performance.md).
+:data:`PAD` x the call's own, rows up to :data:`PADDED_ROWS`) and for the sessions of the largest first
+probe, so a cold plan builds one or a few programs per workload instead of one per round, batch cap and
+session class (docs/performance.md).
 Runs last :data:`HORIZON` session lengths (the reference's four in a serving grid).
 """
 
@@ -60,6 +61,10 @@ HORIZON = 2.0
 PAD = 2
 """A call's program holds at most PAD x its own rows per instance and instances (a lane of a larger program
 costs more per iteration: 2.5x the CPU time at 8x the rows, docs/performance.md)."""
+PADDED_ROWS = 128
+"""Rows per instance are padded up to this many at most: a lane of chat's 70B plan takes 1.7x the CPU time at
+512 rows as at its own 256 (a compile's worth after some 17 lanes), one of coding-agent's 1.2x at 128 as at
+64 (after some 110; docs/performance.md)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +80,12 @@ class Cover:
     def for_call(self, table: dict, rows: list, gpus: int, cap: int) -> tuple[list, int]:
         """The cover configurations and rows per instance of a call of ``rows`` at batch cap ``cap``: those
         of deployments of ``gpus`` GPUs (a price budget buys each device its own count) with at most
-        :data:`PAD` x the call's instances, and the largest cover cap up to :data:`PAD` x ``cap``."""
+        :data:`PAD` x the call's instances, and the largest cover cap up to :data:`PAD` x ``cap`` and
+        :data:`PADDED_ROWS` (``cap`` itself where larger)."""
         inst = lambda i: int(table["instances"][i]) + int(table["prefill_instances"][i])  # noqa: E731
         most = PAD * max(inst(i) for i in rows)
         configs = [c for i, c in zip(self.rows, self.configs) if int(table["gpus"][i]) == gpus and inst(i) <= most]
-        return configs, max([k for k in self.caps if k <= PAD * cap] + [int(cap)])
+        return configs, max([k for k in self.caps if k <= min(PAD * cap, PADDED_ROWS)] + [int(cap)])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,16 +80,18 @@ def test_a_plans_calls_share_one_program(monkeypatch):
 
 
 def test_a_call_is_padded_at_most_twice_its_own_rows_and_instances():
-    """The cover pads a call's rows per instance to the largest cover batch cap up to 2x its own, and holds
-    only cover configurations of up to 2x its instances (a larger program costs every lane more per step)."""
-    from sweepkit.plan.search import PAD, Cover, config_of
+    """The cover pads a call's rows per instance to the largest cover batch cap up to 2x its own and 128, and
+    holds only cover configurations of up to 2x its instances (a larger program costs every lane more per
+    step)."""
+    from sweepkit.plan.search import PAD, PADDED_ROWS, Cover, config_of
     from sweepkit.plan.space import enumerate_space, make_space
 
     table = enumerate_space(make_space("llama-3.1-8b", ["H100"], 8, dict(mode="colocated", pp=1)))
     by_inst = {int(table["instances"][i]): i for i in range(len(table["tp"]))}
     rows = [by_inst[n] for n in (1, 2, 4, 8)]
     cover = Cover(rows, [config_of(table, i) for i in rows], (64, 128, 512), 0)
-    assert PAD == 2
-    assert [cover.for_call(table, [by_inst[1]], 8, cap)[1] for cap in (64, 128, 256, 512)] == [128, 128, 512, 512]
+    assert (PAD, PADDED_ROWS) == (2, 128)
+    assert [cover.for_call(table, [by_inst[1]], 8, cap)[1] for cap in (32, 64, 128, 256, 512)] == [
+        64, 128, 128, 256, 512]                                  # rows padded up to 128 at most
     held = lambda n: sorted(c.lever.instances for c in cover.for_call(table, [by_inst[n]], 8, 64)[0])  # noqa: E731
     assert held(1) == [1, 2] and held(4) == [1, 2, 4, 8] and cover.for_call(table, [by_inst[1]], 16, 64)[0] == []
