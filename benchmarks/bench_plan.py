@@ -7,7 +7,8 @@ agreement with published TensorRT-LLM max-throughput tables.
 1. Screen: configurations per second of the compiled screen over 2^20 configurations of Llama-3.1-70B's
    space on H100 and H200 (16 GPUs), median of ``--repeats`` calls (the compile excluded, reported apart).
 2. Plan: Llama-3.1-70B, H100 and H200, 16 GPUs, workloads chat and coding-agent: configurations screened,
-   feasible and simulated per workload, how the search stopped, and the wall time of the whole plan.
+   feasible and simulated per workload, how the search stopped, the wall and CPU time of the whole plan and
+   the engine programs it built (``SWEEPKIT_JAX_CACHE=<an empty folder>``: a cold compile cache).
 3. Agreement (with ``--measurements``, a CSV of the columns source, model, device, weight_format,
    input_tokens, output_tokens, tp, pp, gpus, metric, value): for every (release, model, GPU, format,
    lengths) group of TensorRT-LLM perf-overview releases v0.17 and v0.20 with several TP rows, whether the
@@ -67,13 +68,16 @@ def bench_screen(repeats: int) -> None:
 
 
 def bench_plan(max_simulated: int, budget_s: float) -> None:
+    from sweepkit.serving.programs import COMPILE_STATS
+
     ws = [get_workload("chat"), get_workload("coding-agent")]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     res = plan("llama-3.1-70b", ws, ["H100", "H200"], gpus=16, max_simulated=max_simulated,
                time_budget_s=budget_s, progress=lambda m: print("  ", m, flush=True))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     print(f"plan: llama-3.1-70b on 16 x H100 or H200, chat + coding-agent: {res.screened:,} configurations "
-          f"screened per workload ({res.screen_s:.2f} s for both), whole plan {wall:.0f} s")
+          f"screened per workload ({res.screen_s:.2f} s for both), whole plan {wall:.0f} s ({cpu:.0f} CPU-s); "
+          f"{COMPILE_STATS['programs']} engine programs built or loaded in {COMPILE_STATS['seconds']:.0f} s")
     for name, w in res.workloads.items():
         best = w["rows"][0] if w["rows"] else {}
         print(f"  {name}: {w['feasible']:,} feasible, {w['simulated']} simulated in {w['search_s']:.0f} s, "

@@ -18,6 +18,13 @@ Stop rules (``stop``):
 
 Either way the search also ends after ``max_simulated`` candidates or ``time_budget_s`` seconds; the result
 says which rule ended it.
+
+The calls of a plan's search share compiled programs (:func:`program_cover`): each is sized for the first
+``max_simulated`` candidates the search may reach (their instances, draft passes, phases and batch caps, up to
+:data:`PAD` x the call's own, rows up to :data:`PADDED_ROWS`) and for the sessions of the largest first
+probe, so a cold plan builds one or a few programs per workload instead of one per round, batch cap and
+session class (docs/performance.md).
+Runs last :data:`HORIZON` session lengths (the reference's four in a serving grid).
 """
 
 from __future__ import annotations
@@ -47,6 +54,38 @@ SAFETY = 1.2
 """Margin of the calibrated stop rule over the largest simulated / bound ratio seen."""
 TUNED = ("batch_cap", "token_budget")
 """Axes a candidate may differ in from a simulated one and still count as simulated."""
+HORIZON = 2.0
+"""Arrivals of a plan's runs span this many session lengths (a workload's ``horizon``; the MoE grids' setting)."""
+
+
+PAD = 2
+"""A call's program holds at most PAD x its own rows per instance and instances (a lane of a larger program
+costs more per iteration: 2.5x the CPU time at 8x the rows, docs/performance.md)."""
+PADDED_ROWS = 128
+"""Rows per instance are padded up to this many at most: a lane of chat's 70B plan takes 1.7x the CPU time at
+512 rows as at its own 256 (a compile's worth after some 17 lanes), one of coding-agent's 1.2x at 128 as at
+64 (after some 110; docs/performance.md)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cover:
+    """What the programs of a plan's search hold: configurations (instances, draft passes, phases), batch caps
+    and sessions (:func:`sweepkit.serving.capacity.search`'s ``cover``, ``slots``, ``sessions``)."""
+
+    rows: list
+    configs: list
+    caps: tuple
+    sessions: int
+
+    def for_call(self, table: dict, rows: list, gpus: int, cap: int) -> tuple[list, int]:
+        """The cover configurations and rows per instance of a call of ``rows`` at batch cap ``cap``: those
+        of deployments of ``gpus`` GPUs (a price budget buys each device its own count) with at most
+        :data:`PAD` x the call's instances, and the largest cover cap up to :data:`PAD` x ``cap`` and
+        :data:`PADDED_ROWS` (``cap`` itself where larger)."""
+        inst = lambda i: int(table["instances"][i]) + int(table["prefill_instances"][i])  # noqa: E731
+        most = PAD * max(inst(i) for i in rows)
+        configs = [c for i, c in zip(self.rows, self.configs) if int(table["gpus"][i]) == gpus and inst(i) <= most]
+        return configs, max([k for k in self.caps if k <= min(PAD * cap, PADDED_ROWS)] + [int(cap)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +137,50 @@ def order(bound: dict, objective: np.ndarray) -> np.ndarray:
     return idx[np.lexsort(keys)]
 
 
+def first_candidates(table: dict, queue: np.ndarray, n: int) -> list[int]:
+    """The first ``n`` rows of ``queue`` that differ in more than :data:`TUNED` (the most a search simulates)."""
+    keys = [c for c in table if c not in TUNED and c != "gpus"]
+    out, seen = [], set()
+    for i in queue:
+        key = tuple(table[c][i] for c in keys)
+        if key not in seen:
+            seen.add(key)
+            out.append(int(i))
+            if len(out) == n:
+                break
+    return out
+
+
+def program_cover(table: dict, bound: dict, queue: np.ndarray, w: Workload, n: int) -> Cover:
+    """The :class:`Cover` of a search that simulates at most ``n`` candidates of ``queue``: the first ``n``
+    (:func:`first_candidates`), their batch caps, and the sessions of the largest first probe among them (a
+    probe above it, after a first pass, may still need a larger program).
+
+    Example:
+      >>> from sweepkit.plan.space import enumerate_space, make_space
+      >>> from sweepkit.plan.build import run_screen
+      >>> from sweepkit.serving.workloads import get_workload
+      >>> t = enumerate_space(make_space("llama-3.1-8b", ["H100"], 2))
+      >>> w = get_workload("chat")
+      >>> b = run_screen(t, "llama-3.1-8b", w, None, None)
+      >>> q = order(b, b["tok_s_per_gpu"])
+      >>> c = program_cover(t, b, q, w, 4)
+      >>> len(c.configs), c.caps == tuple(sorted({int(t["batch_cap"][i]) for i in first_candidates(t, q, 4)}))
+      (4, True)
+    """
+    rows = first_candidates(table, queue, max(int(n), 1))
+    per_load = np.array([int(table["gpus"][i]) for i in rows]) / (1.0 if w.turns <= 1 else w.turns)
+    starts = np.array([bound["req_s_per_gpu"][i] for i in rows]) * per_load * START_SHARE
+    sessions = 0 if w.offline else w.sessions_at(float(starts.max()))
+    return Cover(rows, [config_of(table, i) for i in rows], tuple(sorted({int(table["batch_cap"][i]) for i in rows})),
+                 int(sessions))
+
+
+def plan_workload(w: Workload) -> Workload:
+    """``w`` as a plan simulates it: arrivals over :data:`HORIZON` session lengths (a replayed trace as it is)."""
+    return w if w.replay is not None or w.offline else dataclasses.replace(w, horizon=HORIZON)
+
+
 def run_search(table: dict, bound: dict, model: str, w: Workload, objective: str = "tokens_per_gpu",
                per_round: int = 4, max_simulated: int = 64, time_budget_s: float = 240.0, stop: str = "calibrated",
                progress=None) -> SearchResult:
@@ -119,6 +202,8 @@ def run_search(table: dict, bound: dict, model: str, w: Workload, objective: str
     price = np.array([get_device(d).price_usd_per_gpu_hour for d in table["device"]])
     obj_bound = objective_of(bound["tok_s_per_gpu"], price, objective)
     queue = order(bound, obj_bound)
+    w = plan_workload(w)
+    cover = program_cover(table, bound, queue, w, max_simulated) if len(queue) else None
     keys = [c for c in table if c not in TUNED and c != "gpus"]
     def key(i):
         return tuple(table[c][i] for c in keys)
@@ -146,7 +231,7 @@ def run_search(table: dict, bound: dict, model: str, w: Workload, objective: str
                 seen.add(key(i))
         for cap in sorted({int(table["batch_cap"][i]) for i in batch}):
             rows = [i for i in batch if int(table["batch_cap"][i]) == cap]
-            done += _simulate(table, bound, rows, model, w, cap, price, obj_bound, objective)
+            done += _simulate(table, bound, rows, model, w, cap, price, obj_bound, objective, cover)
         best = max([s.objective for s in done] + [best])
         if stop == "calibrated":
             ratio = min(1.0, SAFETY * max((s.objective / s.bound for s in done if s.bound > 0), default=1.0))
@@ -156,8 +241,8 @@ def run_search(table: dict, bound: dict, model: str, w: Workload, objective: str
     return SearchResult(done, len(table["tp"]), len(queue), stopped, time.perf_counter() - t0)
 
 
-def _simulate(table, bound, rows, model, w, cap, price, obj_bound, objective) -> list[Simulated]:
-    """Capacity searches of ``rows`` (one batch cap, one device each call)."""
+def _simulate(table, bound, rows, model, w, cap, price, obj_bound, objective, cover: Cover) -> list[Simulated]:
+    """Capacity searches of ``rows`` (one batch cap, one device each call), in ``cover``'s program."""
     out = []
     for dev in sorted({str(table["device"][i]) for i in rows}):
         mine = [i for i in rows if table["device"][i] == dev]
@@ -175,7 +260,9 @@ def _simulate(table, bound, rows, model, w, cap, price, obj_bound, objective) ->
             best = [m if m["attainment"] >= SLO_ATTAINMENT else None for m in best]
             caps = [m["goodput_req_s"] if m else 0.0 for m in best]
         else:
-            caps, best, _ = capacity_search(w, cluster, configs, prices, idle, start=max(start, 1e-3))
+            held, slots = cover.for_call(table, mine, gpus, cap)
+            caps, best, _ = capacity_search(w, cluster, configs, prices, idle, start=max(start, 1e-3), cover=held,
+                                            slots=slots, sessions=cover.sessions)
         for i, cap_s, m in zip(mine, caps, best):
             tok = float(m["output_tok_s_per_gpu"]) if m else 0.0
             out.append(Simulated(i, float(cap_s), m or {}, float(obj_bound[i]),

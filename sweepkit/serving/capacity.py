@@ -190,7 +190,8 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
            start: float | np.ndarray = 1.0, rates_per_call: int = 1, tolerance: float = TOLERANCE, progress=None,
            max_rounds: int = 40, first: np.ndarray | None = None, growth: float = 2.0,
            fixed: float | None = None, rule: str = "interpolate", ceiling: np.ndarray | None = None,
-           floor: float | None = None):
+           floor: float | None = None, cover: list[Config] | None = None, slots: int | None = None,
+           sessions: int | None = None):
     """Capacity of every configuration for workload ``w`` (not offline).
 
     Args:
@@ -212,6 +213,9 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
         probes and capacity wherever the ceiling is right; with "bracket" it is also each bracket's failing
         end before any probe. A ceiling of 0: capacity 0 without a simulation.
       floor: the load below which nothing passing means capacity 0 (default ``start`` / :data:`MIN_FACTOR`).
+      cover, slots, sessions: what every call's program holds besides ``configs`` (configurations, rows per
+        instance, sessions: :func:`sweepkit.serving.lanes.run_configs`), so that the searches of a plan share
+        one program (the same capacities in a larger program).
 
     Returns:
       (capacities [C], metrics at capacity [C] (None where capacity is 0), every probe as (config index, load,
@@ -259,7 +263,8 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
             if not sim:
                 continue
             open_, rates = [open_[k] for k in sim], rates[sim]
-            lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True, cover=configs)
+            lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True,
+                                cover=configs + list(cover or []), slots=slots, sessions=sessions)
             for k, c in enumerate(open_):
                 ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
                 brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)

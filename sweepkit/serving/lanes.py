@@ -157,16 +157,20 @@ class Lanes:
 
 
 def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, early_stop=True,
-                cap_sessions: bool = False, cover: list[Config] | None = None) -> Lanes:
+                cap_sessions: bool = False, cover: list[Config] | None = None, slots: int | None = None,
+                sessions: int | None = None) -> Lanes:
     """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled program per static shape, one
     call of it per (configuration, load) lane.
 
     ``cover``: configurations the programs are sized for besides ``configs`` (instances and draft passes), so
     that the successive calls of a capacity search, each with the configurations still open, share one
-    program (a larger program gives the same results). Times are float64 whatever the caller's JAX mode (a
-    float32 clock loses a step's duration after hours)."""
+    program (a larger program gives the same results). ``slots`` and ``sessions``: rows per instance and
+    sessions the programs hold at least (a batch cap and a session bucket larger than the call's own), so that
+    calls of several batch caps and loads share one program too. Times are float64 whatever the caller's JAX
+    mode (a float32 clock loses a step's duration after hours)."""
     with jax.enable_x64(True):
-        return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, list(cover or []))
+        return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, list(cover or []), slots,
+                            sessions)
 
 
 def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: bool = False):
@@ -183,16 +187,18 @@ def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: b
     return pol, req, [as_load(_padded(load_for(w, ses, float(r), k, early_stop), cap)) for r, k in zip(rates, n)], shape
 
 
-def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[dict], levers: list):
+def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[dict], levers: list,
+             slots: int | None = None, sessions: int | None = None):
     """One program's session capacity, static shape and requests for session bucket ``B``, sized for every
-    resolved lever in ``sized`` (``levers``: the same levers)."""
-    cap = sizes.session_capacity(B, prefix)
-    shape = sizes.shape_for(w, cluster, sized, levers, cap, prefix, B)
+    resolved lever in ``sized`` (``levers``: the same levers), ``slots`` rows per instance and ``sessions``
+    sessions at least."""
+    cap = sizes.session_capacity(max(B, int(sessions or 0)), prefix)
+    shape = sizes.shape_for(w, cluster, sized, levers, cap, prefix, B, slots)
     req, _ = requests_for(w, B, cap, shape.turns, shape.systems)
     return cap, shape, req
 
 
-def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) -> Lanes:
+def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover, slots, sessions) -> Lanes:
     if problem := setting_problem():             # a mistyped setting is refused, not silently read
         raise InputError(problem)
     rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
@@ -209,7 +215,8 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover) ->
     sized = res + [resolve(cluster, cfg.lever) for cfg in cover]     # what every group's program holds
     for flags in dict.fromkeys(static):             # every group's lanes queued before any is awaited
         idx = [c for c in range(len(configs)) if static[c] == flags]
-        cap, shape, req = _program(w, cluster, B, *flags, sized, [cfg.lever for cfg in configs + cover])
+        cap, shape, req = _program(w, cluster, B, *flags, sized, [cfg.lever for cfg in configs + cover], slots,
+                                   sessions)
         pols = [policy_of(cluster, configs[c], w.name, shape.gamma_max, shape.instances) for c in idx]
         padded = [[_padded(loads[c, k], cap) for k in range(rates.shape[1])] for c in idx]
         pending.append((idx, shape, time.perf_counter(), submit_lanes(pols, padded, req, shape)))

@@ -19,17 +19,19 @@ from sweepkit.serving.workloads import Workload
 
 
 def shape_for(w: Workload, cluster: Cluster, res: list[Settings], levers, n_ses: int, prefix: bool,
-              bucket: int | None = None) -> Shape:
+              bucket: int | None = None, slots: int | None = None) -> Shape:
     """Static sizes of one program of ``n_ses`` sessions for lanes of up to ``bucket`` sessions (default
     ``n_ses``): enough instances and draft passes for every configuration of the call, and the prefix cache's
     arrays only where ``prefix`` (so most levers share one or two programs). Shared prompts are rounded up to
     a class (:data:`SYSTEMS_CLASS`) and turns too (:func:`turns_class`; :func:`prefix_turns_class` with the
     prefix cache, whose chains are as long as the turns), so workloads of similar sizes share a program. The
     phases no configuration of ``res`` can reach (preemption, swap, KV hand-offs) are left out: a program of
-    reserved, colocated levers compiles in less time (:func:`families`)."""
+    reserved, colocated levers compiles in less time (:func:`families`). Rows per instance are the cluster's
+    batch cap, or ``slots`` where larger (a row past a configuration's own cap is never admitted, so programs
+    of several caps are one)."""
     turns = prefix_turns_class(w.turns, n_ses) if prefix else turns_class(w.turns, n_ses, bucket or n_ses)
     systems = max(w.system_prompts, 1)
-    return Shape(instances=max(r.total_instances for r in res), slots=cluster.batch_cap, admits=32,
+    return Shape(instances=max(r.total_instances for r in res), slots=max(int(cluster.batch_cap), int(slots or 0)), admits=32,
                  requests=n_ses * turns, sessions=n_ses, turns=turns,
                  systems=SYSTEMS_CLASS * math.ceil(systems / SYSTEMS_CLASS),
                  gamma_max=max(lv.gamma for lv in levers), prefix=prefix, **families(res, prefix))
