@@ -130,3 +130,24 @@ def test_bracket_search_keeps_the_guarantee_in_fewer_simulations(setting):
     assert best[0]["attainment"] >= 0.9 and not best[0]["stopped_early"]
     assert (hi - caps[0]) / hi <= 0.05 and len(rows) < 7
     assert 0.439453125 * 0.95 <= caps[0] <= 0.439453125 / 0.95
+
+
+def test_chunked_batching_overlaps_prefill_and_decode_in_the_bound(setting):
+    """Under chunked batching a mixed step streams the weights once for its prompt chunks and decode rows, so
+    the bound is I / max(p, d) (not I / (p + d)): p and d priced by step_cost directly, as above."""
+    wls, cl, lvs = setting
+    w = dataclasses.replace(wls["chat"], tpot_slo_s=10.0)
+    lever = lvs["chunked-2048"]
+    cfg, ses = Config("H100", lever), bracket_sessions(w)
+    with jax.enable_x64(True):
+        inst = policy(cl, cfg, None, w.name).inst
+        P, O = float(np.mean(ses.prompt)), float(np.mean(ses.output))
+        none = Work(*(np.zeros(()),) * 3)
+        t_dec = float(step_cost(inst, 256 * (P + O / 2), 256.0, none, 0)[0])
+        n = math.floor(lever.token_budget / P)
+        c = chunk_work(0.0, P)
+        t_pre = float(step_cost(inst, 0.0, 0.0, Work(c.tokens * n, c.attn_pairs * n, c.kv_tokens * n), 0)[0])
+    p, d = t_pre / n, O * t_dec / 256
+    assert throughput_bound(w, cl, cfg, ses) == pytest.approx(2 / max(p, d) / w.turns, rel=1e-9)
+    prio = Config("H100", dataclasses.replace(lever, batching="prefill-priority"))
+    assert throughput_bound(w, cl, cfg, ses) > throughput_bound(w, cl, prio, ses)
