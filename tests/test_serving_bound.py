@@ -151,3 +151,16 @@ def test_chunked_batching_overlaps_prefill_and_decode_in_the_bound(setting):
     assert throughput_bound(w, cl, cfg, ses) == pytest.approx(2 / max(p, d) / w.turns, rel=1e-9)
     prio = Config("H100", dataclasses.replace(lever, batching="prefill-priority"))
     assert throughput_bound(w, cl, cfg, ses) > throughput_bound(w, cl, prio, ses)
+
+
+def test_a_ceiling_below_the_capacity_is_dropped_and_the_search_goes_on(setting):
+    """A ceiling under the capacity (the bound wrong there) must not decide it: once a passing load comes within
+    the tolerance of the unsimulated ceiling, the search drops it and ends on a simulated failing probe."""
+    wls, cl, lvs = setting
+    w, cfg = wls["realtime-voice"], Config("H100", lvs["baseline"])
+    for rule in ("bracket", "bisect"):
+        caps, best, rows = search(w, cl, [cfg], [3.0], [100.0], start=0.25, rule=rule, ceiling=np.array([0.3]))
+        fails = [r for _, r, _, m in rows if m["attainment"] < 0.9 or m["stopped_early"]]
+        hi = min(r for r in fails if r > caps[0])
+        assert caps[0] > 0.3 / 0.95 and best[0]["attainment"] >= 0.9 and (hi - caps[0]) / hi <= 0.05
+        assert hi in [r for _, r, _, _ in rows]                         # the failing end was simulated
