@@ -164,3 +164,14 @@ def test_a_ceiling_below_the_capacity_is_dropped_and_the_search_goes_on(setting)
         hi = min(r for r in fails if r > caps[0])
         assert caps[0] > 0.3 / 0.95 and best[0]["attainment"] >= 0.9 and (hi - caps[0]) / hi <= 0.05
         assert hi in [r for _, r, _, _ in rows]                         # the failing end was simulated
+
+
+def test_only_a_bracket_closed_by_its_unsimulated_ceiling_is_reopened():
+    from sweepkit.serving.capacity import lifted, unverified
+    assert unverified(Bracket(4.0, 4.2), 4.2, True)
+    assert not unverified(Bracket(4.0, 4.2), 5.0, True)          # its failing end was simulated
+    assert not unverified(Bracket(0.0, 4.2), 4.2, True)          # nothing passed: the floor decides
+    assert not unverified(Bracket(4.0, 4.2), 4.2, False)         # still open
+    assert not unverified(Bracket(4.0, 4.2), math.inf, True)     # no ceiling
+    b = lifted(Bracket(4.0, 4.2, {"attainment": 0.95}, 0.95, 0.0, "hi", 0.5, 1.0))
+    assert (b.lo, b.hi, b.best, b.attain_lo, b.moved, b.weight_lo) == (4.0, math.inf, {"attainment": 0.95}, 0.95, "", 1.0)
