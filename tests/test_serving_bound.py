@@ -130,3 +130,48 @@ def test_bracket_search_keeps_the_guarantee_in_fewer_simulations(setting):
     assert best[0]["attainment"] >= 0.9 and not best[0]["stopped_early"]
     assert (hi - caps[0]) / hi <= 0.05 and len(rows) < 7
     assert 0.439453125 * 0.95 <= caps[0] <= 0.439453125 / 0.95
+
+
+def test_chunked_batching_overlaps_prefill_and_decode_in_the_bound(setting):
+    """Under chunked batching a mixed step streams the weights once for its prompt chunks and decode rows, so
+    the bound is I / max(p, d) (not I / (p + d)): p and d priced by step_cost directly, as above."""
+    wls, cl, lvs = setting
+    w = dataclasses.replace(wls["chat"], tpot_slo_s=10.0)
+    lever = lvs["chunked-2048"]
+    cfg, ses = Config("H100", lever), bracket_sessions(w)
+    with jax.enable_x64(True):
+        inst = policy(cl, cfg, None, w.name).inst
+        P, O = float(np.mean(ses.prompt)), float(np.mean(ses.output))
+        none = Work(*(np.zeros(()),) * 3)
+        t_dec = float(step_cost(inst, 256 * (P + O / 2), 256.0, none, 0)[0])
+        n = math.floor(lever.token_budget / P)
+        c = chunk_work(0.0, P)
+        t_pre = float(step_cost(inst, 0.0, 0.0, Work(c.tokens * n, c.attn_pairs * n, c.kv_tokens * n), 0)[0])
+    p, d = t_pre / n, O * t_dec / 256
+    assert throughput_bound(w, cl, cfg, ses) == pytest.approx(2 / max(p, d) / w.turns, rel=1e-9)
+    prio = Config("H100", dataclasses.replace(lever, batching="prefill-priority"))
+    assert throughput_bound(w, cl, cfg, ses) > throughput_bound(w, cl, prio, ses)
+
+
+def test_a_ceiling_below_the_capacity_is_dropped_and_the_search_goes_on(setting):
+    """A ceiling under the capacity (the bound wrong there) must not decide it: once a passing load comes within
+    the tolerance of the unsimulated ceiling, the search drops it and ends on a simulated failing probe."""
+    wls, cl, lvs = setting
+    w, cfg = wls["realtime-voice"], Config("H100", lvs["baseline"])
+    for rule in ("bracket", "bisect"):
+        caps, best, rows = search(w, cl, [cfg], [3.0], [100.0], start=0.25, rule=rule, ceiling=np.array([0.3]))
+        fails = [r for _, r, _, m in rows if m["attainment"] < 0.9 or m["stopped_early"]]
+        hi = min(r for r in fails if r > caps[0])
+        assert caps[0] > 0.3 / 0.95 and best[0]["attainment"] >= 0.9 and (hi - caps[0]) / hi <= 0.05
+        assert hi in [r for _, r, _, _ in rows]                         # the failing end was simulated
+
+
+def test_only_a_bracket_closed_by_its_unsimulated_ceiling_is_reopened():
+    from sweepkit.serving.capacity import lifted, unverified
+    assert unverified(Bracket(4.0, 4.2), 4.2, True)
+    assert not unverified(Bracket(4.0, 4.2), 5.0, True)          # its failing end was simulated
+    assert not unverified(Bracket(0.0, 4.2), 4.2, True)          # nothing passed: the floor decides
+    assert not unverified(Bracket(4.0, 4.2), 4.2, False)         # still open
+    assert not unverified(Bracket(4.0, 4.2), math.inf, True)     # no ceiling
+    b = lifted(Bracket(4.0, 4.2, {"attainment": 0.95}, 0.95, 0.0, "hi", 0.5, 1.0))
+    assert (b.lo, b.hi, b.best, b.attain_lo, b.moved, b.weight_lo) == (4.0, math.inf, {"attainment": 0.95}, 0.95, "", 1.0)

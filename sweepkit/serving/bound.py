@@ -10,8 +10,10 @@ prefix cache), mean output O and the acceptance survivals s_j of the lever's dra
     decode seconds per request              d = O t_step(b*) / (b* tau)
     prefill seconds per request             p = t_step(n prompts of P) / n,  n = max(1, floor(budget / P))
 
-and the bound in requests per second is I / (p + d) for I colocated instances, min(I_pre / p, I_dec / d) for
-disaggregated pools, 0 where one prompt alone (the prompt at the :data:`ZERO_QUANTILE`) exceeds the TTFT SLO; per
+and the bound in requests per second is I / (p + d) for I colocated instances, I / max(p, d) under chunked
+batching (a mixed step streams the weights once for its prompt chunks and its decode rows, so prefill and
+decode overlap at best: a mixed step costs at least what either part alone costs), min(I_pre / p, I_dec / d)
+for disaggregated pools, 0 where one prompt alone (the prompt at the :data:`ZERO_QUANTILE`) exceeds the TTFT SLO; per
 session a multi-turn workload's bound is that over its turns. ``t_step`` is
 :func:`sweepkit.costmodel.steps.step_cost` of the configuration's replica, as the engine prices a step.
 
@@ -127,6 +129,8 @@ def _bound(w: Workload, cluster: Cluster, cfg: Config, ses: Sessions) -> float:
     p = t_pre[1] / n
     if res.mode == "disagg":
         per_s = min(res.prefill_instances / p, res.instances / d)
+    elif res.batching == "chunked":              # prompt chunks ride in the decode rows' steps: at best overlapped
+        per_s = res.instances / max(p, d)
     else:
         per_s = res.instances / (p + d)
     return per_s / max(w.turns, 1)

@@ -29,7 +29,10 @@ Step 3 has two rules (``rule``; the grid's ``search``):
 Both end with the same guarantee: a passing load lo and a failing load hi within the tolerance of each other.
 Under every rule a probe at or above a configuration's ``ceiling`` fails without a simulation, and a ceiling
 of 0 (no load can meet the TTFT SLO) is a capacity of 0 without one; bisection keeps its probes' loads, so
-it finds the reference's capacity in fewer simulations wherever the ceiling is right.
+it finds the reference's capacity in fewer simulations wherever the ceiling is right. Where it is not (a
+bracket closes between a passing load and the unsimulated ceiling), that configuration's ceiling is dropped
+and its search goes on from the passing load (:func:`unverified`, :func:`lifted`): the failing end of a
+capacity's final bracket is always a simulated probe.
 
 Every round runs one probe (or ``rates_per_call`` probes) of every open configuration in one
 :func:`sweepkit.serving.lanes.run_configs` call, so the configurations' probes share the cores; lanes that
@@ -211,7 +214,8 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
       ceiling: optional [C] loads per second known to fail (:func:`sweepkit.serving.bound.search_bracket`):
         a probe at or above it fails without a simulation (attainment 0, no row), so "bisect" keeps its
         probes and capacity wherever the ceiling is right; with "bracket" it is also each bracket's failing
-        end before any probe. A ceiling of 0: capacity 0 without a simulation.
+        end before any probe. A ceiling of 0: capacity 0 without a simulation. A ceiling a passing load comes
+        within ``tolerance`` of is dropped and the search goes on above it (:func:`unverified`).
       floor: the load below which nothing passing means capacity 0 (default ``start`` / :data:`MIN_FACTOR`).
       cover, slots, sessions: what every call's program holds besides ``configs`` (configurations, rows per
         instance, sessions: :func:`sweepkit.serving.lanes.run_configs`), so that the searches of a plan share
@@ -246,6 +250,9 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
                                                 rows), None
                 if progress:
                     progress(C)
+            for c in range(C):
+                if unverified(brackets[c], ceil[c], done(c)):
+                    ceil[c], brackets[c] = math.inf, lifted(brackets[c])
             open_ = [c for c in range(C) if not done(c)]
             if not open_:
                 break
@@ -281,6 +288,22 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
         side.shutdown(wait=False, cancel_futures=True)
     rows += [(c, float(fixed), "reference", at_fixed[c]) for c in range(C)] if fixed is not None else []
     return [b.lo for b in brackets], [b.best for b in brackets], rows
+
+
+def unverified(b: Bracket, ceiling: float, closed: bool) -> bool:
+    """Whether a closed bracket's failing end is an unsimulated ceiling above a passing load (the ceiling
+    was below the capacity: the cost model's bound was not an upper bound there)."""
+    return closed and b.lo > 0 and math.isfinite(ceiling) and b.hi >= ceiling
+
+
+def lifted(b: Bracket) -> Bracket:
+    """The bracket without its unsimulated failing end: the search goes on growing from its passing load.
+
+    Example:
+      >>> lifted(Bracket(4.0, 4.2, None, 0.95, 0.0)).hi
+      inf
+    """
+    return Bracket(lo=b.lo, best=b.best, attain_lo=b.attain_lo)
 
 
 def opening(start: float, b: Bracket, n: int = 1, growth: float = 2.0, tolerance: float = TOLERANCE) -> np.ndarray:
