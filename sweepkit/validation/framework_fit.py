@@ -5,7 +5,9 @@ of the row's ``framework``), no draft, serving status MODELLED, split = train (e
 ``all_rows``), never MLPerf Inference v5.x, InferenceX or TensorRT-LLM >= 1.0 rows (:data:`NOT_FITTED`).
 The fit (:func:`sweepkit.validation.profile_fit.fit_profile`) starts from ``start`` (the seed table unless
 given); slices of (device, compute format) without a training row keep the start's fields, and a slice
-without MoE rows is written without MoE fields (:data:`MOE_FIELDS`, inherited from its family).
+without MoE rows is written without MoE fields (:data:`MOE_FIELDS`, inherited from its family), and a field the
+training rows do not pin down (:func:`without_unidentified`) is left out of the slice too: it is inherited
+from the family's fitted entries, or the default, as a slice without rows would be.
 The errors are reported per slice: device x model class (dense or MoE) x compute format.
 """
 
@@ -18,15 +20,19 @@ import jax
 import numpy as np
 
 from sweepkit.catalogue import get_model
-from sweepkit.catalogue.efficiency import Profile, framework_key, packaged_profile
+from sweepkit.catalogue.families import families
+from sweepkit.catalogue.efficiency import FIELDS, Profile, framework_key, packaged_profile
 from sweepkit.errors import InputError
 from sweepkit.validation.measurements import Measurement
-from sweepkit.validation.profile_fit import ProfileFit, fit_profile
+from sweepkit.validation.profile_fit import ProfileFit, fit_profile, identified_fields
 from sweepkit.validation.profiles import fitted_profile, profile_values, steady_row
 from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET
 from sweepkit.validation.steady import row_inputs
 
 
+UNCHANGED = 1e-6
+"""Largest |log ratio| of a training row's value for a field to count as not pinned down by the rows
+(:func:`without_unidentified`)."""
 MOE_FIELDS = ("moe_eff_max", "moe_tokens_half")
 """Fields a slice's entry leaves out when its training rows hold no MoE model: they are then inherited
 (:mod:`sweepkit.catalogue.families`, MoE efficiency as the sibling's ratio to dense), not the prior's value."""
@@ -100,8 +106,44 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
     prof = fitted_profile(start, framework, slices, res.overheads, file=file, sha256=sha256,
                           rows=[m.row for m in train], error_before_pct=med(res.residuals_before),
                           error_after_pct=med(res.residuals_after), token_budget=res.token_budget)
+    prof = without_unidentified(prof, train)
     return FrameworkFit(profile=prof, fit=res, train=train, rows=rows, before_pct=errors_pct(rows, start),
                         after_pct=errors_pct(rows, prof))
+
+
+def without_unidentified(profile: Profile, train: list[Measurement]) -> Profile:
+    """``profile`` with each entry field the rows of ``train`` do not pin down left out, so that it is inherited
+    from the family's entries or the default (:mod:`sweepkit.catalogue.families`) as a slice without rows is.
+
+    A field f of slice k is left out when no row depends on it at the profile's values (a zero column of d log
+    model / d theta: :func:`sweepkit.validation.profile_fit.identified_fields`) and every row of ``train`` keeps its
+    value, to |log ratio| <= :data:`UNCHANGED`, with f inherited instead: a field whose term does not bind at
+    the fitted value but would at the inherited one (the fit pushed it until it stopped binding) is kept.
+    Candidates are tried in the order of the family table (families, then their devices, as listed in
+    families.toml), each against the profile with the earlier ones left out, so a family's first device, which
+    its siblings inherit from, is tried before them.
+
+    Example:
+      The shipped TensorRT-LLM profile's H200 FP8 entry, fitted on max-throughput rows that never bind on
+      weight streaming, takes H100 FP8's ``weight_bw_eff`` (tests/validation/test_profile_fit.py).
+    """
+    train = [m for m in train if steady_row(m)]
+    keys = [(m.device, m.compute_format) for m in train]
+    with jax.enable_x64(True):
+        ident = identified_fields(row_inputs(train, MAX_BATCH, TOKEN_BUDGET), keys, profile)
+
+    def values(p):
+        return np.log(profile_values(train, [p] * len(train)))
+
+    base = values(profile)
+    fams = [d for fam in families()["families"].values() for d in fam["devices"]]
+    for k in sorted(ident, key=lambda k: (fams.index(k[0]) if k[0] in fams else len(fams), k)):
+        for f in [f for f in profile.entries.get(k, {}) if f in FIELDS and f not in ident[k]]:
+            entries = {**profile.entries, k: {g: v for g, v in profile.entries[k].items() if g != f}}
+            trial = dataclasses.replace(profile, entries=entries)
+            if np.max(np.abs(values(trial) - base)) <= UNCHANGED:
+                profile = trial
+    return profile
 
 
 def slice_table(result: FrameworkFit) -> list[dict]:

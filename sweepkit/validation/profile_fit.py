@@ -12,7 +12,10 @@ profile it starts from) by a Gaussian prior of width :data:`PRIOR_WIDTH` in u:
     minimise  sum_i (log(model_i(theta(u)) / measured_i) / sigma)^2 + sum_j ((u_j - u_0,j) / s)^2
 
 so a field the rows do not constrain (link efficiency at tp = 1, MoE fields without MoE rows) stays at its
-start, and slices with no training row are not fitted at all. model_i is
+start, and slices with no training row are not fitted at all. A field on which no training row depends at the
+fitted point (max_i |d log model_i / d u_j| <= :data:`IDENTIFIED`: weight streaming of a slice whose rows are
+all compute-bound, the link of a tp = 1 slice) is reported as not identified (``ProfileFit.identified``), so a
+profile can leave it to its family instead of writing its start value as if it were fitted. model_i is
 :func:`sweepkit.validation.steady.row_value`. Levenberg-Marquardt on the stacked residuals with the
 Jacobian from ``jax.jacfwd`` (the same damping rule as :mod:`sweepkit.validation.fit`).
 
@@ -44,6 +47,9 @@ PRIOR_WIDTH = 3.0
 ROW_SIGMA = 0.05
 """sigma: the log misfit expected of one row (5 %: run-to-run spread and what the model leaves out); the data
 residuals are divided by it, so the prior weighs against rows in their units."""
+IDENTIFIED = 1e-9
+"""Least max_i |d log model_i / d u_j| over the training rows for field j to count as identified by them (a
+field no row depends on has an exactly zero column: its term never binds in the rows' roofline maxima)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +63,8 @@ class ProfileFit:
     residuals_after: np.ndarray
     iterations: int
     token_budget: float = 0.0
+    identified: dict = dataclasses.field(default_factory=dict)
+    """(device, format) -> the fields of :data:`FIELDS` some training row depends on at the fitted point."""
 
 
 def _limits(names):
@@ -82,6 +90,38 @@ def _efficiency(u, slice_of_row, n_slices, lo, hi) -> Efficiency:
     cols = {k: per[:, j] for j, k in enumerate(FIELDS)}
     cols.update({k: jnp.full(slice_of_row.shape, fw[j]) for j, k in enumerate(FRAMEWORK_FIELDS)})
     return Efficiency(**cols)
+
+
+def _identified(rows: RowInputs, keys: list[tuple[str, str]], slices: list, per, overheads: dict) -> dict:
+    """{slice: fields with max_i |d log model_i / d theta_j| > IDENTIFIED} at per-slice values ``per``."""
+    index = {k: i for i, k in enumerate(slices)}
+    with jax.enable_x64(True):
+        slice_of_row = jnp.asarray([index[k] for k in keys])
+        fw = {f: jnp.full(slice_of_row.shape, float(overheads[f])) for f in FRAMEWORK_FIELDS}
+
+        def log_model(theta):
+            cols = {f: theta[slice_of_row, j] for j, f in enumerate(FIELDS)}
+            return jnp.log(jax.vmap(row_value)(rows, Efficiency(**cols, **fw)))
+
+        jac = np.asarray(jax.jacfwd(log_model)(jnp.asarray(per, jnp.float64)))   # rows x slices x fields
+    sens = np.max(np.abs(jac), axis=0)
+    return {k: {f for j, f in enumerate(FIELDS) if sens[i, j] > IDENTIFIED} for i, k in enumerate(slices)}
+
+
+def identified_fields(rows: RowInputs, keys: list[tuple[str, str]], profile: Profile) -> dict:
+    """The per-format fields some row depends on, per (device, format) slice, at ``profile``'s values.
+
+    Field j of slice k is identified when max_i |d log model_i / d theta_j| > :data:`IDENTIFIED` over the rows
+    i of slice k (``keys`` gives each row's slice); a field whose term never binds in those rows' roofline
+    maxima (weight streaming where every row is compute-bound, the link at tp = 1) has an exactly zero column.
+
+    Example:
+      At tp = 1 no row depends on the link: ``"link_eff" not in identified_fields(rows, keys, p)[k]``
+      (tests/validation/test_profile_fit.py).
+    """
+    slices = sorted(set(keys))
+    per = [[profile.fields(*k)[f] for f in FIELDS] for k in slices]
+    return _identified(rows, keys, slices, per, profile.overheads)
 
 
 def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: Profile, *,
@@ -140,7 +180,10 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
         theta = np.asarray(_to_theta(u, lo, hi))
         after = np.asarray(data(u))
     per = theta[: len(slices) * len(FIELDS)].reshape(len(slices), len(FIELDS))
+    fitted_rows = dataclasses.replace(rows, token_budget=jnp.full(rows.token_budget.shape, theta[n_fw])) if extra else rows
     return ProfileFit(slices={k: dict(zip(FIELDS, map(float, per[i]))) for i, k in enumerate(slices)},
                       overheads=dict(zip(FRAMEWORK_FIELDS, map(float, theta[len(slices) * len(FIELDS):n_fw]))),
                       residuals_before=before, residuals_after=after, iterations=used,
-                      token_budget=float(theta[n_fw]) if extra else 0.0)
+                      token_budget=float(theta[n_fw]) if extra else 0.0,
+                      identified=_identified(fitted_rows, keys, slices, per,
+                                             dict(zip(FRAMEWORK_FIELDS, theta[len(slices) * len(FIELDS):n_fw]))))

@@ -19,8 +19,9 @@ from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.costmodel.passes import Work
 from sweepkit.costmodel.steps import pass_cost
 from sweepkit.validation import Measurement, parse_measurements
-from sweepkit.validation.framework_fit import calibrate_framework, fittable
-from sweepkit.validation.profiles import REFERENCE, row_profile
+from sweepkit.validation.framework_fit import calibrate_framework, fittable, without_unidentified
+from sweepkit.validation.profile_fit import identified_fields
+from sweepkit.validation.profiles import REFERENCE, profile_values, row_profile
 from sweepkit.validation.steady import measured_throughput, reference_throughput, row_inputs, running
 
 TRUE = {("H100", "fp8"): dict(gemm_eff_max=0.65, gemm_tokens_half=200.0, moe_eff_max=0.5, moe_tokens_half=100.0,
@@ -89,6 +90,39 @@ def test_fit_recovers_generated_rows_and_predicts_held_out_pairs():
     # An unfitted slice inherits its family's fitted entry (B200 -> Hopper), never another vendor's.
     assert fit.profile.fields("B200", "fp4") == fit.profile.fields("H100", "fp8")
     assert fit.profile.fields("MI300X", "fp8") == packaged_profile().fields("MI300X", "fp8") | fit.profile.overheads
+
+
+def test_fields_no_training_row_pins_down_are_inherited_and_leave_every_row_unchanged():
+    # At tp = 1 no all-reduce runs (its term is exactly 0), and a dense model runs no grouped MoE GEMM: those
+    # fields' columns of d log model / d theta are zero, where the GEMM and KV fields' are not.
+    h200 = {**TRUE[("H100", "fp8")], "link_eff": 0.5, "allreduce_overhead_s": 3e-5, "tp_loss": 0.2}
+    prof = dataclasses.replace(packaged_profile(), entries={**TRUE, ("H200", "fp8"): h200}, overheads=OVERHEADS)
+    rows = [dataclasses.replace(_row("llama-3.1-8b", tp, i, o), device=dev)
+            for dev, tps in (("H100", (1, 2)), ("H200", (1,))) for tp in tps for i, o in PAIRS]
+    keys = [(m.device, m.compute_format) for m in rows]
+    with jax.enable_x64(True):
+        ident = identified_fields(row_inputs(rows, 1024, 8192), keys, prof)
+    assert {"link_eff", "allreduce_overhead_s", "tp_loss", "moe_eff_max", "moe_tokens_half"}.isdisjoint(
+        ident[("H200", "fp8")])
+    assert {"gemm_eff_max", "kv_bw_eff"} <= ident[("H200", "fp8")]
+    assert {"link_eff", "tp_loss"} <= ident[("H100", "fp8")]            # its tp = 2 rows all-reduce
+    pruned = without_unidentified(prof, rows)
+    # H200's unpinned link fields are now its family's fitted H100 values; every training row is unchanged.
+    for k in ("link_eff", "allreduce_overhead_s", "tp_loss"):
+        assert k not in pruned.entries[("H200", "fp8")]
+        assert pruned.fields("H200", "fp8")[k] == TRUE[("H100", "fp8")][k]
+    assert {"link_eff", "tp_loss", "gemm_eff_max", "kv_bw_eff"} <= pruned.entries[("H100", "fp8")].keys()
+    np.testing.assert_allclose(profile_values(rows, [pruned] * len(rows)), profile_values(rows, [prof] * len(rows)),
+                               rtol=1e-9)
+
+
+def test_the_shipped_tensorrt_llm_profile_prices_h200_weight_streaming_as_h100s_fit():
+    # Its H200 FP8 max-throughput rows never bind on weight streaming at the seed's 0.8 or at H100's fitted
+    # value, so the entry leaves the field to the family (families.toml: H200 -> H100 FP8), BF16 rows too.
+    p = profile_for("TensorRT-LLM")
+    assert "weight_bw_eff" not in p.entries[("H200", "fp8")]
+    h100 = p.entries[("H100", "fp8")]["weight_bw_eff"]
+    assert p.fields("H200", "fp8")["weight_bw_eff"] == p.fields("H200", "bf16")["weight_bw_eff"] == h100
 
 
 def test_a_profile_prices_only_its_framework_and_never_fits_excluded_sources():
