@@ -15,15 +15,15 @@ dense weights, :func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``dp``
 P_rep w leaves out the copies that class already reads. Each DP rank schedules its own requests, so the host
 time per token counts one rank's T / dp tokens (:mod:`sweepkit.costmodel.steps`).
 
-Under two-batch overlap (:func:`sweepkit.costmodel.layout.overlapped`) mb is at least 2 and the slots'
+Under two-batch overlap (:func:`sweepkit.costmodel.moe_comm.overlapped`) mb is at least 2 and the slots'
 all-to-alls overlap their compute: (mb + pp - 1) t_slot becomes overlapped(S C, S A, B = S L_a2a / pp x
 t_busy) + S (t_allreduce + t_hop), S = mb + pp - 1, C = the compute classes plus t_layout, A = L_a2a / pp x
-t_a2a, t_busy the SM-occupying seconds of one layer's all-to-alls (:func:`sweepkit.costmodel.layout.a2a_busy_s`).
+t_a2a, t_busy the SM-occupying seconds of one layer's all-to-alls (:func:`sweepkit.costmodel.moe_comm.a2a_busy_s`).
 
 t_allreduce: (2 L - L_a2a) / pp rings of tp GPUs, each carrying 1 / dp of the micro-batch's tokens
 (:func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``allreduces``, ``ring``, ``ring_share``), at
 the profile's link efficiency and all-reduce overhead; t_a2a: the layout's MoE all-to-alls
-(:func:`sweepkit.costmodel.layout.moe_all_to_all`) over L_a2a layers; t_hop: one stage-to-stage send
+(:func:`sweepkit.costmodel.moe_comm.moe_all_to_all`) over L_a2a layers; t_hop: one stage-to-stage send
 (pp > 1); dF, dW, dO: the layout's extra FLOPs, weight bytes and other bytes
 (:func:`sweepkit.costmodel.layout.layout_work`) at the dense GEMM and weight-streaming efficiencies. The
 host overheads t_0 (per step) and t_tok (per token position) are the profile's, paid once per step. At
@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.efficiency import saturating, step_time_by_class
-from sweepkit.costmodel.layout import a2a_busy_s, overlap_microbatches, overlapped
+from sweepkit.costmodel.moe_comm import a2a_busy_s, overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, combine
 
 

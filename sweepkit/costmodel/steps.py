@@ -57,8 +57,8 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency
-from sweepkit.costmodel.layout import (Layout, a2a_busy_s, layout_work, moe_all_to_all, overlap_microbatches,
-                                      overlapped)
+from sweepkit.costmodel.layout import Layout, layout_work
+from sweepkit.costmodel.moe_comm import a2a_busy_s, moe_all_to_all, overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved,
                                        expert_params_read, flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.profiled import measured_pass_s, split
@@ -197,7 +197,7 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     # host work per token runs on each attention-DP rank's own scheduler, over its T / dp tokens
     fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens / inst.dp) * net.present
     t = slots * (slot.t_s + ar_s + hop_s + moe_s) + fixed
-    if inst.layout is not None:                   # two-batch overlap (sweepkit.costmodel.layout.overlapped)
+    if inst.layout is not None:                   # two-batch overlap (sweepkit.costmodel.moe_comm.overlapped)
         busy = slots * a2a_layers / pp * a2a_busy_s(inst.layout) * net.present
         tbo = overlapped(slots * slot.t_s, slots * moe_s, a2a_layers, 1.0, busy) + slots * (ar_s + hop_s) + fixed
         t = jnp.where(inst.layout.overlap > 0.0, tbo, t)

@@ -14,7 +14,7 @@ model; a secant below the concave expert reads of an MoE model). A mixture-of-ex
 :class:`~sweepkit.costmodel.layout.Layout` (expert parallelism ep, attention data parallelism dp) spreads
 each slot over tp x dp GPUs, adds the layout's work (:func:`~sweepkit.costmodel.layout.layout_work`: expert
 imbalance, weights copied per DP rank, KV copied over attention-TP) and, with dp > 1, prices the MoE layers'
-all-to-alls (:func:`~sweepkit.costmodel.layout.moe_all_to_all`) in place of their all-reduces, as the
+all-to-alls (:func:`~sweepkit.costmodel.moe_comm.moe_all_to_all`) in place of their all-reduces, as the
 serving engine's target pass does; its KV capacity is :func:`~sweepkit.costmodel.layout.layout_kv_capacity_tokens`.
 The request rate of one instance is
 
@@ -41,7 +41,8 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.layout import Layout, layout_kv_capacity_tokens, layout_work, moe_all_to_all
+from sweepkit.costmodel.layout import Layout, layout_kv_capacity_tokens, layout_work
+from sweepkit.costmodel.moe_comm import moe_all_to_all
 from sweepkit.costmodel.passes import (
     ACTIVATION_BYTES,
     chunk_work,

@@ -57,7 +57,7 @@ class Lever:
       expert_imbalance: max / mean expert load over EP ranks.  scale_out: the network between domains.
       redundant_experts: EPLB expert replicas (slots = routed + redundant; ep need only divide the slots).
       two_batch_overlap: two micro-batches per pass, each one's all-to-alls overlapping the other's compute
-        (:func:`sweepkit.costmodel.layout.overlapped`).
+        (:func:`sweepkit.costmodel.moe_comm.overlapped`).
       mode, prefill_instances, prefill_tp, prefill_ep, prefill_dp: colocated, or a disaggregated prefill pool
         of that many instances.
       handoff: pull or push KV hand-off (disaggregated only).  weight_format, kv_format, compute_format: formats.

@@ -13,7 +13,7 @@ Then, for a mixture-of-experts model (:func:`sweepkit.costmodel.layout.check_lay
     dp > 1, ep = 1         the experts tensor-parallel over the n GPUs of the stage on every rank's gathered
                            tokens (SGLang ``--enable-dp-attention`` without an all-to-all backend: "DP for
                            attention, TP for FFN"; vLLM's DP x TP group without ``--enable-expert-parallel``),
-                           priced by :func:`sweepkit.costmodel.layout.moe_gather`; where the row's ``flags:``
+                           priced by :func:`sweepkit.costmodel.moe_comm.moe_gather`; where the row's ``flags:``
                            name an all-to-all backend (:data:`ALL_TO_ALL_FLAGS`: ``--moe-a2a-backend deepep``,
                            ``--enable-deepep-moe``, ``--enable-expert-parallel``), ep = n (DEP)
     dp = 1, ep > tp'       dp = ep / tp' (wide EP: each GPU beyond the attention-TP group is an attention

@@ -44,7 +44,7 @@ context I: every step decodes n = b_gpu x GPUs per replica rows at I cached toke
     decode = decode_work(n I, n),   prefill = 0,   output tokens/s = replicas n / t_step
 
 with n taken as stated (no batch cap, token budget or KV limit: the source ran that batch). A row whose
-framework names two-batch overlap ("TBO") runs its layout with it (:func:`sweepkit.costmodel.layout.overlapped`).
+framework names two-batch overlap ("TBO") runs its layout with it (:func:`sweepkit.costmodel.moe_comm.overlapped`).
 
 A burst of R requests all queued at t = 0 (``request_rate = inf`` with ``requests`` stated) is not a steady
 state when R is a few times n: its first steps prefill the first n prompts with the whole token budget (the
@@ -82,7 +82,8 @@ from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import (IMBALANCE, IMBALANCE_EPLB, Layout, layout_kv_capacity_tokens, layout_work,
-                                     make_layout, moe_all_to_all, overlap_microbatches)
+                                     make_layout)
+from sweepkit.costmodel.moe_comm import moe_all_to_all, overlap_microbatches
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
 from sweepkit.costmodel.passes import Work, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s

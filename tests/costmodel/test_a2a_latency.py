@@ -12,8 +12,9 @@ from sweepkit.catalogue import get_device, get_model
 from sweepkit.catalogue.efficiency import packaged_profile
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import efficiency_arrays, step_time_by_class
-from sweepkit.costmodel.layout import (COMBINE_LATENCY_S, DISPATCH_LATENCY_S, a2a_busy_s, all_to_all_bytes,
-                                       all_to_all_s, make_layout)
+from sweepkit.costmodel.layout import make_layout
+from sweepkit.costmodel.moe_comm import (COMBINE_LATENCY_S, DISPATCH_LATENCY_S, a2a_busy_s, all_to_all_bytes,
+                                         all_to_all_s)
 from sweepkit.costmodel.passes import Work, decode_work
 from sweepkit.costmodel.steps import instance, target_pass
 

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.layout import (INTERCONNECTS, all_to_all_bytes, all_to_all_s, check_layout, kv_replicas,
-                                       layout_kv_capacity_tokens, layout_work, make_layout, per_gpu_weight_bytes,
-                                       remote_copies)
+from sweepkit.costmodel.layout import (INTERCONNECTS, check_layout, kv_replicas, layout_kv_capacity_tokens,
+                                       layout_work, make_layout, per_gpu_weight_bytes)
 from sweepkit.costmodel.memory import MEM_UTIL
+from sweepkit.costmodel.moe_comm import all_to_all_bytes, all_to_all_s, remote_copies
 from sweepkit.costmodel.passes import Work, chunk_work, combine, decode_work, experts_read
 from sweepkit.costmodel.steps import instance, target_pass
 from sweepkit.errors import InputError

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
-from sweepkit.costmodel.layout import (GATHER_COMBINE_PASSES, a2a_busy_s, check_layout, layout_work, make_layout,
-                                       moe_all_to_all, moe_gather)
+from sweepkit.costmodel.layout import check_layout, layout_work, make_layout
+from sweepkit.costmodel.moe_comm import GATHER_COMBINE_PASSES, a2a_busy_s, moe_all_to_all, moe_gather
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import instance, target_pass
 from sweepkit.errors import InputError

@@ -11,9 +11,10 @@ from sweepkit.catalogue import get_device, get_model
 from sweepkit.catalogue.efficiency import packaged_profile
 from sweepkit.costmodel.arrays import model_arrays
 from sweepkit.costmodel.efficiency import efficiency_arrays
-from sweepkit.costmodel.layout import (COMBINE_LATENCY_S, DISPATCH_LATENCY_S, all_to_all_bytes, all_to_all_s,
-                                       check_layout, layout_resident_bytes, layout_work, make_layout, overlapped,
+from sweepkit.costmodel.layout import (check_layout, layout_resident_bytes, layout_work, make_layout,
                                        per_gpu_weight_bytes)
+from sweepkit.costmodel.moe_comm import (COMBINE_LATENCY_S, DISPATCH_LATENCY_S, all_to_all_bytes, all_to_all_s,
+                                         overlapped)
 from sweepkit.costmodel.passes import decode_work, experts_read
 from sweepkit.costmodel.steps import instance, target_pass
 from sweepkit.errors import InputError
