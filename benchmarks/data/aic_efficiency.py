@@ -88,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="MODEL:TP shapes to price (default: %(default)s)")
     ap.add_argument("--weight-bw-eff", type=float, default=0.8)
     args = ap.parse_args(argv)
-    if not args.table or not Path(args.table).is_file():
-        print(f"no AIConfigurator table given ({args.table or '--table not set'}): nothing to do")
+    if not args.table:
+        print("no AIConfigurator table given (--table not set): nothing to do")
         return 0
+    if not Path(args.table).is_file():
+        raise SystemExit(f"--table: no such file {args.table} (an AIConfigurator gemm_perf.parquet)")
     dev = get_device(args.device)
     fmt = DTYPES[args.dtype]
     speedup = dev.compute_speedup.get(fmt, 1.0) if fmt != "bf16" else 1.0
