@@ -87,8 +87,15 @@ def test_fit_recovers_generated_rows_and_predicts_held_out_pairs():
         assert got[k] == pytest.approx(TRUE[("H100", "fp8")][k], rel=0.05), k
     # tp_loss, link_eff and allreduce_overhead_s all stretch tp > 1 steps: only their sum is pinned down.
     assert got["tp_loss"] == pytest.approx(0.03, rel=0.25)
-    # An unfitted slice inherits its family's fitted entry (B200 -> Hopper), never another vendor's.
-    assert fit.profile.fields("B200", "fp4") == fit.profile.fields("H100", "fp8")
+    # An unfitted slice keeps the start's entry (the seed's B200 FP4 GEMM fields, from measured kernel tables)
+    # and inherits the rest from its family's fitted entry (B200 -> Hopper), never another vendor's.
+    # Its MoE efficiency is its own dense one times the family's MoE / dense ratio (families.toml).
+    hopper, seed_b200 = fit.profile.fields("H100", "fp8"), packaged_profile().fields("B200", "fp4")
+    ratio = hopper["moe_eff_max"] / hopper["gemm_eff_max"]
+    got_b200 = fit.profile.fields("B200", "fp4")
+    assert got_b200["moe_eff_max"] == pytest.approx(seed_b200["gemm_eff_max"] * ratio)
+    assert got_b200 == hopper | {"gemm_eff_max": seed_b200["gemm_eff_max"], "gemm_tokens_half":
+                                 seed_b200["gemm_tokens_half"], "moe_eff_max": got_b200["moe_eff_max"]}
     assert fit.profile.fields("MI300X", "fp8") == packaged_profile().fields("MI300X", "fp8") | fit.profile.overheads
 
 
