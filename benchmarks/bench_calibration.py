@@ -46,7 +46,8 @@ from sweepkit.validation.framework_fit import (calibrate_framework, errors_pct, 
                                                framework_rows, slice_of)
 from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET  # noqa: E402
 from sweepkit.validation.serving_runs import evaluate_serving  # noqa: E402
-from sweepkit.validation.steady import reference_throughput, row_inputs  # noqa: E402
+from sweepkit.validation.steady import reference_throughput  # noqa: E402
+from sweepkit.validation.steady_rows import row_inputs  # noqa: E402
 
 
 def reference_pct(rows) -> np.ndarray:

@@ -51,7 +51,8 @@ def main() -> None:
     import resource
 
     from sweepkit.serving.programs import COMPILE_STATS
-    from sweepkit.serving.run import default_workers, load_serving_grid, run_workloads
+    from sweepkit.serving.grid import load_serving_grid
+    from sweepkit.serving.run import default_workers, run_workloads
 
     grid = load_serving_grid(args.grid_opt or args.grid or "grids/serving-seed.toml")
     workers = args.workers or default_workers()

@@ -44,7 +44,7 @@ price = {{ low = 0.8, high = 1.2 }}
 
 
 def grid(folder: Path, draws: int | None, seed: int = 0):
-    from sweepkit.serving.run import load_serving_grid
+    from sweepkit.serving.grid import load_serving_grid
 
     path = folder / f"g-{draws}-{seed}.toml"
     path.write_text(GRID + ("" if draws is None else BANDS.format(draws=draws, seed=seed)))

@@ -130,7 +130,8 @@ import json, sys
 import jax
 from sweepkit.jaxcache import enable_persistent_cache
 from sweepkit.serving import programs
-from sweepkit.serving.run import load_serving_grid, run_grid
+from sweepkit.serving.grid import load_serving_grid
+from sweepkit.serving.run import run_grid
 
 enable_persistent_cache()
 grid = load_serving_grid(sys.argv[1])

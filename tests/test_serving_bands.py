@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from sweepkit.cli import main
 from sweepkit.serving.draws import draws_of, parse_serving_bands, run_draws
-from sweepkit.serving.run import load_serving_grid
+from sweepkit.serving.grid import load_serving_grid
 from sweepkit.store import Warehouse, run_query
 from sweepkit.store.warehouse import declared_columns
 

@@ -9,7 +9,7 @@ from sweepkit.errors import InputError
 from sweepkit.serving.cluster import load_cluster, make_cluster
 from sweepkit.serving.config import Config, check, pool_layout, resolve
 from sweepkit.serving.levers import parse_lever
-from sweepkit.serving.run import load_serving_grid
+from sweepkit.serving.grid import load_serving_grid
 
 DATA = Path(__file__).resolve().parents[1] / "sweepkit" / "serving" / "data"
 DS = load_cluster(DATA / "cluster-deepseek.toml")

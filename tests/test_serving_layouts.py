@@ -20,7 +20,7 @@ from sweepkit.serving.config import Config, check, kv_tokens, policy, resolve
 from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.levers import load_levers, parse_lever
 from sweepkit.serving.metrics import lane_metrics
-from sweepkit.serving.run import load_serving_grid
+from sweepkit.serving.grid import load_serving_grid
 from sweepkit.serving.workloads import load_workloads
 
 DATA = Path(__file__).resolve().parents[1] / "sweepkit" / "serving" / "data"

@@ -78,7 +78,7 @@ def test_bad_profile_names_and_files_are_one_line_errors(tmp_path):
 
 
 def test_a_grid_names_its_profile_in_its_serving_table(tmp_path):
-    from sweepkit.serving.run import load_serving_grid
+    from sweepkit.serving.grid import load_serving_grid
 
     text = open("tests/grids/serving-tiny.toml").read()
     grids = tmp_path

@@ -263,7 +263,7 @@ def test_replay_simulates_the_trace_times_and_its_closed_form_hit_rate(tmp_path)
 
 
 def test_the_replay_grid_parses_from_a_fresh_checkout():
-    from sweepkit.serving.run import load_serving_grid
+    from sweepkit.serving.grid import load_serving_grid
 
     grid = load_serving_grid(ROOT / "grids" / "mooncake-replay.toml")
     (w,) = grid.workloads

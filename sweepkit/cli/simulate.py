@@ -166,7 +166,8 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
     \b
     Example: sweepkit simulate grids/serving-small.toml --warehouse /tmp/wh --device H100 --format markdown
     """
-    from sweepkit.serving.run import load_serving_grid, run_grid
+    from sweepkit.serving.grid import load_serving_grid
+    from sweepkit.serving.run import run_grid
 
     spec = load_serving_grid(grid)
     if profile is not None:

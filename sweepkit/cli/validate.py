@@ -87,7 +87,7 @@ def validation_table(measurements: str | None, devices_file: str | None, serving
     from sweepkit.validation import MODELLED, evaluate_points, load_measurements, status
     from sweepkit.validation.measurements import PER_PASS
     from sweepkit.validation.profiles import priced_by_profile
-    from sweepkit.validation.steady import decode_only
+    from sweepkit.validation.steady_rows import decode_only
     from sweepkit.validation.store import rows
 
     chosen = resolve_profile(profile)

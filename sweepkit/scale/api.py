@@ -40,7 +40,7 @@ def run_serving(grid: Any, wh: Any, *, executor: str = "local", address: str | N
                 on_wait: Callable | None = None) -> str:
     """Simulate a serving grid into the warehouse, one part per (workload, device) search group.
 
-    Args: as :func:`run_decode`; ``grid`` is a ``sweepkit.serving.run.load_serving_grid`` result.
+    Args: as :func:`run_decode`; ``grid`` is a ``sweepkit.serving.grid.load_serving_grid`` result.
 
     Example:
       >>> run_serving(load_serving_grid("grids/serving-seed.toml"), Warehouse("/tmp/wh"))  # doctest: +SKIP

@@ -163,7 +163,7 @@ def run_draws(grid, serving: list[dict], capacity: list[dict], progress=None, wo
     ``capacity`` of :func:`sweepkit.serving.run.run_grid`): one row per point and draw.
 
     Args:
-      grid: a :class:`sweepkit.serving.run.ServingGrid` with ``bands``.
+      grid: a :class:`sweepkit.serving.grid.ServingGrid` with ``bands``.
       serving, capacity: the point run's rows (its capacity brackets and reference loads).
       progress: callable(n_simulations).  workers: tasks (a device of a workload) run at once.
 

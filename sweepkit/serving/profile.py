@@ -83,7 +83,7 @@ def instance_efficiency(profile: Profile | None, device: str, compute_format: st
 
 
 def with_profile(grid, value: str):
-    """``grid`` (a :class:`~sweepkit.serving.run.ServingGrid`) priced under profile ``value`` instead of its own:
+    """``grid`` (a :class:`~sweepkit.serving.grid.ServingGrid`) priced under profile ``value`` instead of its own:
     the cluster carries the profile, and the grid's stored text ends with a comment naming it and its sha256,
     so a run under another profile is a different grid to the warehouse."""
     prof, digest = resolve_profile(value)

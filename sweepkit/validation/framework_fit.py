@@ -27,7 +27,7 @@ from sweepkit.validation.measurements import Measurement
 from sweepkit.validation.profile_fit import ProfileFit, fit_profile, identified_fields
 from sweepkit.validation.profiles import fitted_profile, profile_values, steady_row
 from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET
-from sweepkit.validation.steady import row_inputs
+from sweepkit.validation.steady_rows import row_inputs
 
 
 UNCHANGED = 1e-6

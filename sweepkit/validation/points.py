@@ -26,7 +26,7 @@ from sweepkit.validation.measurements import PER_PASS, Measurement
 from sweepkit.validation.profiles import priced_by_profile, steady_row
 from sweepkit.validation.serving_points import MODELLED, serving_status
 from sweepkit.validation.serving_runs import evaluate_serving_points
-from sweepkit.validation.steady import decode_only
+from sweepkit.validation.steady_rows import decode_only
 
 NEEDS_ACCEPTANCE = "not modelled yet (needs the draft's measured acceptance)"
 

@@ -34,7 +34,8 @@ import numpy as np
 
 from sweepkit.catalogue.efficiency import FIELDS, FRAMEWORK_FIELDS, Profile
 from sweepkit.costmodel.efficiency import Efficiency
-from sweepkit.validation.steady import RowInputs, row_value
+from sweepkit.validation.steady import row_value
+from sweepkit.validation.steady_rows import RowInputs
 
 BOUNDS = {"gemm_eff_max": (0.05, 1.0), "gemm_tokens_half": (0.0, 4096.0), "moe_eff_max": (0.05, 1.0),
           "moe_tokens_half": (0.0, 4096.0), "attn_prefill_eff": (0.05, 1.5), "weight_bw_eff": (0.3, 1.0),

@@ -26,7 +26,8 @@ from sweepkit.errors import InputError
 from sweepkit.validation.measurements import Measurement, row_ranges
 from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
-from sweepkit.validation.steady import decode_only, row_inputs, row_value
+from sweepkit.validation.steady import row_value
+from sweepkit.validation.steady_rows import decode_only, row_inputs
 
 REFERENCE = "reference"
 """The profile word that keeps every row on the serving engine with the reference constants."""
@@ -38,7 +39,7 @@ def steady_row(m: Measurement) -> bool:
     draft, no pipeline parallelism, serving status MODELLED. Expert parallelism and data-parallel attention
     of a mixture-of-experts model are priced with the row's layout (:mod:`sweepkit.validation.row_layout`);
     a dense model's dp only as replicas of tp."""
-    if decode_only(m):                      # a decode pool's node test (sweepkit.validation.steady.decode_only)
+    if decode_only(m):                      # a decode pool's node test (sweepkit.validation.steady_rows.decode_only)
         return m.draft == "none" and m.pp == 1 and _expressible(m)
     loaded = (m.metric in LOADED and (m.concurrency is not None or (m.request_rate or 0.0) == float("inf"))
               and (m.metric not in ("tpot", "itl") or str(m.percentile) in ("mean", "50", "50.0")))

@@ -18,7 +18,7 @@ from sweepkit.validation.measurements import LATENCIES, PER_PASS, UNITS, Measure
 from sweepkit.validation.points import status
 from sweepkit.validation.profiles import REFERENCE, row_profile, steady_row
 from sweepkit.validation.serving_points import MODELLED, engine_profile
-from sweepkit.validation.steady import decode_only
+from sweepkit.validation.steady_rows import decode_only
 from sweepkit.validation.summary import model_class
 
 SCHEMA = pa.schema([

@@ -14,7 +14,7 @@ from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import instance, target_pass_cost
 from sweepkit.validation import parse_measurements
 from sweepkit.validation.profiles import profile_values, steady_row
-from sweepkit.validation.steady import concurrency, decode_only
+from sweepkit.validation.steady_rows import concurrency, decode_only
 
 HEAD = ("source,device,model,metric,value,unit,framework,weight_format,kv_format,compute_format,gpus,ep,"
         "input_tokens,concurrency,scenario\n")

@@ -16,7 +16,8 @@ from sweepkit.costmodel.efficiency import efficiency_arrays, step_time_by_class
 from sweepkit.validation import Measurement, evaluate_points
 from sweepkit.validation.levers import (EXPRESSED, flags, host_overlap, lever_family, lever_parts, pair_status,
                                         scheduler_defaults, scheduler_scales, stated)
-from sweepkit.validation.steady import row_inputs, row_step_time, running, step_work
+from sweepkit.validation.steady import row_step_time, running, step_work
+from sweepkit.validation.steady_rows import row_inputs
 from sweepkit.validation.store import rows
 from sweepkit.validation.summary import pair_families, pairs, sign_agreement
 

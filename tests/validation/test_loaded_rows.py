@@ -17,7 +17,8 @@ from sweepkit.errors import InputError
 from sweepkit.validation import Measurement
 from sweepkit.validation.framework_fit import calibrate_framework, framework_rows
 from sweepkit.validation.profiles import row_profile
-from sweepkit.validation.steady import concurrency, row_inputs, row_value, running
+from sweepkit.validation.steady import row_value, running
+from sweepkit.validation.steady_rows import concurrency, row_inputs
 
 
 def _row(metric, isl, osl, conc=None, rate=None, requests=None, framework="vLLM", gpus=1, value=1.0,

@@ -16,7 +16,8 @@ from sweepkit.costmodel.passes import Work, decode_work
 from sweepkit.validation import Measurement
 from sweepkit.validation.levers import prefill_first
 from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
-from sweepkit.validation.steady import _step, burst, kv_positions, row_inputs, row_value
+from sweepkit.validation.steady import _step, burst, kv_positions, row_value
+from sweepkit.validation.steady_rows import row_inputs
 
 
 def _row(metric="tpot", isl=128, osl=4, requests=1000, framework="SGLang v0.5.3", notes="") -> Measurement:

@@ -22,7 +22,8 @@ from sweepkit.validation import Measurement, parse_measurements
 from sweepkit.validation.framework_fit import calibrate_framework, fittable, without_unidentified
 from sweepkit.validation.profile_fit import identified_fields
 from sweepkit.validation.profiles import REFERENCE, profile_values, row_profile
-from sweepkit.validation.steady import measured_throughput, reference_throughput, row_inputs, running
+from sweepkit.validation.steady import measured_throughput, reference_throughput, running
+from sweepkit.validation.steady_rows import row_inputs
 
 TRUE = {("H100", "fp8"): dict(gemm_eff_max=0.65, gemm_tokens_half=200.0, moe_eff_max=0.5, moe_tokens_half=100.0,
                               attn_prefill_eff=0.6, weight_bw_eff=0.82, kv_bw_eff=0.7, link_eff=0.9,

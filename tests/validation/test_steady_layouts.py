@@ -16,7 +16,8 @@ from sweepkit.costmodel.efficiency import efficiency_arrays, step_time
 from sweepkit.costmodel.layout import layout_kv_capacity_tokens, make_layout
 from sweepkit.validation import Measurement
 from sweepkit.validation.profiles import priced_by_profile, steady_row
-from sweepkit.validation.steady import row_inputs, running, row_step_time, step_work
+from sweepkit.validation.steady import running, row_step_time, step_work
+from sweepkit.validation.steady_rows import row_inputs
 
 F = jnp.float64
 
