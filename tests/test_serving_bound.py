@@ -41,21 +41,28 @@ def test_bound_is_above_the_references_capacity(setting, name):
     assert REFERENCE_H100[name] < b < 10 * REFERENCE_H100[name]
 
 
+def _prefill_decode_s(cl, cfg, w, ses, budget_tokens):
+    """(p, d): one mean prompt's share of a prefill step holding floor(budget / P) prompts, and a mean
+    request's O decode steps' share at 256 rows, both priced by step_cost directly (float64)."""
+    with jax.enable_x64(True):
+        inst = policy(cl, cfg, None, w.name).inst
+        P, O = float(np.mean(ses.prompt)), float(np.mean(ses.output))
+        none = Work(*(np.zeros(()),) * 3)
+        t_dec = float(step_cost(inst, 256 * (P + O / 2), 256.0, none, 0)[0])
+        n = math.floor(budget_tokens / P)
+        c = chunk_work(0.0, P)
+        t_pre = float(step_cost(inst, 0.0, 0.0, Work(c.tokens * n, c.attn_pairs * n, c.kv_tokens * n), 0)[0])
+    return t_pre / n, O * t_dec / 256
+
+
 def test_bound_is_the_closed_form_of_the_step_costs(setting):
     """Colocated chat on H100: I / (p + d) / turns with p and d priced by step_cost directly (the TPOT SLO
     loosened so that b* is the batch cap, every row of it: 256)."""
     wls, cl, lvs = setting
     w = dataclasses.replace(wls["chat"], tpot_slo_s=10.0)
     cfg, ses = Config("H100", lvs["baseline"]), bracket_sessions(w)
-    with jax.enable_x64(True):
-        inst = policy(cl, cfg, None, w.name).inst
-        P, O = float(np.mean(ses.prompt)), float(np.mean(ses.output))
-        none = Work(*(np.zeros(()),) * 3)
-        t_dec = float(step_cost(inst, 256 * (P + O / 2), 256.0, none, 0)[0])
-        n = math.floor(cl.prefill_token_budget / P)
-        c = chunk_work(0.0, P)
-        t_pre = float(step_cost(inst, 0.0, 0.0, Work(c.tokens * n, c.attn_pairs * n, c.kv_tokens * n), 0)[0])
-    want = 2 / (t_pre / n + O * t_dec / 256) / w.turns
+    p, d = _prefill_decode_s(cl, cfg, w, ses, cl.prefill_token_budget)
+    want = 2 / (p + d) / w.turns
     assert 256 in BATCHES
     assert throughput_bound(w, cl, cfg, ses) == pytest.approx(want, rel=1e-9)
 
@@ -139,15 +146,7 @@ def test_chunked_batching_overlaps_prefill_and_decode_in_the_bound(setting):
     w = dataclasses.replace(wls["chat"], tpot_slo_s=10.0)
     lever = lvs["chunked-2048"]
     cfg, ses = Config("H100", lever), bracket_sessions(w)
-    with jax.enable_x64(True):
-        inst = policy(cl, cfg, None, w.name).inst
-        P, O = float(np.mean(ses.prompt)), float(np.mean(ses.output))
-        none = Work(*(np.zeros(()),) * 3)
-        t_dec = float(step_cost(inst, 256 * (P + O / 2), 256.0, none, 0)[0])
-        n = math.floor(lever.token_budget / P)
-        c = chunk_work(0.0, P)
-        t_pre = float(step_cost(inst, 0.0, 0.0, Work(c.tokens * n, c.attn_pairs * n, c.kv_tokens * n), 0)[0])
-    p, d = t_pre / n, O * t_dec / 256
+    p, d = _prefill_decode_s(cl, cfg, w, ses, lever.token_budget)
     assert throughput_bound(w, cl, cfg, ses) == pytest.approx(2 / max(p, d) / w.turns, rel=1e-9)
     prio = Config("H100", dataclasses.replace(lever, batching="prefill-priority"))
     assert throughput_bound(w, cl, cfg, ses) > throughput_bound(w, cl, prio, ses)
