@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--measurements", default=None, help="measurement CSV (default: the packaged sets)")
     ap.add_argument("--requests", type=int, default=None, help="most requests simulated per serving point")
-    ap.add_argument("--split", choices=["train", "test"], default=None, help="only the rows of this split")
+    ap.add_argument("--split", choices=["train", "test", "check"], default=None, help="only the rows of this split")
     ap.add_argument("--table", default=None, help="write the priced rows here (JSON)")
     ap.add_argument("--from-table", default=None, help="read priced rows from a --table file instead")
     ap.add_argument("--source", default=None, help="only the rows of this source")

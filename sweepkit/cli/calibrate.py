@@ -60,12 +60,13 @@ def calibrate(measurements: str | None, device: str | None, framework: str | Non
     from sweepkit.validation import MODELLED, load_measurements, status
     from sweepkit.validation.measurements import PER_PASS
     from sweepkit.validation.fit import NAMES, fit_points
+    from sweepkit.validation.framework_fit import fittable
     from sweepkit.validation.profile import calibrated_device, write_devices_file
 
     base = get_device(device, "--device")
     points, file, sha = load_measurements(measurements)
     usable = [m for m in points if m.device == device and m.metric in PER_PASS and status(m) == MODELLED]
-    train = [m for m in usable if all_rows or m.split == "train"]
+    train = [m for m in usable if (all_rows or m.split == "train") and fittable(m)]
     if len(train) < 2:
         raise InputError(f"{file}: {len(train)} modelled rows with device = {device!r}"
                          f"{'' if all_rows else ' and split = train'}; a fit needs at least 2 "

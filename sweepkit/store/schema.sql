@@ -562,7 +562,7 @@ comment on column contract_validation.draft is 'Speculative draft method (none w
 comment on column contract_validation.gamma is 'gamma, drafted tokens per verify pass';
 comment on column contract_validation.metric is 'step_time | decode_tok_s | max_output_throughput | output_throughput | total_throughput | ttft | tpot | itl | e2e_latency | speedup';
 comment on column contract_validation.unit is 'Unit of measured and modelled, as in the measurement file (s, ms, us, tok/s, tok/s/gpu)';
-comment on column contract_validation.split is 'train (used by sweepkit calibrate) | test';
+comment on column contract_validation.split is 'train (used by sweepkit calibrate) | test | check (an independent check, never fitted)';
 comment on column contract_validation.file_row is 'Data row of the measurement file, from 1 (the header is not counted)';
 comment on column contract_validation.setup is 'Short description of the measured setup';
 comment on column contract_validation.measured is 'The measured value, in unit';

@@ -2,7 +2,7 @@
 
 Rows used: ``max_output_throughput`` and loaded rows (:func:`steady_row`) of the framework (:func:`sweepkit.catalogue.efficiency.framework_key`
 of the row's ``framework``), no draft, serving status MODELLED, split = train (every split with
-``all_rows``), never MLPerf Inference v5.x, InferenceX or TensorRT-LLM >= 1.0 rows (:data:`NOT_FITTED`).
+``all_rows``), never a row of split ``check`` (an independent check: :func:`fittable`).
 The fit (:func:`sweepkit.validation.profile_fit.fit_profile`) starts from ``start`` (the seed table unless
 given); slices of (device, compute format) without a training row keep the start's fields, and a slice
 without MoE rows is written without MoE fields (:data:`MOE_FIELDS`, inherited from its family), and a field the
@@ -14,7 +14,6 @@ The errors are reported per slice: device x model class (dense or MoE) x compute
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import jax
 import numpy as np
@@ -44,15 +43,10 @@ def slice_of(m: Measurement) -> str:
     return f"{m.device} {kind} {m.compute_format}"
 
 
-NOT_FITTED = re.compile(r"mlperf inference v5|mlperf-v5|inferencex|tensorrt-llm v?1\.\d|trtllm\S*-v1\.\d|@00f3768",
-                        re.I)
-"""Sources a profile is never fitted on (they are kept as independent checks): MLPerf Inference v5.x,
-InferenceX, and TensorRT-LLM perf-overview releases 1.0 and later (commit 00f3768 is the 1.0 text)."""
-
-
 def fittable(m: Measurement) -> bool:
-    """Whether ``m``'s source may be fitted on (:data:`NOT_FITTED`)."""
-    return NOT_FITTED.search(f"{m.source} {m.framework}") is None
+    """Whether ``m`` may be fitted on: every row but those of split ``check``, the independent checks a
+    measurement file keeps out of every fit (:data:`sweepkit.validation.measurements.SPLITS`)."""
+    return m.split != "check"
 
 
 def framework_rows(points: list[Measurement], framework: str, sources: tuple[str, ...] = ()) -> list[Measurement]:

@@ -6,8 +6,9 @@ A measurement file is a CSV with a header row. Required columns: ``source``, ``d
 ``input_tokens``, ``output_tokens``, ``requests`` (requests in the benchmark run), ``concurrency``,
 ``request_rate`` (requests/s, Poisson arrivals),
 ``percentile`` (of a latency: mean, 50, 90 or 99, default 50), ``ttft_limit_s`` and ``tpot_limit_s`` (p99 limits
-a throughput was measured under), ``draft`` (default none), ``gamma``, ``split`` (``train`` or ``test``, default
-test), ``notes``, ``pp``, ``ep``, ``dp`` (pipeline, expert and data parallel degrees, default 1), ``scenario``
+a throughput was measured under), ``draft`` (default none), ``gamma``, ``split`` (``train``, ``test`` or
+``check``: an independent check, never fitted, not even with ``--all-rows``; default test), ``notes``, ``pp``,
+``ep``, ``dp`` (pipeline, expert and data parallel degrees, default 1), ``scenario``
 (the benchmark's load, as the source words it), ``lever`` and ``pair_id`` (a lever ending ``:with`` or
 ``:without``; rows of one measured pair share a ``pair_id``, several separated by ``;``).
 docs/validation.md describes every column.
@@ -61,6 +62,8 @@ LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
 """Metrics that are a latency statistic (``percentile``)."""
 PERCENTILES = ("mean", "50", "90", "99")
 """Latency statistics the serving engine reports (the mean or a percentile)."""
+SPLITS = ("train", "test", "check")
+"""``check``: an independent check, reported but never fitted on, whatever the fit's flags."""
 PUBLIC = "public.csv"
 CORPUS = "measured.csv"
 """The packaged measured corpus (built by benchmarks/data/build_measured.py); loaded with PUBLIC by default."""
@@ -244,8 +247,8 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
     model, device = model_name(model_raw) or model_raw, device_name(device_raw) or device_raw
     draft = (raw.get("draft") or "none").strip()
     split = (raw.get("split") or "test").strip()
-    if split not in ("train", "test"):
-        raise bad_value("split", split, "train or test", where=where)
+    if split not in SPLITS:
+        raise bad_value("split", split, "train, test or check", where=where)
     tp = _int(raw, "tp", where, 1)
     gpus = _int(raw, "gpus", where, tp)
     value = _value(raw, where)

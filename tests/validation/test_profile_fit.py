@@ -18,7 +18,7 @@ from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.costmodel.passes import Work
 from sweepkit.costmodel.steps import pass_cost
-from sweepkit.validation import Measurement, parse_measurements
+from sweepkit.validation import Measurement, load_measurements, parse_measurements
 from sweepkit.validation.framework_fit import calibrate_framework, fittable, without_unidentified
 from sweepkit.validation.profile_fit import identified_fields
 from sweepkit.validation.profiles import REFERENCE, profile_values, row_profile
@@ -74,6 +74,19 @@ def _synthetic(pairs=PAIRS):
         values = np.asarray(jax.vmap(measured_throughput)(row_inputs(rows, 1024, 8192), eff))
     return [dataclasses.replace(m, value=float(v), value_si=float(v), row=k + 1)
             for k, (m, v) in enumerate(zip(rows, values))]
+
+
+def test_check_rows_stay_out_of_the_fit_even_with_all_rows():
+    """Rows of split ``check`` (independent checks) are never fitted on: ten times their true value, they
+    leave the fit of the other rows, every split included, exact."""
+    rows = [dataclasses.replace(m, split="check", value=10 * m.value, value_si=10 * m.value_si)
+            if (m.input_tokens, m.output_tokens) == (500, 2000) else m for m in _synthetic()]
+    fit = calibrate_framework(rows, "TensorRT-LLM", file="synthetic.csv", sha256="-", all_rows=True)
+    assert fit.train and all(m.split != "check" for m in fit.train)
+    assert len(fit.train) == sum(m.split != "check" for m in rows)
+    fitted = np.array([m.split != "check" for m in fit.rows])
+    assert np.max(np.abs(fit.after_pct[fitted])) < 1.0
+    assert np.all(fit.after_pct[~fitted] < -85.0)                      # the checks measure 10x: -90 %
 
 
 def test_fit_recovers_generated_rows_and_predicts_held_out_pairs():
@@ -141,9 +154,13 @@ def test_a_profile_prices_only_its_framework_and_never_fits_excluded_sources():
     assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="LMDeploy"), trt) is None
     assert row_profile(_row("llama-3.1-8b", 1, 128, 128), REFERENCE) is None
     assert row_profile(_row("llama-3.1-8b", 1, 128, 128, framework="LMDeploy"), None) is None
-    for source in ("MLPerf Inference v5.0 closed, NVIDIA", "trtllm-perf-overview-v1.0", "InferenceX H100"):
-        assert not fittable(_row("llama-3.1-8b", 1, 128, 128, source=source))
-    assert fittable(_row("llama-3.1-8b", 1, 128, 128, source="trtllm-perf-overview-v0.17"))
+    assert not fittable(_row("llama-3.1-8b", 1, 128, 128, split="check"))
+    for split in ("train", "test"):
+        assert fittable(_row("llama-3.1-8b", 1, 128, 128, split=split))
+    # The packaged independent checks (TensorRT-LLM 1.0's H100 rows, MLPerf v5.0's) are marked so.
+    points, _, _ = load_measurements()
+    checks = [m for m in points if m.split == "check"]
+    assert len(checks) == 9 and not any(map(fittable, checks))
 
 
 HEAD = ("source,device,model,metric,value,unit,framework,tp,gpus,weight_format,kv_format,compute_format,"
