@@ -17,7 +17,7 @@
 --   metric              step_time | decode_tok_s | max_output_throughput | output_throughput | total_throughput
 --                       | ttft | tpot | itl | e2e_latency
 --   unit                unit of measured and modelled
---   split               train | test (the rows sweepkit calibrate fits on are train)
+--   split               train | test | check (calibrate fits on train; check rows, independent checks, never)
 --   measured            the measured value, in unit
 --   modelled            the cost model's value at the measured point, in unit
 --   measured_si         the measured value in s or tokens/s of the whole measured system
