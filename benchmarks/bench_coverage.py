@@ -1,0 +1,72 @@
+"""Coverage: how many of the TensorRT-LLM 1.0-1.2 perf-overview max-throughput configurations sweepkit expresses.
+
+Reads benchmarks/data/trtllm_perf_overview_configs.csv (configurations only: model, checkpoint, GPU, GPUs,
+trtllm-bench --tp / --pp / --ep, attention DP, formats, ISL / OSL; the measured values are an independent
+check and are not recorded) and asks sweepkit, row by row, whether it can express each one
+(:func:`sweepkit.validation.coverage.why_not`: the model and device resolve, the layout is valid, the serving
+engine accepts the cluster with the weights in memory, one decode pass at that layout is priced). Prints the
+share expressible by release, model, device and layout label, the failures by reason (with the distinct
+details), and the total (target >= 80 %), then the wall time.
+
+Usage: PYTHONPATH=. nice python benchmarks/bench_coverage.py [--file CSV] [--rows]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+from pathlib import Path
+
+from sweepkit.validation.coverage import EXPRESSIBLE, parse_deployments, why_not
+
+DATA = Path(__file__).parent / "data" / "trtllm_perf_overview_configs.csv"
+
+
+def _table(title: str, keyed: dict[str, list[bool]]) -> None:
+    print(f"\n{title:<44} {'rows':>5} {'expr.':>6} {'share':>7}")
+    for key in sorted(keyed):
+        ok = keyed[key]
+        print(f"{key:<44} {len(ok):>5} {sum(ok):>6} {100.0 * sum(ok) / len(ok):>6.1f}%")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--file", default=str(DATA), help="configurations CSV (default: %(default)s)")
+    ap.add_argument("--rows", action="store_true", help="print every row not expressible")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    rows = parse_deployments(Path(args.file).read_text(encoding="utf-8"), args.file)
+    results = [why_not(d, i) for i, d in enumerate(rows, 1)]
+    groups = {"release": collections.defaultdict(list), "model": collections.defaultdict(list),
+              "device": collections.defaultdict(list), "layout (label)": collections.defaultdict(list)}
+    reasons = collections.Counter()
+    details = collections.defaultdict(collections.Counter)
+    for d, (kind, detail) in zip(rows, results):
+        ok = kind == EXPRESSIBLE
+        groups["release"][d.release].append(ok)
+        groups["model"][d.model].append(ok)
+        groups["device"][d.device].append(ok)
+        groups["layout (label)"][d.label or f"tp{d.tp} pp{d.pp} ep{d.ep} adp{d.attention_dp}"].append(ok)
+        if not ok:
+            reasons[kind] += 1
+            details[kind][detail] += 1
+    for name, keyed in groups.items():
+        _table(f"by {name}", keyed)
+    print("\nnot expressible, by reason")
+    for kind, n in reasons.most_common():
+        print(f"  {kind}: {n}")
+        for detail, k in details[kind].most_common():
+            print(f"    {k:>4} x {detail}")
+    if args.rows:
+        print("\nrows not expressible")
+        for i, (d, (kind, detail)) in enumerate(zip(rows, results), 1):
+            if kind != EXPRESSIBLE:
+                print(f"  {i:>4} {d.release} {d.model} {d.gpus}x{d.device} {d.label} {d.isl}/{d.osl}: {kind}: {detail}")
+    ok = sum(kind == EXPRESSIBLE for kind, _ in results)
+    print(f"\ntotal: {ok} / {len(rows)} expressible ({100.0 * ok / len(rows):.1f}%; target >= 80%)")
+    print(f"wall: {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
