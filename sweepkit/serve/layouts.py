@@ -36,7 +36,7 @@ def layout_label(lever: Lever, cluster: Cluster) -> str:
     """
     instances = lever.instances if lever.instances is not None else cluster.instances
     tp = lever.tp if lever.tp is not None else cluster.tp
-    pp = lever.pp if lever.pp is not None else 1
+    pp = lever.pp if lever.pp is not None else cluster.pp
     decode = _pool(instances, tp, pp, lever.microbatches)
     if lever.mode != "disagg":
         return f"colocated, {decode}"

@@ -4,6 +4,7 @@
 instances of TP4, prefill-priority batching, whole-sequence KV reservation, batch cap 256, prefill token budget
 8,192, 0.5 ms step overhead, BF16; devices H100, H200, B200 at their catalogue prices.
 
+An instance may run ``pp`` pipeline stages (each holding 1 / pp of the layers; a lever's ``pp`` overrides it).
 A mixture-of-experts cluster may give each instance expert-parallel (``ep``) and attention data-parallel
 (``dp``) ranks, ``nodes`` (the scale-up domains the GPUs span: gpus / nodes GPUs each, at most the device's
 domain), ``scale_out`` (the network between them) and ``expert_imbalance`` (:mod:`sweepkit.costmodel.layout`).
@@ -22,15 +23,16 @@ from sweepkit.serving._toml import check_keys, number, read_toml, string
 
 _FIELDS = {"description", "source", "model", "gpus", "instances", "tp", "batch_cap", "prefill_token_budget",
            "step_overhead_s", "weight_format", "kv_format", "compute_format", "devices", "ep", "dp", "nodes",
-           "scale_out", "expert_imbalance", "redundant_experts"}
+           "scale_out", "expert_imbalance", "redundant_experts", "pp"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
-    """A colocated serving cluster: ``instances`` copies of the model, each on ``tp`` x ``dp`` GPUs.
+    """A colocated serving cluster: ``instances`` copies of the model, each on ``tp`` x ``dp`` x ``pp`` GPUs.
 
     Attributes:
-      model: catalogue target model.  gpus: total GPUs (= instances x tp x dp).
+      model: catalogue target model.  gpus: total GPUs (= instances x tp x dp x pp).
+      pp: pipeline stages per instance (the default of a lever's ``pp``).
       ep, dp: expert-parallel and attention data-parallel ranks per instance (1: tensor parallelism only).
       nodes: scale-up domains the GPUs span (0: as many as the device's domain size needs).
       scale_out: the network between domains ("" : the device's).  expert_imbalance: max / mean expert load
@@ -62,6 +64,7 @@ class Cluster:
     scale_out: str = ""
     expert_imbalance: float | None = None
     redundant_experts: int = 0
+    pp: int = 1
     profile: Profile | None = dataclasses.field(default=None, hash=False)
 
     @property
@@ -93,10 +96,11 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
     tp = number(raw, "tp", where, lo=1, hi=64, integer=True)
     ep = number(raw, "ep", where, lo=1, hi=65536, integer=True, default=1)
     dp = number(raw, "dp", where, lo=1, hi=65536, integer=True, default=1)
-    gpus = number(raw, "gpus", where, lo=1, hi=65536, integer=True, default=instances * tp * dp)
-    if gpus != instances * tp * dp:
-        raise InputError(f"{where}: gpus = {gpus} is not allowed; expected instances x tp x dp = "
-                         f"{instances * tp * dp}")
+    pp = number(raw, "pp", where, lo=1, hi=64, integer=True, default=1)
+    gpus = number(raw, "gpus", where, lo=1, hi=65536, integer=True, default=instances * tp * dp * pp)
+    if gpus != instances * tp * dp * pp:
+        raise InputError(f"{where}: gpus = {gpus} is not allowed; expected instances x tp x dp x pp = "
+                         f"{instances * tp * dp * pp}")
     nodes = number(raw, "nodes", where, lo=1, hi=65536, integer=True, default=0) if "nodes" in raw else 0
     scale_out = raw.get("scale_out", "")
     if scale_out and scale_out not in INTERCONNECTS:
@@ -108,7 +112,7 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
     for name in devices:
         check_layout(get_model(model), get_device(name), tp, dp, ep, where, gpus // nodes if nodes else None,
                      redundant)
-    _check_fit(raw, model, tp, devices, where, dp, redundant)
+    _check_fit(raw, model, tp, devices, where, dp, redundant, pp)
     return Cluster(
         description=str(raw.get("description", "")), source=str(raw.get("source", "")), model=model,
         gpus=gpus, instances=instances, tp=tp,
@@ -118,7 +122,7 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
         step_overhead_s=number(raw, "step_overhead_s", where, lo=0, hi=1.0, default=0.0005),
         weight_format=raw.get("weight_format", "bf16"), kv_format=raw.get("kv_format", "bf16"),
         compute_format=raw.get("compute_format", "bf16"), devices=tuple(devices), ep=ep, dp=dp, nodes=nodes,
-        scale_out=scale_out, expert_imbalance=imbalance, redundant_experts=redundant)
+        scale_out=scale_out, expert_imbalance=imbalance, redundant_experts=redundant, pp=pp)
 
 
 def _check_nodes(gpus: int, nodes: int, devices: list[str], where: str) -> None:
@@ -135,15 +139,16 @@ def _check_nodes(gpus: int, nodes: int, devices: list[str], where: str) -> None:
 
 
 def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str, dp: int = 1,
-               redundant_experts: int = 0) -> None:
-    """TP must divide the model's heads, and each GPU's share of the weights must fit in every device's HBM."""
+               redundant_experts: int = 0, pp: int = 1) -> None:
+    """TP must divide the model's heads, and each GPU's share of the weights (1 / pp of the layers) must fit in
+    every device's HBM."""
     target = get_model(model)
     if target.n_heads % tp:
         divisors = [d for d in range(1, target.n_heads + 1) if target.n_heads % d == 0 and d <= 64]
         raise InputError(f"{where}: tp = {tp} is not allowed; expected a divisor of {model}'s {target.n_heads} "
                          f"attention heads ({', '.join(map(str, divisors))})")
     fmt = raw.get("weight_format", "bf16")
-    per_gpu_bytes = per_gpu_weight_bytes(target, tp, dp, 1, get_format(fmt, "weight_format").bytes_per_value,
+    per_gpu_bytes = per_gpu_weight_bytes(target, tp, dp, pp, get_format(fmt, "weight_format").bytes_per_value,
                                          redundant_experts)
     from sweepkit.costmodel.memory import MEM_UTIL
 
@@ -152,7 +157,7 @@ def _check_fit(raw: dict, model: str, tp: int, devices: list[str], where: str, d
         if per_gpu_bytes >= usable_bytes:
             raise InputError(f"{where}: tp = {tp} is not allowed; {model}'s {fmt} weights take "
                              f"{per_gpu_bytes / 1e9:,.1f} GB per GPU, {name} may use {usable_bytes / 1e9:,.0f} GB "
-                             f"({MEM_UTIL:.0%} of its HBM): expected a larger tp or a smaller weight_format")
+                             f"({MEM_UTIL:.0%} of its HBM): expected a larger tp or pp or a smaller weight_format")
 
 
 def load_cluster(path: str | Path | None = None) -> Cluster:

@@ -73,7 +73,7 @@ FIELDS: tuple[LeverField, ...] = (
     # parallel layout (the decode pool's when disaggregated): priced through the replica
     F("instances", "int", lambda c, r: c.instances),
     F("tp", "int", lambda c, r: c.tp),
-    F("pp", "int", lambda c, r: 1),
+    F("pp", "int", lambda c, r: c.pp),
     F("microbatches", "int", lambda c, r: r["pp"]),
     F("mode", "choice", lambda c, r: "colocated", choices=("colocated", "disagg")),
     F("dp", "int", lambda c, r: c.dp),

@@ -108,13 +108,13 @@ def point_config(m: Measurement, max_batch: int = MAX_BATCH, profile: Profile | 
         extra.update(redundant_experts=lay.redundant_experts, expert_imbalance=IMBALANCE_EPLB)
     cluster = make_cluster(
         f"{m.source} row {m.row}", description=m.setup, source=m.source, model=m.model,
-        gpus=m.gpus, instances=lay.instances * lay.pp, tp=lay.tp, ep=lay.ep, dp=lay.dp,
+        gpus=m.gpus, instances=lay.instances, tp=lay.tp, ep=lay.ep, dp=lay.dp, pp=lay.pp,
         batch_cap=max_batch, prefill_token_budget=TOKEN_BUDGET, step_overhead_s=dev.pass_overhead_s,
         weight_format=m.weight_format, kv_format=m.kv_format, compute_format=m.compute_format,
         devices=[m.device], **extra)
     cluster = dataclasses.replace(cluster, profile=profile)
     lever = Lever(name="measured", description="the measured system's layout and formats", kv="paged",
-                  batching="chunked", **({"instances": lay.instances, "pp": lay.pp} if lay.pp > 1 else {}))
+                  batching="chunked")
     return cluster, Config(device=m.device, lever=lever)
 
 

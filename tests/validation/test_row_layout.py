@@ -63,7 +63,9 @@ def test_the_cluster_carries_the_layout_and_spans_nodes_over_the_scale_out_netwo
     assert (float(lay.dp), float(lay.ep), float(lay.domain_gpus)) == (32.0, 32.0, 8.0)
     assert (float(lay.scale_out_bytes_per_s), float(lay.scale_out_latency_s)) == (bw, lat)
     pp_cluster, pp_cfg = point_config(_row("A100", "llama-3.1-70b", 16, 4, 2, 1, 1))
-    assert (pp_cluster.gpus, pp_cfg.lever.instances, pp_cfg.lever.pp) == (16, 2, 2)
+    res = resolve(pp_cluster, pp_cfg.lever)
+    assert (pp_cluster.gpus, pp_cluster.instances, pp_cluster.pp, res.instances, res.pp, res.microbatches) == \
+        (16, 2, 2, 2, 2, 2)
 
 
 @pytest.mark.parametrize("row, why", [
