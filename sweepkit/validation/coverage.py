@@ -15,7 +15,8 @@ order (the first that fails is its reason):
 2. the device resolves;
 3. the layout is one sweepkit prices (:func:`sweepkit.validation.row_layout.row_layout`);
 4. the serving engine accepts the cluster: lever check, layout, the weights fit the replica's memory with room
-   for KV (:func:`sweepkit.validation.serving_points.serving_status`);
+   for KV (:func:`sweepkit.validation.serving_points.serving_status`), and one attention rank's KV holds a
+   whole request, C / dp >= ISL + OSL (:func:`sweepkit.serving.config.kv_tokens`: C the replica's positions);
 5. one decode pass of the replica at that layout, 64 rows per attention rank at a context of ISL + OSL / 2,
    has a finite positive time and energy (:func:`sweepkit.costmodel.steps.target_pass_cost` with the
    replica's pipeline stages and :class:`~sweepkit.costmodel.layout.Layout`).
@@ -42,10 +43,11 @@ from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, make_layout
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import instance, target_pass_cost
 from sweepkit.errors import InputError, bad_value
+from sweepkit.serving.config import check, kv_tokens
 from sweepkit.validation.aliases import device_name, model_name
 from sweepkit.validation.measurements import Measurement, get_device_known, get_model_known
 from sweepkit.validation.row_layout import row_layout
-from sweepkit.validation.serving_points import MODELLED, serving_status
+from sweepkit.validation.serving_points import MODELLED, point_config, serving_status
 
 COLUMNS = ("release", "model", "device", "gpus", "tp", "pp", "ep", "attention_dp", "weight_format", "kv_format",
            "isl", "osl")
@@ -53,7 +55,7 @@ COLUMNS = ("release", "model", "device", "gpus", "tp", "pp", "ep", "attention_dp
 ROWS_PER_RANK = 64
 """Decode rows per attention rank of the priced pass (any positive batch shows the pass can be priced)."""
 EXPRESSIBLE = "expressible"
-REASONS = ("unknown model", "unknown device", "layout", "serving engine", "pass not priced")
+REASONS = ("unknown model", "unknown device", "layout", "serving engine", "KV", "pass not priced")
 """Failure classes, in the order they are checked."""
 
 
@@ -163,6 +165,12 @@ def why_not(d: Deployment, row: int = 1) -> tuple[str, str]:
     status = serving_status(m)
     if status != MODELLED:
         return "serving engine", status.removeprefix("not modelled: ")
+    cluster, cfg = point_config(m)
+    res = check(cluster, cfg, m.source)
+    per_rank = kv_tokens(cluster, cfg, res) / res.dp
+    if per_rank < d.isl + d.osl:
+        return "KV", (f"one attention rank holds {per_rank:,.0f} KV tokens, fewer than one request's "
+                      f"ISL + OSL = {d.isl + d.osl:,}")
     t_s, energy_j = decode_pass(m)
     if not (math.isfinite(t_s) and t_s > 0 and math.isfinite(energy_j) and energy_j > 0):
         return "pass not priced", f"t = {t_s} s, energy = {energy_j} J"

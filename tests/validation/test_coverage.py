@@ -72,3 +72,13 @@ def test_the_decode_pass_is_finite_and_one_microbatch_crosses_the_stages_in_turn
     # GPipe with one micro-batch (sweepkit.costmodel.steps): t = pp (t1 / pp + t_hop), the whole pass in turn
     # plus one stage-to-stage hop per stage; the second GPU idles while the first works, so energy grows
     assert t1 < t2 == pytest.approx(t1, rel=0.01) and e2 > e1
+
+
+def test_a_request_longer_than_one_rank_s_kv_is_refused_in_one_line():
+    # Llama-3.3-70B FP4 on one RTX PRO 6000 holds ~300k KV tokens at FP8 (tests above: it fits);
+    # a 1M-token request cannot be held whole
+    kind, detail = why_not(_dep("meta-llama/Llama-3.3-70B-Instruct", "RTX PRO 6000 Blackwell Server Edition", 1, 1,
+                                fmt="fp4", isl=1_000_000, osl=1024))
+    assert kind == "KV" and "fewer than one request's ISL + OSL = 1,001,024" in detail
+    assert why_not(_dep("meta-llama/Llama-3.3-70B-Instruct", "RTX PRO 6000 Blackwell Server Edition", 1, 1,
+                        fmt="fp4", isl=32768, osl=1024)) == ("expressible", "")
