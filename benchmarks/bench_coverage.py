@@ -4,9 +4,11 @@ Reads benchmarks/data/trtllm_perf_overview_configs.csv (configurations only: mod
 trtllm-bench --tp / --pp / --ep, attention DP, formats, ISL / OSL; the measured values are an independent
 check and are not recorded) and asks sweepkit, row by row, whether it can express each one
 (:func:`sweepkit.validation.coverage.why_not`: the model and device resolve, the layout is valid, the serving
-engine accepts the cluster with the weights in memory, one decode pass at that layout is priced). Prints the
-share expressible by release, model, device and layout label, the failures by reason (with the distinct
-details), and the total (target >= 80 %), then the wall time.
+engine accepts the cluster with the weights in memory, one attention rank's KV holds a request, one decode
+pass at that layout is priced). Prints the share expressible by release, model, device and layout label, the
+failures by reason (with the distinct details), which path ``sweepkit validate`` would price the expressible
+ones by (the analytic steady state, or the serving engine's simulation for pipeline-parallel rows), and the
+total (target >= 80 %), then the wall time.
 
 Usage: PYTHONPATH=. nice python benchmarks/bench_coverage.py [--file CSV] [--rows]
 """
@@ -18,7 +20,8 @@ import collections
 import time
 from pathlib import Path
 
-from sweepkit.validation.coverage import EXPRESSIBLE, parse_deployments, why_not
+from sweepkit.validation.coverage import EXPRESSIBLE, as_measurement, parse_deployments, why_not
+from sweepkit.validation.profiles import steady_row
 
 DATA = Path(__file__).parent / "data" / "trtllm_perf_overview_configs.csv"
 
@@ -58,6 +61,11 @@ def main() -> None:
         print(f"  {kind}: {n}")
         for detail, k in details[kind].most_common():
             print(f"    {k:>4} x {detail}")
+    paths = collections.Counter("analytic steady state" if steady_row(as_measurement(d)) else "serving engine"
+                                for d, (kind, _) in zip(rows, results) if kind == EXPRESSIBLE)
+    print("\nexpressible rows, by the path sweepkit validate prices them by")
+    for path, n in paths.most_common():
+        print(f"  {path}: {n}")
     if args.rows:
         print("\nrows not expressible")
         for i, (d, (kind, detail)) in enumerate(zip(rows, results), 1):
