@@ -3,10 +3,12 @@
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import make_cluster
-from sweepkit.validation.coverage import Deployment, as_measurement, decode_pass, parse_deployments, why_not
+from sweepkit.validation.coverage import REASONS, Deployment, as_measurement, decode_pass, parse_deployments, why_not
 
 HEAD = "release,model,device,gpus,tp,pp,ep,attention_dp,weight_format,kv_format,isl,osl,label\n"
 
@@ -82,3 +84,24 @@ def test_a_request_longer_than_one_rank_s_kv_is_refused_in_one_line():
     assert kind == "KV" and "fewer than one request's ISL + OSL = 1,001,024" in detail
     assert why_not(_dep("meta-llama/Llama-3.3-70B-Instruct", "RTX PRO 6000 Blackwell Server Edition", 1, 1,
                         fmt="fp4", isl=32768, osl=1024)) == ("expressible", "")
+
+
+MODELS = ("deepseek-ai/DeepSeek-R1-0528", "openai/gpt-oss-120b", "openai/gpt-oss-20b", "Qwen/Qwen3-30B-A3B",
+          "meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Llama-4-Maverick-17B-128E-Instruct", "acme/none-9b")
+DEVICES = ("H100", "H200", "B200", "GB200", "B300", "RTX PRO 6000 Blackwell Server Edition", "TPU v9")
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(MODELS), device=st.sampled_from(DEVICES), tp=st.sampled_from([1, 2, 3, 4, 8, 16]),
+       pp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([1, 2, 3, 4, 8, 16]), adp=st.sampled_from([0, 1]),
+       extra=st.sampled_from([1, 2]), fmt=st.sampled_from(["fp8", "fp4", "bf16"]),
+       isl=st.integers(1, 200_000), osl=st.integers(1, 40_000))
+def test_every_configuration_gets_a_verdict_never_a_traceback(model, device, tp, pp, ep, adp, extra, fmt, isl, osl):
+    d = Deployment("p", model, device, tp * pp * extra, tp, pp, ep, adp, fmt, "fp8", isl, osl)
+    kind, detail = why_not(d)
+    assert kind in ("expressible",) + REASONS and (kind == "expressible") == (detail == "")
+    if kind == "expressible":
+        m = as_measurement(d)
+        assert m.tp * m.dp * m.pp <= m.gpus and m.gpus % (m.tp * m.dp * m.pp) == 0
+        t_s, energy_j = decode_pass(m)
+        assert t_s > 0 and energy_j > 0
