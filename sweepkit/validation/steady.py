@@ -52,7 +52,9 @@ ramp) and its last O steps drain the last n requests with no prompt left (the ta
 the three phases, which give the steady state as R -> inf; under a prefill-first scheduler (SGLang's default,
 :func:`sweepkit.validation.levers.prefill_first`) it runs in waves of whole prefills and then decodes
 (:mod:`sweepkit.validation.prefill_first`), and so does any burst whose replica's KV cache holds fewer than two
-requests (one request per wave). The step token budget and batch cap are the
+requests (one request per wave). A max-throughput row of a stated dataset size (trtllm-bench's $num_requests
+fixed-length requests) runs in waves of n that finish together (:func:`dataset_waves`). The step token budget and
+batch cap are the
 framework's defaults on the row's device where :func:`sweepkit.validation.levers.scheduler_defaults` knows
 them (vLLM: 8,192 / 1,024, on A100 2,048 / 256), else the profile's fitted budget and the engine's cap.
 
