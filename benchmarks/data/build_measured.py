@@ -21,7 +21,9 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
   remark goes to notes; cells without one ("ShareGPT", "multi-node") are left empty, the text goes to notes;
   request_rate "inf (all prompts at once)" -> inf; "N requests" in the scenario -> requests; GPUStack's
   performance-lab random-dataset cases run 100 (32,000 in), 500 (4,000 and 2,000 in) and 1,000 (128 in)
-  prompts (:data:`GPUSTACK_PROMPTS`, "Successful requests" in each page's benchmark output);
+  prompts (:data:`GPUSTACK_PROMPTS`, "Successful requests" in each page's benchmark output); TensorRT-LLM
+  perf-overview v0.17 and v0.20 max-throughput rows ran a dataset of $num_requests requests per (ISL, OSL)
+  (:data:`TRTLLM_BENCH_REQUESTS`, the release's own table), so each gets that burst size as requests;
 - split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
   every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
   even, so every metric, load, format and length of one model on one system falls on the same side, and
@@ -54,6 +56,16 @@ GPUSTACK_PROMPTS = {("Very Long Prompt", "32000"): "100", ("Long Prompt", "4000"
                     ("Medium Prompt", "2000"): "500", ("Short Prompt", "128"): "1000"}
 """(dataset case, input tokens) -> prompts of a GPUStack performance-lab burst (github.com/gpustack/gpustack,
 docs/performance-lab/*/*.md: the benchmark outputs print "Successful requests" 100, 500, 500 and 1000)."""
+TRTLLM_BENCH_REQUESTS = {
+    "trtllm-perf-overview-v0.17": {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (2048, 128): 3000,
+                                   (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000,
+                                   (20000, 2000): 1000},
+    "trtllm-perf-overview-v0.20": {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500,
+                                   (2048, 128): 3000, (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000,
+                                   (500, 2000): 3000, (20000, 2000): 1000}}
+"""Source -> (ISL, OSL) -> $num_requests of the trtllm-bench dataset each max-throughput cell ran (NVIDIA/TensorRT-LLM
+docs/source/performance/perf-overview.md, "Preparing a Dataset", the v0.17 and v0.20 texts: "the table below details
+the $num_requests that were used"). A pair the table does not list (1024 / 2048) keeps requests empty."""
 MODELOPT_FP8_KV = ("trtllm-perf-overview-v0.20",)
 """Sources that ran NVIDIA's ModelOpt FP8 / FP4 checkpoints (huggingface.co/nvidia/*-FP8, *-FP4) without naming
 the KV format: those checkpoints set kv_cache_quant_algo FP8 in hf_quant_config.json, which TensorRT-LLM's
@@ -193,6 +205,10 @@ def convert(r: dict) -> tuple[dict | None, str]:
             m := re.search(r"dataset case '([^']+)'", r["notes"])) and (m.group(1), out["input_tokens"]) in GPUSTACK_PROMPTS:
         out["requests"] = GPUSTACK_PROMPTS[(m.group(1), out["input_tokens"])]
         notes.append(f"requests: {out['requests']} (the page's benchmark output)")
+    elif out["metric"] == "max_output_throughput" and out["input_tokens"] and out["output_tokens"] and (
+            n := TRTLLM_BENCH_REQUESTS.get(out["source"], {}).get((int(out["input_tokens"]), int(out["output_tokens"])))):
+        out["requests"] = str(n)
+        notes.append(f"requests: {n} (the release's $num_requests table)")
     conv = unit(r["unit"], float(r["value"]), out["gpus"])
     if conv is None:
         return None, "input-token (prefill) throughput: no such metric"

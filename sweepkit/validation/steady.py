@@ -52,7 +52,9 @@ ramp) and its last O steps drain the last n requests with no prompt left (the ta
 the three phases, which give the steady state as R -> inf; under a prefill-first scheduler (SGLang's default,
 :func:`sweepkit.validation.levers.prefill_first`) it runs in waves of whole prefills and then decodes
 (:mod:`sweepkit.validation.prefill_first`), and so does any burst whose replica's KV cache holds fewer than two
-requests (one request per wave). The step token budget and batch cap are the
+requests (one request per wave). A max-throughput row of a stated dataset size (trtllm-bench's $num_requests
+fixed-length requests) runs in waves of n that finish together (:func:`dataset_waves`). The step token budget and
+batch cap are the
 framework's defaults on the row's device where :func:`sweepkit.validation.levers.scheduler_defaults` knows
 them (vLLM: 8,192 / 1,024, on A100 2,048 / 256), else the profile's fitted budget and the engine's cap.
 
@@ -212,6 +214,43 @@ def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
             jnp.where(first, pf_tpot, tpot))
 
 
+def steady_step_s(row: RowInputs, eff: Efficiency, k: jax.Array) -> jax.Array:
+    """t_s(k): the steady step of k running requests (s): k decode rows at a mean context of I + O / 2 and the
+    prompt chunks of k / O whole prompts (the module docstring's step at n = k)."""
+    i, o = row.isl, row.osl
+    return _step(row, eff, decode_work(k * (i + o / 2.0), k),
+                 Work(tokens=k * i / o, attn_pairs=k / o * i * (i + 1.0), kv_tokens=k * i / o))
+
+
+def dataset_waves(row: RowInputs, eff: Efficiency) -> jax.Array:
+    """Output tokens/s of a max-throughput dataset of R fixed-length requests, all queued at t = 0 (``waves``):
+    per replica R_r = R / replicas, at most n at once (:func:`running`). Requests admitted together need the
+    same O tokens and so finish together, and the next n take their places: the run is W = floor(R_r / n) full
+    waves of O steady steps of n requests and a last wave of the r = R_r - W n left,
+
+        output = R O / (W O t_s(n) + O t_s(r))          (no last wave when n divides R_r)
+
+    with t_s(k) the steady step of k requests (:func:`steady_step_s`: each wave's prompts are prefilled in
+    chunks beside the decode rows, as in-flight batching runs them). R -> inf gives the steady state; the
+    three phases of :func:`burst` instead average the last wave into n / 2 rows, which prices a small last
+    wave (r << n, O steps at r rows) too fast.
+
+    Example:
+      R = 2.5 n gives R O / (2 O t_s(n) + O t_s(n / 2)); R = n gives n / t_s(n), the steady state
+      (tests/validation/test_burst_rows.py).
+
+    References:
+      trtllm-bench throughput (github.com/NVIDIA/TensorRT-LLM, docs/source/performance/perf-overview.md: a
+      dataset of $num_requests requests of fixed lengths, --input-stdev=0 --output-stdev=0, queued at once).
+    """
+    n, o = running(row), row.osl
+    r = row.burst_requests / row.replicas
+    full = jnp.floor(r / n)
+    rest = r - full * n
+    last = jnp.where(rest > 0.0, o * steady_step_s(row, eff, jnp.maximum(rest, 1e-9)), 0.0)
+    return row.replicas * r * o / (full * o * steady_step_s(row, eff, n) + last)
+
+
 def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
     """What the row measures under ``eff`` (SI): output or total tokens/s, or TPOT / ITL in seconds.
 
@@ -222,6 +261,7 @@ def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
     t = row_step_time(row, eff)
     out = row.replicas * running(row) / t
     b_out, b_tpot = burst(row, eff)
+    b_out = jnp.where(row.waves > 0, dataset_waves(row, eff), b_out)
     finite = row.burst_requests > 0
     out, t = jnp.where(finite, b_out, out), jnp.where(finite, b_tpot, t)
     total = out * (row.isl + row.osl) / row.osl

@@ -3,8 +3,9 @@
 :func:`row_inputs` turns :class:`~sweepkit.validation.measurements.Measurement` rows into one
 :class:`RowInputs` pytree (leading axis: rows), each row's scalars read from what it states:
 
-    c      = concurrency, else R when all R requests arrive at once (request_rate = inf), else inf
-    R      = requests of a burst (request_rate = inf, no concurrency stated), else 0 (the steady state alone)
+    c      = concurrency, else R when all R requests arrive at once (request_rate = inf, or a max-throughput
+             row, whose requests are all queued at t = 0), else inf
+    R      = requests of such a burst (no concurrency stated), else 0 (the steady state alone)
     f_free = the framework's KV free-memory fraction (:data:`KV_FREE_FRACTION`), 0 for the engine's rule
 
 A decode pool's node test (:func:`decode_only`) states its batch per GPU b_gpu: c = b_gpu x GPUs. A row with
@@ -78,6 +79,9 @@ class RowInputs:
     layout: Layout
     laid: jax.Array
     decode_only: jax.Array
+    waves: jax.Array
+    """1 for a max-throughput row of a stated dataset size (:func:`burst_requests` > 0): its fixed-length requests
+    run in waves (:func:`sweepkit.validation.steady.dataset_waves`); 0 otherwise."""
 
 
 KV_FREE_FRACTION = {"tensorrt-llm": 0.9}
@@ -103,23 +107,32 @@ def two_batch_overlap(m) -> bool:
     return re.search(r"\bTBO\b|two-batch overlap", m.framework or "", re.I) is not None
 
 
+def all_at_once(m) -> bool:
+    """Whether every request of the row arrives at t = 0: ``request_rate = inf``, or a ``max_output_throughput``
+    row (the metric is defined with every request queued at once, as trtllm-bench throughput runs its dataset)."""
+    return m.metric == "max_output_throughput" or (m.request_rate is not None and np.isinf(m.request_rate))
+
+
 def concurrency(m) -> float:
-    """c of a row: its ``concurrency``, else its ``requests`` when all arrive at once (``request_rate = inf``),
-    else inf (a max-throughput row, or a burst of an unstated number of requests); a decode-only row's batch
+    """c of a row: its ``concurrency``, else its ``requests`` when all arrive at once (:func:`all_at_once`),
+    else inf (a max-throughput row or a burst of an unstated number of requests); a decode-only row's batch
     per GPU times its GPUs (:func:`decode_only`)."""
     if decode_only(m):
         return float(m.concurrency) * m.gpus
     if m.concurrency is not None:
         return float(m.concurrency)
-    burst = m.request_rate is not None and np.isinf(m.request_rate)
-    return float(m.requests) if burst and m.requests else float("inf")
+    return float(m.requests) if all_at_once(m) and m.requests else float("inf")
 
 
 def burst_requests(m) -> float:
-    """R of a burst row (``request_rate = inf`` with ``requests`` stated and no ``concurrency``), else 0 (the
-    steady state alone: a fixed concurrency, or a burst of an unstated size)."""
-    burst_ = m.request_rate is not None and np.isinf(m.request_rate)
-    return float(m.requests) if burst_ and m.requests and m.concurrency is None else 0.0
+    """R of a burst row (all requests at once, :func:`all_at_once`, with ``requests`` stated and no
+    ``concurrency``), else 0 (the steady state alone: a fixed concurrency, or a burst of an unstated size).
+
+    Example:
+      A TensorRT-LLM v0.20 max-throughput row at 128 / 4096 tokens, whose dataset held 1,500 requests, is a burst
+      of R = 1,500 (tests/validation/test_burst_rows.py).
+    """
+    return float(m.requests) if all_at_once(m) and m.requests and m.concurrency is None else 0.0
 
 
 def _layout(m, dtype) -> tuple[Layout, int, int, bool]:
@@ -171,4 +184,5 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         burst_requests=col([burst_requests(m) for m in points]),
         prefill_first=col([prefill_first(m) for m in points]),
         layout=jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[lay for lay, _, _, _ in lays]),
-        laid=col([float(has) for _, _, _, has in lays]), decode_only=col([decode_only(m) for m in points]))
+        laid=col([float(has) for _, _, _, has in lays]), decode_only=col([decode_only(m) for m in points]),
+        waves=col([float(m.metric == "max_output_throughput" and burst_requests(m) > 0) for m in points]))
