@@ -115,7 +115,7 @@ def fitted_profile(start: Profile, framework: str, slices: dict, overheads: dict
     sources = {**start.sources, **{k: f"fitted to {framework} rows" for k in slices}}
     return Profile(name=framework_key(framework), framework=framework, source=source,
                    overheads=dict(overheads), default=dict(start.default), entries=entries, sources=sources,
-                   token_budget=token_budget or start.token_budget)
+                   token_budget=token_budget or start.token_budget, kernel_source=start.kernel_source)
 
 
 def write_profile(path: str | Path, p: Profile, comment: str = "") -> None:
