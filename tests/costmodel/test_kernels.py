@@ -130,3 +130,24 @@ def test_lmsys_ep72_decode_under_the_sglang_profile_is_within_25_percent(lmsys):
     without = dataclasses.replace(prof, overheads={k: v for k, v in prof.overheads.items() if k != "kernel_s"})
     assert 8 * 256 / step(256, True, without) / measured - 1.0 > 0.40       # +43 % without the kernels' time
     assert step(32, False, prof) / step(32, True, prof) - 1.0 < -0.2         # the overlap costs at 32 rows
+
+
+def test_a_prefill_node_test_is_one_prefill_step_of_its_prompts(lmsys):
+    # LMSYS EP32 prefill: 16,384 tokens per GPU = 4 prompts of 4,096, 32 GPUs, two-batch overlap; input tok/s of
+    # the 32 GPUs = 32 x 4 x 4,096 / t_step, t_step the bench's one prefill step (I = 1 on the "with" side).
+    from bench_layouts import lmsys_prefill_step_s
+
+    from sweepkit.validation import load_measurements
+    from sweepkit.validation.profiles import profile_values
+    from sweepkit.validation.steady_rows import node_test, perfectly_balanced, prefill_only
+
+    rows = [m for m in load_measurements()[0] if m.pair_id == "LMS02"]
+    assert len(rows) == 2 and all(prefill_only(m) and node_test(m) and m.concurrency == 4 for m in rows)
+    with_, without = sorted(rows, key=lambda m: not m.lever.endswith(":with"))
+    assert perfectly_balanced(with_) and not perfectly_balanced(without)
+    assert with_.value_si == pytest.approx(59337 / 8 * 32) and without.value_si == pytest.approx(50302 / 8 * 32)
+    prof = profile_for("SGLang")
+    got = profile_values([with_, without], [prof, prof])
+    for v, imb in zip(got, (1.0, 1.3)):
+        assert v == pytest.approx(32 * 4 * 4096 / lmsys_prefill_step_s(imb, prof), rel=1e-9)
+    assert all(abs(v / m.value_si - 1.0) < 0.15 for v, m in zip(got, (with_, without)))
