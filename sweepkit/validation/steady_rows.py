@@ -39,7 +39,8 @@ from sweepkit.catalogue import get_device, get_format, get_model
 from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, Layout, make_layout
-from sweepkit.validation.levers import host_overlap, prefill_first, scheduler_defaults, scheduler_scales
+from sweepkit.validation.levers import (host_overlap, perfectly_balanced, prefill_first, scheduler_defaults,
+                                       scheduler_scales)
 
 
 @jax.tree_util.register_dataclass
@@ -114,13 +115,6 @@ def node_test(m) -> bool:
     """A decode or prefill pool's node test (:func:`decode_only`, :func:`prefill_only`): the steady state under a
     profile alone prices it (the serving engine has no output length to run)."""
     return decode_only(m) or prefill_only(m)
-
-
-def perfectly_balanced(m) -> bool:
-    """Whether the row's lever puts it on the side of a simulated perfect expert balance (LMSYS's "simulated perfect
-    EPLB vs default expert distribution:with": random expert selection, I = 1)."""
-    condition, _, side = (m.lever or "").rpartition(":")
-    return side == "with" and re.search(r"perfect (EPLB|balance)", condition.split(" vs ")[0], re.I) is not None
 
 
 def two_batch_overlap(m) -> bool:

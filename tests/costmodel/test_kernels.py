@@ -139,12 +139,14 @@ def test_a_prefill_node_test_is_one_prefill_step_of_its_prompts(lmsys):
 
     from sweepkit.validation import load_measurements
     from sweepkit.validation.profiles import profile_values
-    from sweepkit.validation.steady_rows import node_test, perfectly_balanced, prefill_only
+    from sweepkit.validation.levers import lever_parts, perfectly_balanced
+    from sweepkit.validation.steady_rows import node_test, prefill_only
 
     rows = [m for m in load_measurements()[0] if m.pair_id == "LMS02"]
     assert len(rows) == 2 and all(prefill_only(m) and node_test(m) and m.concurrency == 4 for m in rows)
     with_, without = sorted(rows, key=lambda m: not m.lever.endswith(":with"))
     assert perfectly_balanced(with_) and not perfectly_balanced(without)
+    assert lever_parts(with_, without) == [("expert balance", "")]          # the pair is expressed
     assert with_.value_si == pytest.approx(59337 / 8 * 32) and without.value_si == pytest.approx(50302 / 8 * 32)
     prof = profile_for("SGLang")
     got = profile_values([with_, without], [prof, prof])
