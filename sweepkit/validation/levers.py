@@ -16,7 +16,9 @@ A pair (a ``:with`` and a ``:without`` row, sweepkit.validation.summary) changes
 (:func:`lever_parts`): the framework, the layout (tp, GPUs, dp, ep, pp), the KV or weight format, the
 scheduler settings, asynchronous scheduling, a speculative draft, prefix caching. Its *family* is the parts
 joined by ``+``; levers a source names only in its ``lever`` text (two-batch overlap, cache-aware routing,
-expert balance: :data:`NAMED`) are parts too. A pair is *expressed* when every part is one the model prices and both sides are priced the
+expert balance: :data:`NAMED`) are parts too; expert balance is priced where the ``:with`` side is a simulated
+perfect balance (:func:`perfectly_balanced`: I = 1 against the layout's imbalance). A pair is *expressed* when
+every part is one the model prices and both sides are priced the
 same way (both by the steady state, or both by the serving engine); otherwise :func:`pair_status` says
 which part is not, and why, and the pair's predicted change is not reported.
 
