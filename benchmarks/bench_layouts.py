@@ -8,7 +8,9 @@ DeepSeek-V3 decode pool (EP72 over 9 nodes, 256 + 32 redundant experts = 288 slo
 decode step of that layout on InfiniBand NDR, with and without two-batch overlap (the blog's ablation: +25.5 %
 at 256 tokens per GPU, -27 % at 32; 22,310 / 1.255 = 17,777 tok/s per node without it), and DeepSeek's own
 profile as the same blog quotes it (EP128, 128 rows of 4,096 cached tokens per GPU with overlap: 18,598 tok/s
-per node, on H800, priced as H100: the same SMs, clocks and HBM). Then the steady state (``--steady``): every
+per node, on H800, priced as H100: the same SMs, clocks and HBM), and LMSYS's EP32 prefill (16,384 tokens per
+GPU, 4,096-token prompts: 59,337 input tok/s per node with simulated perfect EPLB, 50,302 with the default expert
+distribution) under the SGLang profile. Then the steady state (``--steady``): every
 expert- or data-parallel row
 the analytic steady state prices, under the seed constants and under its framework's shipped profile,
 median |error| per slice and split.
@@ -77,6 +79,55 @@ def lmsys_step_s(rows: int, *, overlap: bool, imbalance: float, profile=None, ep
         return float(target_pass_cost(inst, decode_work(f(b * ctx), f(b))).t_s)
 
 
+LMSYS_PREFILL_TOK_S_PER_NODE = {1.0: 59337.0, 1.3: 50302.0}
+"""Input tokens/s per node of LMSYS's EP32 prefill (4 x 8 H100, 16,384 tokens per GPU, 4,096-token prompts, two-batch
+overlap), by expert imbalance: 1.0 the simulated perfect EPLB, 1.3 (sweepkit's default without a balancer) the
+default expert distribution (lmsys.org/blog/2025-05-05-large-scale-ep, "Overall Throughput")."""
+
+
+def lmsys_prefill_step_s(imbalance: float, profile, *, tokens_per_gpu: float = 16384.0, prompt: float = 4096.0,
+                         ep: int = 32) -> float:
+    """One prefill step of DeepSeek-V3 FP8 on ``ep`` H100s as EP``ep`` (DP attention on every GPU, nodes of 8 on
+    InfiniBand NDR, two-batch overlap), ``tokens_per_gpu`` prompt tokens per GPU in prompts of ``prompt`` tokens,
+    under ``profile`` (the class split of :func:`sweepkit.costmodel.profiled.measured_pass_s`)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from sweepkit.catalogue import get_device, get_model
+    from sweepkit.costmodel.efficiency import efficiency_arrays
+    from sweepkit.costmodel.layout import layout_work, make_layout
+    from sweepkit.costmodel.moe_comm import moe_all_to_all, overlap_microbatches
+    from sweepkit.costmodel.passes import Work, combine
+    from sweepkit.costmodel.profiled import measured_pass_s
+    from sweepkit.costmodel.steps import instance
+
+    dev, model = get_device("H100"), get_model("deepseek-v3")
+    with jax.enable_x64(True):
+        f = jnp.float64
+        lay = make_layout(dev, model, 1, dp=ep, ep=ep, imbalance=imbalance, compute_format="fp8", gpus_per_node=8,
+                          two_batch_overlap=True, dtype=f)
+        inst = instance(dev, model, None, 1, "fp8", "fp8", "fp8", dtype=f, layout=lay)
+        inst = dataclasses.replace(inst, efficiency=efficiency_arrays(profile.fields("H100", "fp8"), f))
+        t = f(tokens_per_gpu * ep)
+        pre, dec = Work(t, t * (prompt + 1.0), t), Work(f(0.0), f(0.0), f(0.0))
+        extra = layout_work(lay, inst.target, combine(dec, pre), inst.weight_bytes, inst.kv_bytes)
+        mb = overlap_microbatches(lay, 1.0, t)
+        a2a_s, _ = moe_all_to_all(lay, inst.device, inst.target, t / (mb * ep), f(1.0))
+        return float(measured_pass_s(inst, dec, pre, extra, (lay.moe_layers, a2a_s)))
+
+
+def lmsys_prefill() -> None:
+    """LMSYS's EP32 prefill at 16,384 tokens per GPU under the SGLang profile, input tok/s per node."""
+    from sweepkit.catalogue.efficiency import profile_for
+
+    for imb, measured in LMSYS_PREFILL_TOK_S_PER_NODE.items():
+        per_node = 8 * 16384 / lmsys_prefill_step_s(imb, profile_for("SGLang"))
+        print(f"LMSYS prefill EP32, 16,384 tokens per GPU, 4,096-token prompts, TBO, SGLang profile, I = {imb}: "
+              f"{per_node:,.0f} input tok/s per node vs {measured:,.0f} measured ({per_node / measured - 1:+.1%})")
+
+
 def lmsys_decode() -> None:
     """LMSYS's EP72 decode headline and its two-batch-overlap ablation (module doc), per-node tokens/s."""
     from sweepkit.catalogue.efficiency import packaged_profile, profile_for
@@ -135,6 +186,7 @@ def main() -> None:
                          "shipped profile)")
     args = ap.parse_args()
     lmsys_decode()
+    lmsys_prefill()
     if args.steady:
         steady_layout_rows()
     if args.lmsys_only:

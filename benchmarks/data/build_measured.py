@@ -10,7 +10,10 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
 
 - excluded: TensorRT-LLM releases 1.0 and later, MLPerf Inference v5.x and InferenceX rows (kept out of
   what sweepkit ships and fits on), and rows measuring input-token (prefill) throughput alone, which the
-  format has no metric for; the script prints how many of each;
+  format has no metric for, except a prefill pool's node test that states its tokens per GPU (scenario
+  "prefill-only", concurrency "16384 tokens per device"): it is kept as ``total_throughput`` without an output
+  length and with the prompts per GPU per step as ``concurrency``, after every other row; the script prints how
+  many of each are left out;
 - devices to catalogue names (first word, "Ascend 910B NPU" -> Ascend-910B); models stay Hugging Face ids
   (sweepkit.validation.aliases maps them when a row is read); formats to bf16 / fp8 / fp4 / int8 (FP16 as
   bf16: the same bytes and tensor-core rate; MXFP4 and NVFP4 as fp4); compute_format = the weight format
@@ -172,6 +175,16 @@ def split_of(out: dict) -> str:
     return "train" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "test"
 
 
+def prefill_node(r: dict, out: dict) -> str:
+    """Prompts per GPU of a prefill pool's node test that states its tokens per GPU ("16384 tokens per device",
+    scenario "prefill-only", a prompt length dividing it), as text; '' for any other row."""
+    m = re.match(r"(\d+) tokens per device$", r["concurrency"].strip())
+    if not (m and r["scenario"].strip().lower().startswith("prefill-only") and out["input_tokens"]
+            and not out["output_tokens"] and int(m.group(1)) % int(out["input_tokens"]) == 0):
+        return ""
+    return str(int(m.group(1)) // int(out["input_tokens"]))
+
+
 def convert(r: dict) -> tuple[dict | None, str]:
     """One input row -> (output row or None, why it was left out)."""
     if any(p.search(r["framework"]) or p.search(r["source"]) for p in EXCLUDE):
@@ -210,6 +223,13 @@ def convert(r: dict) -> tuple[dict | None, str]:
         out["requests"] = str(n)
         notes.append(f"requests: {n} (the release's $num_requests table)")
     conv = unit(r["unit"], float(r["value"]), out["gpus"])
+    node = prefill_node(r, out)
+    if conv is None and node:
+        conv = unit(r["unit"].replace("input tok", "tok"), float(r["value"]), out["gpus"])
+        out["concurrency"] = node
+        notes = [n for n in notes if not n.startswith("concurrency: ")]
+        notes.append(f"prefill node test: input tokens/s as total_throughput (no output); concurrency: "
+                     f"{r['concurrency'].strip()} = {node} prompts of {out['input_tokens']} per GPU per step")
     if conv is None:
         return None, "input-token (prefill) throughput: no such metric"
     out["unit"], value, out["gpus"], rem = conv
@@ -233,13 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with open(args.measurements, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    kept, dropped = [], Counter()
+    kept, nodes, dropped = [], [], Counter()
     for r in rows:
         out, why = convert(r)
         if out is None:
             dropped[why] += 1
         else:
-            kept.append(out)
+            (nodes if prefill_node(r, out) else kept).append(out)
+    kept += nodes          # after the rest, so the row numbers earlier rows (and fitted profiles) cite stay
     with open(args.out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()

@@ -1,7 +1,8 @@
 """Efficiency profiles: achieved fractions per device x compute format x operator class, per framework.
 
 A profile file is TOML with a ``[profile]`` table (``name``, ``framework``, ``source``), a ``[framework]``
-table (``step_overhead_s``, ``token_overhead_s``), a ``[default]`` table of the per-format fields and
+table (``step_overhead_s``, ``token_overhead_s``, and optionally ``kernel_s``: the fixed seconds of each kernel a
+decoder layer launches, with ``kernel_s_source`` naming where it comes from; it is data, never fitted), a ``[default]`` table of the per-format fields and
 ``[efficiency."DEVICE".FORMAT]`` entries overriding any of them (each may carry a ``source``), and an optional
 ``[scheduler]`` table (``token_budget``: tokens one step schedules, fitted on loaded rows). The packaged
 ``efficiency.toml`` is the seed (the reference constants); ``profile-<framework>.toml`` files are fitted
@@ -22,6 +23,8 @@ FIELDS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", 
           "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
 """Per device x format fields (fractions in (0, 1]; *_tokens_half in tokens, >= 0; seconds)."""
 FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
+KERNEL_FIELD = "kernel_s"
+"""Optional ``[framework]`` field (seconds per kernel, :mod:`sweepkit.costmodel.kernels`); kept by a refit."""
 SEED = "efficiency.toml"
 SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "vllm": "profile-vllm.toml", "sglang": "profile-sglang.toml"}
 """Framework key -> packaged fitted profile."""
@@ -42,6 +45,8 @@ class Profile:
     token_budget: float = 0.0
     """Tokens one step schedules at most, fitted on loaded rows ([scheduler] token_budget; 0: the serving
     engine's budget)."""
+    kernel_source: str = ""
+    """Where ``overheads["kernel_s"]`` comes from (``kernel_s_source``)."""
 
     def fields(self, device: str, compute_format: str) -> dict[str, float]:
         """The per-format fields for ``device`` in ``compute_format`` (its entry, else the entries it inherits
@@ -75,7 +80,7 @@ def _number(table: dict, key: str, where: str, lo: float, hi: float) -> float:
 
 _RANGES = {"gemm_tokens_half": (0.0, 1e6), "moe_tokens_half": (0.0, 1e6), "allreduce_overhead_s": (0.0, 1e-2), "tp_loss": (0.0, 1.0),
            "attn_prefill_eff": (1e-4, 2.0), "step_overhead_s": (0.0, 1.0),
-           "token_overhead_s": (0.0, 1e-2)}
+           "token_overhead_s": (0.0, 1e-2), KERNEL_FIELD: (0.0, 1e-3)}
 
 
 def _fields(table: dict, allowed: tuple[str, ...], where: str, required: bool) -> dict[str, float]:
@@ -100,11 +105,15 @@ def parse_profile(text: str, name: str) -> Profile:
         for fmt, table in formats.items():
             entries[(dev, fmt)] = _fields(table, FIELDS, f"{name} [efficiency.{dev}.{fmt}]", False)
             sources[(dev, fmt)] = str(table.get("source", ""))
+    fw = dict(doc.get("framework", {}))
+    kernel_source = str(fw.pop("kernel_s_source", ""))
+    kernel = _fields({k: fw.pop(k) for k in [KERNEL_FIELD] if k in fw}, (KERNEL_FIELD,), f"{name} [framework]", False)
     sched = doc.get("scheduler", {})
     budget = _number(sched, "token_budget", f"{name} [scheduler]", 64.0, 1e6) if "token_budget" in sched else 0.0
     return Profile(name=str(head.get("name", Path(name).stem)), token_budget=budget, framework=str(head.get("framework", "")),
                    source=str(head.get("source", "")),
-                   overheads=_fields(doc.get("framework", {}), FRAMEWORK_FIELDS, f"{name} [framework]", True),
+                   overheads={**_fields(fw, FRAMEWORK_FIELDS, f"{name} [framework]", True), **kernel},
+                   kernel_source=kernel_source,
                    default=_fields(doc.get("default", {}), FIELDS, f"{name} [default]", True), entries=entries,
                    sources=sources)
 
@@ -143,7 +152,11 @@ def profile_toml(p: Profile, comment: str = "") -> str:
     lines = [f"# {c}" for c in comment.splitlines()]
     lines += ["[profile]", f"name = {_value(p.name)}", f"framework = {_value(p.framework)}",
               f"source = {_value(p.source)}", "", "[framework]"]
-    lines += [f"{k} = {_value(p.overheads[k])}" for k in FRAMEWORK_FIELDS] + ["", "[default]"]
+    lines += [f"{k} = {_value(p.overheads[k])}" for k in FRAMEWORK_FIELDS]
+    if KERNEL_FIELD in p.overheads:
+        lines += [f"{KERNEL_FIELD} = {_value(p.overheads[KERNEL_FIELD])}",
+                  f"kernel_s_source = {_value(p.kernel_source)}"]
+    lines += ["", "[default]"]
     lines += [f"{k} = {_value(p.default[k])}" for k in FIELDS]
     if p.token_budget:
         lines += ["", "[scheduler]", f"token_budget = {_value(p.token_budget)}"]

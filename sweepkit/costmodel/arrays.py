@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.catalogue import Device, Draft, Model, get_format
+from sweepkit.costmodel.kernels import layer_kernels
 
 
 @jax.tree_util.register_dataclass
@@ -56,6 +57,8 @@ class ModelArrays:
       window_layers: L_w, the layers with a window (0: none).
       expert_weight_bytes: w_e, bytes per value the routed experts keep whatever the weight format (0: the
         weight format's; experts then cost min(w, w_e)).
+      layer_kernels, quant_kernels: n_struct and n_q, kernels one decoder layer launches per pass and the
+        activation quantisations its narrow-format GEMMs add (:func:`sweepkit.costmodel.kernels.layer_kernels`).
     """
 
     n_layers: jax.Array
@@ -72,6 +75,8 @@ class ModelArrays:
     window_tokens: jax.Array
     window_layers: jax.Array
     expert_weight_bytes: jax.Array
+    layer_kernels: jax.Array
+    quant_kernels: jax.Array
 
 
 _DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
@@ -95,7 +100,8 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
         return dict(n_layers=0.0, d_model=0.0, q_dim=0.0, matmul_params=0.0, resident_params=0.0,
                     kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
                     experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0,
-                    window_layers=0.0, expert_weight_bytes=0.0)
+                    window_layers=0.0, expert_weight_bytes=0.0, layer_kernels=0.0, quant_kernels=0.0)
+    n_struct, n_quant = layer_kernels(model)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
                 resident_params=float(model.resident_params if resident is None else resident),
@@ -105,7 +111,8 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                 window_kv_values_per_token=float(model.window_kv_bytes_per_token(1.0)),
                 window_tokens=float(model.sliding_window), window_layers=float(model.window_layers),
                 expert_weight_bytes=(get_format(model.expert_weight_format).bytes_per_value
-                                     if model.expert_weight_format else 0.0))
+                                     if model.expert_weight_format else 0.0),
+                layer_kernels=float(n_struct), quant_kernels=float(n_quant))
 
 
 def model_arrays(model: Model | Draft | None | list, dtype=None, *, host: bool = False) -> ModelArrays:

@@ -11,7 +11,8 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
     communication   t_x = 2 L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
-    t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_0 + t_tok T
+    kernels         t_k,all = L (n_struct + n_q [k > 1]) t_k                  (:mod:`sweepkit.costmodel.kernels`)
+    t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_k,all + t_0 + t_tok T
 
 P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). On a
 model with windowed layers (sliding window or attention chunk of W positions) 2 L q A_j and K_j kv are
@@ -41,6 +42,9 @@ PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", 
 """Per (device x format) efficiency fields, in :class:`Efficiency` order."""
 FRAMEWORK_PARAMS = ("step_overhead_s", "token_overhead_s")
 """Per framework fields (host work per step and per token position)."""
+KERNEL_PARAM = "kernel_s"
+"""Per framework field: fixed seconds of one kernel (:mod:`sweepkit.costmodel.kernels`; 0 where a profile
+does not set it)."""
 
 
 @jax.tree_util.register_dataclass
@@ -56,6 +60,7 @@ class Efficiency:
       link_eff: fraction of link bandwidth reached by all-reduces; allreduce_overhead_s: fixed seconds each
         all-reduce adds beyond the link's latency (launch and synchronisation; 0 at tp = 1).
       step_overhead_s: host seconds per step; token_overhead_s: host seconds per token position.
+      kernel_s: t_k, fixed device seconds of each kernel a decoder layer launches per pass (0: not priced).
     """
 
     gemm_eff_max: jax.Array
@@ -70,6 +75,7 @@ class Efficiency:
     tp_loss: jax.Array
     step_overhead_s: jax.Array
     token_overhead_s: jax.Array
+    kernel_s: jax.Array
 
 
 def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) -> jax.Array:
@@ -111,7 +117,8 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
       dp: attention data-parallel ranks among the ``tp`` devices (1 without attention data parallelism).
 
     Returns:
-      dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, overhead (each >= 0).
+      dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, kernels, overhead (each >= 0; kernels 0
+      for an empty step).
     """
     tokens = decode.tokens + prefill.tokens
     peak = dev.peak_flops_per_s * tp
@@ -141,8 +148,10 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     t_comm = n_ar * (2.0 * (r - 1.0) / r * size / (dev.link_bytes_per_s * eff.link_eff)
                      + 2.0 * (r - 1.0) * dev.link_latency_s + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))
     shard = 1.0 + eff.tp_loss * (tp - 1.0)
+    n_kernels = model.layer_kernels + jnp.where(compute_speedup > 1.0, model.quant_kernels, 0.0)
+    t_kernels = jnp.where(tokens > 0.0, model.n_layers * n_kernels * eff.kernel_s, 0.0)
     return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=attention(decode, eff.attn_prefill_eff) * shard,
-                attn_prefill=attention(prefill, eff.attn_prefill_eff) * shard, comm=t_comm,
+                attn_prefill=attention(prefill, eff.attn_prefill_eff) * shard, comm=t_comm, kernels=t_kernels,
                 overhead=eff.step_overhead_s + eff.token_overhead_s * tokens)
 
 
@@ -165,4 +174,5 @@ def efficiency_arrays(fields: dict | list[dict], dtype=None) -> Efficiency:
     :class:`Efficiency`."""
     rows = fields if isinstance(fields, list) else [fields]
     cols = {k: jnp.asarray([float(r[k]) for r in rows], dtype) for k in PARAMS + FRAMEWORK_PARAMS}
+    cols[KERNEL_PARAM] = jnp.asarray([float(r.get(KERNEL_PARAM, 0.0)) for r in rows], dtype)
     return Efficiency(**{k: v if isinstance(fields, list) else v[0] for k, v in cols.items()})

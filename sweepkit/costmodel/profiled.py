@@ -6,7 +6,7 @@ instead of the reference roofline. With pp stages, mb micro-batches (as the refe
 max(1, T))) and n = tp x dp GPUs per stage, one slot prices the step's decode rows and prompt chunks, each
 divided by mb, on n GPUs, a 1 / pp share of the layers:
 
-    t_slot = sum_{c in gemm, moe, attn} t_c(work / mb; n) / pp + t_allreduce + t_a2a / pp + t_hop + t_layout
+    t_slot = sum_{c in gemm, moe, attn, kernels} t_c(work / mb; n) / pp + t_allreduce + t_a2a / pp + t_hop + t_layout
     t_layout = max(dF / (mb pp) / (P n k eff(T / mb; g)),  (dW' / pp + dO / (mb pp)) / (B n b_w))
     t = (mb + pp - 1) t_slot + t_0 + t_tok T / dp
 
@@ -74,7 +74,7 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     parts = step_time_by_class(per_mb(decode), per_mb(prefill), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
                                inst.compute_speedup, allreduces=(2.0 * net.n_layers - a2a_layers) / pp, ring=tp,
                                ring_share=1.0 / dp, dp=dp)
-    compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"]) / pp
+    compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"] + parts["kernels"]) / pp
     d_f, d_w, d_o = extra
     dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
     d_w = d_w - (dp - 1.0) * dense * inst.weight_bytes * net.present     # read by the dense class, per DP rank

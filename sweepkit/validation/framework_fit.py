@@ -82,7 +82,7 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
     """Fit ``framework``'s profile on its rows of split train (every split with ``all_rows``) whose source
     may be fitted on (:func:`fittable`) and starts with one of ``sources`` (when given); raises InputError
     (naming the file) with fewer than 2 training rows."""
-    start = start or packaged_profile()
+    start = with_kernel_time(start or packaged_profile(), framework)
     rows = framework_rows(points, framework, sources)
     train = [m for m in rows if (all_rows or m.split == "train") and fittable(m)]
     if len(train) < 2:
@@ -103,6 +103,22 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
     prof = without_unidentified(prof, train)
     return FrameworkFit(profile=prof, fit=res, train=train, rows=rows, before_pct=errors_pct(rows, start),
                         after_pct=errors_pct(rows, prof))
+
+
+def with_kernel_time(start: Profile, framework: str) -> Profile:
+    """``start`` with the framework's per-kernel time (:data:`sweepkit.costmodel.kernels.KERNEL_S`) where it has
+    none: data the fit holds fixed, not a fitted field.
+
+    Example:
+      The seed profile started for SGLang gets ``kernel_s`` = 3.584 us; for vLLM it stays without one.
+    """
+    from sweepkit.catalogue.efficiency import KERNEL_FIELD
+    from sweepkit.costmodel.kernels import KERNEL_S
+
+    value = KERNEL_S.get(framework_key(framework))
+    if value is None or KERNEL_FIELD in start.overheads:
+        return start
+    return dataclasses.replace(start, overheads={**start.overheads, KERNEL_FIELD: value[0]}, kernel_source=value[1])
 
 
 def without_unidentified(profile: Profile, train: list[Measurement]) -> Profile:

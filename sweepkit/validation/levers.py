@@ -16,7 +16,9 @@ A pair (a ``:with`` and a ``:without`` row, sweepkit.validation.summary) changes
 (:func:`lever_parts`): the framework, the layout (tp, GPUs, dp, ep, pp), the KV or weight format, the
 scheduler settings, asynchronous scheduling, a speculative draft, prefix caching. Its *family* is the parts
 joined by ``+``; levers a source names only in its ``lever`` text (two-batch overlap, cache-aware routing,
-expert balance: :data:`NAMED`) are parts too. A pair is *expressed* when every part is one the model prices and both sides are priced the
+expert balance: :data:`NAMED`) are parts too; expert balance is priced where the ``:with`` side is a simulated
+perfect balance (:func:`perfectly_balanced`: I = 1 against the layout's imbalance). A pair is *expressed* when
+every part is one the model prices and both sides are priced the
 same way (both by the steady state, or both by the serving engine); otherwise :func:`pair_status` says
 which part is not, and why, and the pair's predicted change is not reported.
 
@@ -122,6 +124,13 @@ def _loaded_profile(framework: str) -> bool:
     return key in SHIPPED and bool(profile_for(framework).token_budget)
 
 
+def perfectly_balanced(m: Measurement) -> bool:
+    """Whether the row's lever puts it on the side of a simulated perfect expert balance (LMSYS's "simulated perfect
+    EPLB vs default expert distribution:with": random expert selection, priced at I = 1)."""
+    condition, _, side = (m.lever or "").rpartition(":")
+    return side == "with" and re.search(r"perfect (EPLB|balance)", condition.split(" vs ")[0], re.I) is not None
+
+
 def lever_parts(w: Measurement, wo: Measurement) -> list[tuple[str, str]]:
     """[(part, why it is not expressed or '')] of what differs between the ``:with`` row ``w`` and the
     ``:without`` row ``wo`` (module docstring), in a fixed order."""
@@ -142,7 +151,9 @@ def lever_parts(w: Measurement, wo: Measurement) -> list[tuple[str, str]]:
     if host_overlap(w) != host_overlap(wo):
         parts.append(("async scheduling", ""))
     name = w.lever.rsplit(":", 1)[0]
-    parts += [(part, why) for pattern, part, why in NAMED if pattern.search(name)]
+    # a simulated perfect balance is priced (I = 1 against the layout's imbalance): the expert-balance lever then is
+    parts += [(part, "" if part == "expert balance" and perfectly_balanced(w) else why)
+              for pattern, part, why in NAMED if pattern.search(name)]
     if w.draft != wo.draft or SPECULATIVE.search(flags(w)) or SPECULATIVE.search(w.lever.split(":")[0]):
         parts.append(("speculative", "needs the draft's acceptance, which the source does not give"))
     if "prefix-caching" in flags(w).replace("_", "-") and "prefix-caching" not in flags(wo).replace("_", "-"):

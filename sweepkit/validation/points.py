@@ -26,7 +26,7 @@ from sweepkit.validation.measurements import PER_PASS, Measurement
 from sweepkit.validation.profiles import priced_by_profile, steady_row
 from sweepkit.validation.serving_points import MODELLED, serving_status
 from sweepkit.validation.serving_runs import evaluate_serving_points
-from sweepkit.validation.steady_rows import decode_only
+from sweepkit.validation.steady_rows import node_test
 
 NEEDS_ACCEPTANCE = "not modelled yet (needs the draft's measured acceptance)"
 
@@ -64,7 +64,7 @@ def status(m: Measurement) -> str:
         return SPEEDUP
     if m.draft != "none":
         return NEEDS_ACCEPTANCE
-    if m.metric not in PER_PASS and decode_only(m):   # the steady state alone prices a decode pool's node test
+    if m.metric not in PER_PASS and node_test(m):     # the steady state alone prices a pool's node test
         return MODELLED if steady_row(m) else serving_status(m)
     if m.metric not in PER_PASS:
         return serving_status(m)        # the serving engine prices pp / ep / dp layouts (row_layout)
@@ -146,7 +146,7 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
         out[i] = v
     if serving:
         sidx = [i for i, m in enumerate(points)
-                if m.metric not in PER_PASS and i not in by_profile and status(m) == MODELLED and not decode_only(m)]
+                if m.metric not in PER_PASS and i not in by_profile and status(m) == MODELLED and not node_test(m)]
         for i, v in zip(sidx, evaluate_serving_points([points[i] for i in sidx], progress, profile)):
             out[i] = v if np.isfinite(v) and v > 0 else None
     return out

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweepkit.catalogue.efficiency import FIELDS, FRAMEWORK_FIELDS, Profile
+from sweepkit.catalogue.efficiency import FIELDS, FRAMEWORK_FIELDS, KERNEL_FIELD, Profile
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.validation.steady import row_value
 from sweepkit.validation.steady_rows import RowInputs
@@ -83,13 +83,15 @@ def _to_theta(u, lo, hi):
     return lo + (hi - lo) * jax.nn.sigmoid(u)
 
 
-def _efficiency(u, slice_of_row, n_slices, lo, hi) -> Efficiency:
-    """Per-row :class:`Efficiency` from the parameter vector (slices x FIELDS, then FRAMEWORK_FIELDS)."""
+def _efficiency(u, slice_of_row, n_slices, lo, hi, kernel_s: float = 0.0) -> Efficiency:
+    """Per-row :class:`Efficiency` from the parameter vector (slices x FIELDS, then FRAMEWORK_FIELDS); the
+    per-kernel time ``kernel_s`` is the start profile's, held fixed (data, not fitted)."""
     theta = _to_theta(u, lo, hi)
     per = theta[: n_slices * len(FIELDS)].reshape(n_slices, len(FIELDS))[slice_of_row]
     fw = theta[n_slices * len(FIELDS):]
     cols = {k: per[:, j] for j, k in enumerate(FIELDS)}
     cols.update({k: jnp.full(slice_of_row.shape, fw[j]) for j, k in enumerate(FRAMEWORK_FIELDS)})
+    cols[KERNEL_FIELD] = jnp.full(slice_of_row.shape, kernel_s, dtype=per.dtype)
     return Efficiency(**cols)
 
 
@@ -98,7 +100,7 @@ def _identified(rows: RowInputs, keys: list[tuple[str, str]], slices: list, per,
     index = {k: i for i, k in enumerate(slices)}
     with jax.enable_x64(True):
         slice_of_row = jnp.asarray([index[k] for k in keys])
-        fw = {f: jnp.full(slice_of_row.shape, float(overheads[f])) for f in FRAMEWORK_FIELDS}
+        fw = {f: jnp.full(slice_of_row.shape, float(overheads.get(f, 0.0))) for f in FRAMEWORK_FIELDS + (KERNEL_FIELD,)}
 
         def log_model(theta):
             cols = {f: theta[slice_of_row, j] for j, f in enumerate(FIELDS)}
@@ -142,13 +144,14 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
     theta0 = [start.fields(*k)[f] for k in slices for f in FIELDS] + [start.overheads[f] for f in FRAMEWORK_FIELDS]
     theta0 += [start.token_budget or float(np.max(np.asarray(rows.token_budget)))] * len(extra)
     n_fw = len(slices) * len(FIELDS) + len(FRAMEWORK_FIELDS)
+    kernel_s = float(start.overheads.get(KERNEL_FIELD, 0.0))
     with jax.enable_x64(True):
         u0 = jnp.asarray(_to_u(theta0, lo, hi))
         slice_of_row = jnp.asarray([index[k] for k in keys])
         meas = jnp.asarray(np.asarray(measured, np.float64))
 
         def data(u):
-            eff = _efficiency(u[:n_fw], slice_of_row, len(slices), lo[:n_fw], hi[:n_fw])
+            eff = _efficiency(u[:n_fw], slice_of_row, len(slices), lo[:n_fw], hi[:n_fw], kernel_s)
             r = rows
             if extra:
                 budget = _to_theta(u[n_fw:], lo[n_fw:], hi[n_fw:])[0]
@@ -182,9 +185,12 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
         after = np.asarray(data(u))
     per = theta[: len(slices) * len(FIELDS)].reshape(len(slices), len(FIELDS))
     fitted_rows = dataclasses.replace(rows, token_budget=jnp.full(rows.token_budget.shape, theta[n_fw])) if extra else rows
+    kept = {KERNEL_FIELD: kernel_s} if KERNEL_FIELD in start.overheads else {}
     return ProfileFit(slices={k: dict(zip(FIELDS, map(float, per[i]))) for i, k in enumerate(slices)},
-                      overheads=dict(zip(FRAMEWORK_FIELDS, map(float, theta[len(slices) * len(FIELDS):n_fw]))),
+                      overheads={**dict(zip(FRAMEWORK_FIELDS, map(float, theta[len(slices) * len(FIELDS):n_fw]))),
+                                 **kept},
                       residuals_before=before, residuals_after=after, iterations=used,
                       token_budget=float(theta[n_fw]) if extra else 0.0,
                       identified=_identified(fitted_rows, keys, slices, per,
-                                             dict(zip(FRAMEWORK_FIELDS, theta[len(slices) * len(FIELDS):n_fw]))))
+                                             {**dict(zip(FRAMEWORK_FIELDS, theta[len(slices) * len(FIELDS):n_fw])),
+                                              KERNEL_FIELD: kernel_s}))

@@ -27,7 +27,7 @@ from sweepkit.validation.measurements import Measurement, row_ranges
 from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
 from sweepkit.validation.steady import row_value
-from sweepkit.validation.steady_rows import decode_only, row_inputs
+from sweepkit.validation.steady_rows import node_test, row_inputs
 
 REFERENCE = "reference"
 """The profile word that keeps every row on the serving engine with the reference constants."""
@@ -39,7 +39,7 @@ def steady_row(m: Measurement) -> bool:
     draft, no pipeline parallelism, serving status MODELLED. Expert parallelism and data-parallel attention
     of a mixture-of-experts model are priced with the row's layout (:mod:`sweepkit.validation.row_layout`);
     a dense model's dp only as replicas of tp."""
-    if decode_only(m):                      # a decode pool's node test (sweepkit.validation.steady_rows.decode_only)
+    if node_test(m):                        # a decode or prefill pool's node test (steady_rows.node_test)
         return m.draft == "none" and m.pp == 1 and _expressible(m)
     loaded = (m.metric in LOADED and (m.concurrency is not None or (m.request_rate or 0.0) == float("inf"))
               and (m.metric not in ("tpot", "itl") or str(m.percentile) in ("mean", "50", "50.0")))
@@ -115,7 +115,7 @@ def fitted_profile(start: Profile, framework: str, slices: dict, overheads: dict
     sources = {**start.sources, **{k: f"fitted to {framework} rows" for k in slices}}
     return Profile(name=framework_key(framework), framework=framework, source=source,
                    overheads=dict(overheads), default=dict(start.default), entries=entries, sources=sources,
-                   token_budget=token_budget or start.token_budget)
+                   token_budget=token_budget or start.token_budget, kernel_source=start.kernel_source)
 
 
 def write_profile(path: str | Path, p: Profile, comment: str = "") -> None:

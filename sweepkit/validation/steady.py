@@ -43,7 +43,12 @@ context I: every step decodes n = b_gpu x GPUs per replica rows at I cached toke
 
     decode = decode_work(n I, n),   prefill = 0,   output tokens/s = replicas n / t_step
 
-with n taken as stated (no batch cap, token budget or KV limit: the source ran that batch). A row whose
+with n taken as stated (no batch cap, token budget or KV limit: the source ran that batch). A prefill-only row
+(:func:`sweepkit.validation.steady_rows.prefill_only`: a prefill pool's node test, LMSYS's 16,384 tokens per GPU
+in 4,096-token prompts) prefills its n = prompts per GPU x GPUs per replica prompts of I tokens in one step and
+decodes nothing:
+
+    prefill = (T = n I, A = n I (I + 1), K = n I),   decode = 0,   input tokens/s = replicas n I / t_step A row whose
 framework names two-batch overlap ("TBO") runs its layout with it (:func:`sweepkit.costmodel.moe_comm.overlapped`).
 
 A burst of R requests all queued at t = 0 (``request_rate = inf`` with ``requests`` stated) is not a steady
@@ -106,7 +111,8 @@ def running(row: RowInputs) -> jax.Array:
     cap = kv_positions(row)
     n = jnp.minimum(jnp.minimum(batch_cap(row), cap / (row.isl + row.osl)),
                     token_budget(row) / (1.0 + row.isl / row.osl))
-    n = jnp.where(row.decode_only > 0, row.concurrency / row.replicas, jnp.minimum(n, row.concurrency / row.replicas))
+    node = (row.decode_only > 0) | (row.prefill_only > 0)
+    n = jnp.where(node, row.concurrency / row.replicas, jnp.minimum(n, row.concurrency / row.replicas))
     return jnp.maximum(n, 1.0)
 
 
@@ -126,11 +132,12 @@ def step_work(row: RowInputs) -> tuple[Work, Work]:
     """(decode rows, prompt chunks) of the mean steady step (module docstring); a decode-only row's n rows at
     I cached tokens and no prompt."""
     n, i, o = running(row), row.isl, row.osl
-    only = row.decode_only > 0
-    prompts = jnp.where(only, 0.0, n / o)
-    return decode_work(n * jnp.where(only, i, i + o / 2.0), n), Work(tokens=prompts * i,
-                                                                      attn_pairs=prompts * i * (i + 1.0),
-                                                                      kv_tokens=prompts * i)
+    only, pre = row.decode_only > 0, row.prefill_only > 0
+    prompts = jnp.where(only, 0.0, jnp.where(pre, n, n / o))
+    rows = jnp.where(pre, 0.0, n)
+    return decode_work(rows * jnp.where(only, i, i + o / 2.0), rows), Work(tokens=prompts * i,
+                                                                            attn_pairs=prompts * i * (i + 1.0),
+                                                                            kv_tokens=prompts * i)
 
 
 def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -264,7 +271,7 @@ def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
     b_out = jnp.where(row.waves > 0, dataset_waves(row, eff), b_out)
     finite = row.burst_requests > 0
     out, t = jnp.where(finite, b_out, out), jnp.where(finite, b_tpot, t)
-    total = out * (row.isl + row.osl) / row.osl
+    total = jnp.where(row.prefill_only > 0, out * row.isl, out * (row.isl + row.osl) / row.osl)
     return jnp.where(row.metric_kind == 0, out, jnp.where(row.metric_kind == 1, total, t))
 
 

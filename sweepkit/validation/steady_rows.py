@@ -8,7 +8,8 @@
     R      = requests of such a burst (no concurrency stated), else 0 (the steady state alone)
     f_free = the framework's KV free-memory fraction (:data:`KV_FREE_FRACTION`), 0 for the engine's rule
 
-A decode pool's node test (:func:`decode_only`) states its batch per GPU b_gpu: c = b_gpu x GPUs. A row with
+A decode pool's node test (:func:`decode_only`) states its batch per GPU b_gpu: c = b_gpu x GPUs; a prefill
+pool's (:func:`prefill_only`) its prompts per GPU in one step: c = prompts x GPUs. A row with
 expert parallelism or attention data parallelism on a mixture-of-experts model carries its
 :class:`~sweepkit.costmodel.layout.Layout` (:func:`sweepkit.validation.row_layout.row_layout`; two-batch
 overlap where the framework names it, :func:`two_batch_overlap`), any other row the identity layout over its
@@ -39,7 +40,8 @@ from sweepkit.catalogue import get_device, get_format, get_model
 from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, Layout, make_layout
-from sweepkit.validation.levers import host_overlap, prefill_first, scheduler_defaults, scheduler_scales
+from sweepkit.validation.levers import (host_overlap, perfectly_balanced, prefill_first, scheduler_defaults,
+                                       scheduler_scales)
 
 
 @jax.tree_util.register_dataclass
@@ -53,7 +55,8 @@ class RowInputs:
     (1: ``--async-scheduling``; :mod:`sweepkit.validation.levers`), whether its scheduler runs prefills
     first (1: :mod:`sweepkit.validation.prefill_first`); ``layout``: the replica's EP / attention-DP
     layout (the identity, dp = ep = r_kv = 1, for a replica of tp GPUs) and ``laid`` 1 where the row has one;
-    ``decode_only`` 1 for a decode pool's node test (:func:`decode_only`: c its rows, O unused)."""
+    ``decode_only`` 1 for a decode pool's node test (:func:`decode_only`: c its rows, O unused), ``prefill_only`` 1
+    for a prefill pool's (:func:`prefill_only`: c its prompts in one step, O unused)."""
 
     device: DeviceArrays
     model: ModelArrays
@@ -79,6 +82,7 @@ class RowInputs:
     layout: Layout
     laid: jax.Array
     decode_only: jax.Array
+    prefill_only: jax.Array
     waves: jax.Array
     """1 for a max-throughput row of a stated dataset size (:func:`burst_requests` > 0): its fixed-length requests
     run in waves (:func:`sweepkit.validation.steady.dataset_waves`); 0 otherwise."""
@@ -102,6 +106,21 @@ def decode_only(m) -> bool:
             and bool(m.input_tokens) and m.concurrency is not None and m.metric == "output_throughput")
 
 
+def prefill_only(m) -> bool:
+    """Whether ``m`` is a prefill pool's node test: ``scenario`` starting "prefill-only", no output length, its
+    prompt length as ``input_tokens``, the prompts one step prefills per GPU as ``concurrency`` (LMSYS states the
+    tokens per GPU: 16,384 = 4 prompts of 4,096) and the input tokens/s as ``total_throughput``."""
+    scenario = (m.scenario or "").lower()
+    return (scenario.startswith("prefill-only") and m.output_tokens is None and bool(m.input_tokens)
+            and m.concurrency is not None and m.metric == "total_throughput")
+
+
+def node_test(m) -> bool:
+    """A decode or prefill pool's node test (:func:`decode_only`, :func:`prefill_only`): the steady state under a
+    profile alone prices it (the serving engine has no output length to run)."""
+    return decode_only(m) or prefill_only(m)
+
+
 def two_batch_overlap(m) -> bool:
     """Whether the row's framework names two-batch overlap ("TBO", "two-batch overlap")."""
     return re.search(r"\bTBO\b|two-batch overlap", m.framework or "", re.I) is not None
@@ -117,7 +136,7 @@ def concurrency(m) -> float:
     """c of a row: its ``concurrency``, else its ``requests`` when all arrive at once (:func:`all_at_once`),
     else inf (a max-throughput row or a burst of an unstated number of requests); a decode-only row's batch
     per GPU times its GPUs (:func:`decode_only`)."""
-    if decode_only(m):
+    if node_test(m):
         return float(m.concurrency) * m.gpus
     if m.concurrency is not None:
         return float(m.concurrency)
@@ -144,7 +163,7 @@ def _layout(m, dtype) -> tuple[Layout, int, int, bool]:
     if model.is_moe and max(m.ep, m.dp) > 1:
         lay = row_layout(m)
         per_node = m.gpus // lay.nodes if lay.nodes else None
-        imb = IMBALANCE_EPLB if lay.redundant_experts else IMBALANCE
+        imb = 1.0 if perfectly_balanced(m) else IMBALANCE_EPLB if lay.redundant_experts else IMBALANCE
         return (make_layout(device, model, lay.tp, dp=lay.dp, ep=lay.ep, imbalance=imb,
                             compute_format=m.compute_format, gpus_per_node=per_node,
                             redundant_experts=lay.redundant_experts, two_batch_overlap=two_batch_overlap(m),
@@ -185,4 +204,5 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         prefill_first=col([prefill_first(m) for m in points]),
         layout=jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[lay for lay, _, _, _ in lays]),
         laid=col([float(has) for _, _, _, has in lays]), decode_only=col([decode_only(m) for m in points]),
+        prefill_only=col([prefill_only(m) for m in points]),
         waves=col([float(m.metric == "max_output_throughput" and burst_requests(m) > 0) for m in points]))

@@ -118,3 +118,23 @@ def test_a_paired_row_needs_its_side():
     with pytest.raises(InputError) as exc:
         parse_measurements(head + "s,H100,llama-3.1-8b,speedup,2,x,fp8 kv,P1\n", "f.csv")
     assert str(exc.value).startswith("f.csv row 1 (line 2): lever = 'fp8 kv' is not allowed; expected a lever ending")
+
+
+def test_builder_keeps_a_prefill_node_test_that_states_its_tokens_per_gpu_after_the_other_rows(tmp_path):
+    # LMSYS's EP32 prefill pair: 16,384 tokens per device of 4,096-token prompts, input tok/s per node of 8 GPUs;
+    # its 1K-4K rows state no tokens per device and stay out (input-token throughput alone).
+    src = tmp_path / "in.csv"
+    node = ('lmsys,github.com/l/b,SGLang (TBO),"H100 (80GB), 8 per node",32,,,32,,deepseek-ai/DeepSeek-V3,FP8,,'
+            '{isl},,{conc},,prefill-only,total_throughput,{v},input tok/s per node (8 GPUs),,,,')
+    src.write_text(SHARED_HEAD + "\n".join([
+        node.format(isl=4096, conc="16384 tokens per device", v=50302),
+        node.format(isl=1000, conc="", v=57674),
+        'b,github.com/x/w,vLLM,A100 80GB,1,1,,,,Qwen/Qwen3-8B,FP8,,128,4,,1,,tpot,3,ms,mean,,,']) + "\n")
+    out = tmp_path / "out.csv"
+    assert _builder().main([str(src), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["source"] for r in rows] == ["b", "lmsys"]          # the node test after the rest, the 1K row out
+    r = rows[1]
+    assert (r["metric"], r["unit"], r["concurrency"], r["output_tokens"], r["ep"]) == (
+        "total_throughput", "tok/s/gpu", "4", "", "32")
+    assert float(r["value"]) == pytest.approx(50302 / 8) and "4 prompts of 4096 per GPU" in r["notes"]
