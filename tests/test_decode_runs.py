@@ -19,7 +19,9 @@ import pytest
 pytestmark = pytest.mark.usefixtures("x64")
 
 
-def _final(lever: str, rate: float, extend: bool, monkeypatch, workload: str = "chat", cut: bool = False):
+def _finals(lever: str, rate: float, monkeypatch, workload: str = "chat", cut: bool = False, extends=(False, True)):
+    """The lane's final state with plans cut at every finish (``extend`` False) and with runs past finishes
+    (True): one program, ``extend`` an argument of it, so the two runs differ in that data only."""
     from sweepkit.serving.engine import decode_run, loop, schedule
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
@@ -29,15 +31,21 @@ def _final(lever: str, rate: float, extend: bool, monkeypatch, workload: str = "
 
     monkeypatch.undo()                              # the engine's own functions, not an earlier call's patches
     plan, between = decode_run.decode_run, schedule._nothing_between
+    extend = {}                                     # the traced flag of the program being traced
     monkeypatch.setattr(schedule, "decode_run",     # extend: the third argument from the end
-                        lambda *a: plan(*a[:-3], a[-3] & extend, *a[-2:]))
-    monkeypatch.setattr(schedule, "_nothing_between", lambda *a: between(*a) & extend)
+                        lambda *a: plan(*a[:-3], a[-3] & extend["on"], *a[-2:]))
+    monkeypatch.setattr(schedule, "_nothing_between", lambda *a: between(*a) & extend["on"])
     if cut:                                         # every arrival cuts a plan, decode priority too
         monkeypatch.setattr(loop, "DECODE_PRIORITY", -1)
     pol, req, (load,), shape = lane_inputs(load_workloads()[workload], load_cluster(),
                                            Config("H100", load_levers()[lever]), rate)
-    run = jax.jit(lambda p, r, w: loop.simulate(p, r, w, shape))     # a new function: traced afresh
-    return jax.device_get(run(pol, req, load))
+
+    def simulate(p, r, w, on):
+        extend["on"] = on
+        return loop.simulate(p, r, w, shape)
+
+    run = jax.jit(simulate)                         # a new function: traced afresh
+    return [jax.device_get(run(pol, req, load, np.bool_(x))) for x in extends]
 
 
 @pytest.mark.parametrize("lever, workload, rate, fewer", [
@@ -53,8 +61,7 @@ def test_a_run_past_finishes_equals_boundaries_at_every_finish(lever, workload, 
     rows' segments leave it inside a plan); decode priority, whose runs go on past finishes while rows still
     run, the queue not empty. ``fewer``: at most that share of the iterations (measured: 0.74, 0.91, 0.89,
     0.78, 0.71, 0.95). The cache ends in the same state, LRU stamps included."""
-    step_by_step = _final(lever, rate, False, monkeypatch, workload)
-    extended = _final(lever, rate, True, monkeypatch, workload)
+    step_by_step, extended = _finals(lever, rate, monkeypatch, workload)
     assert not extended.stopped and not extended.truncated
     assert extended.iters < fewer * step_by_step.iters
     for name in ("arrival_s", "first_s", "finish_s", "xfer_start_s", "xfer_land_s"):
@@ -78,8 +85,8 @@ def test_under_decode_priority_an_arrival_need_not_cut_a_plan(monkeypatch):
     """Decode priority admits nothing while a row runs, and every step of a plan runs one, so an arrival that
     does not cut the plan meets the same boundaries' outcomes as one that does (chat at 1 session/s:
     8,045 against 8,503 iterations measured), the same requests' times and histogram."""
-    cutting = _final("decode-priority", 1.0, True, monkeypatch, cut=True)
-    kept = _final("decode-priority", 1.0, True, monkeypatch)
+    (cutting,) = _finals("decode-priority", 1.0, monkeypatch, cut=True, extends=(True,))
+    (kept,) = _finals("decode-priority", 1.0, monkeypatch, extends=(True,))
     assert not kept.stopped and not kept.truncated
     assert kept.iters < 0.97 * cutting.iters
     for name in ("arrival_s", "first_s", "finish_s"):
