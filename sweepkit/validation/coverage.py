@@ -46,6 +46,7 @@ from sweepkit.errors import InputError, bad_value
 from sweepkit.serving.config import check, kv_tokens
 from sweepkit.validation.aliases import device_name, model_name
 from sweepkit.validation.measurements import Measurement, get_device_known, get_model_known
+from sweepkit.validation.measurements import _int as optional_int
 from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import MODELLED, point_config, serving_status
 
@@ -79,13 +80,10 @@ class Deployment:
 
 
 def _int(raw: dict, key: str, where: str, minimum: int = 1) -> int:
-    text = (raw.get(key) or "").strip()
-    try:
-        value = int(text)
-    except ValueError:
-        raise bad_value(key, text, f"an integer >= {minimum}", where=where) from None
-    if value < minimum:
-        raise bad_value(key, text, f"an integer >= {minimum}", where=where)
+    """A required integer cell (the measurement file's rule, an empty cell refused too)."""
+    value = optional_int(raw, key, where, minimum=minimum)
+    if value is None:
+        raise bad_value(key, "", f"an integer >= {minimum}", where=where)
     return value
 
 
