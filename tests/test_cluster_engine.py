@@ -31,19 +31,22 @@ def _single(prompt=2048, prompt_cv=0.6, output=128, output_cv=0.0, n=200, offlin
                                ttft_slo_s=1e-3, tpot_slo_s=1e-4, offline=offline)  # SLOs: n sessions exactly
 
 
-def _run(w, cl, levers, rate, device="H100"):
+def _run(w, cl, levers, rate, device="H100", **sized):
     cfgs = [Config(device, lv) for lv in levers]
-    lanes = run_configs(w, cl, cfgs, np.full((len(cfgs), 1), rate), early_stop=False)
+    lanes = run_configs(w, cl, cfgs, np.full((len(cfgs), 1), rate), early_stop=False, **sized)
     return [lane_metrics(lanes, c, 0, w, cl.gpus, 100.0, 3.0) for c in range(len(cfgs))], lanes
 
 
 BATCHING = [Lever("pp"), Lever("dp", batching="decode-priority")] + [
     Lever(f"c{tau}", batching="chunked", token_budget=tau) for tau in (256, 512, 1024, 2048)]
+MTP_W = Lever("mtp-w", draft="mtp", gamma=3, alpha_from_workload=True)
+"""Per-position acceptance (chat's MTP model): its lanes and the batching lanes share one program, sized for
+both (a larger program gives the same results)."""
 
 
 @pytest.fixture(scope="module")
 def batching():
-    return _run(_single(), ONE, BATCHING, 5.0)
+    return _run(_single(), ONE, BATCHING, 5.0, cover=[Config("H100", MTP_W)])
 
 
 def test_every_request_finishes_with_exactly_its_tokens_and_littles_law_holds(batching):
@@ -157,8 +160,9 @@ def test_per_position_acceptance_gives_the_closed_form_tokens_per_verify_pass():
     from sweepkit.speculative import expected_tokens_positional
 
     w = dataclasses.replace(_single(prompt=128, prompt_cv=0.0, output=1024, n=64), name="chat")
-    lv = Lever("mtp-w", draft="mtp", gamma=3, alpha_from_workload=True)
-    ms, lanes = _run(w, ONE, [lv], 0.5)
+    ms, lanes = _run(w, ONE, [MTP_W], 0.5, cover=[Config("H100", lv) for lv in BATCHING],
+                     sessions=_single().min_sessions)        # the batching lanes' program
+    assert lanes.groups[0].buf_s.shape[-1] == 512
     st = lanes.state(0, 0)
     done = np.isfinite(st.finish_s)
     assert done.sum() == ms[0]["completed"] == ms[0]["requests"] > 0

@@ -63,7 +63,9 @@ def test_engine_state_keeps_block_minima_exact(x64):
 def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
     """The same lanes (multi-turn chat: the draws depend on the request layout; a speculative, a paged and a
     prefix-caching lever) in programs sized to the run's bucket and in ones padded to 2x it give the same
-    metrics (the prefix cache's segments, evictions and hit rates included)."""
+    metrics (the prefix cache's segments, evictions and hit rates included). The prefix-caching lever runs in
+    a call of its own: padded, its program is the one chat and the other workloads run the lever alone in
+    (the tests below build it too); the speculative and the paged lever share one program."""
     from sweepkit.serving import lanes as lanes_mod
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
@@ -72,15 +74,17 @@ def test_padding_a_run_to_a_larger_program_changes_no_result(monkeypatch):
     from sweepkit.serving.workloads import load_workloads
 
     w, lv, cl = load_workloads()["chat"], load_levers(), load_cluster()
-    cfgs = [Config("H100", lv["mtp"]), Config("H100", lv["paged"]), Config("H100", lv["prefix-cache"])]
-    rates = np.full((3, 1), 0.4)                  # 200 sessions: bucket 256
+    calls = [[Config("H100", lv["mtp"]), Config("H100", lv["paged"])], [Config("H100", lv["prefix-cache"])]]
 
     def run(factor):
         monkeypatch.setattr(sizes, "CAPACITY_FACTOR", factor)
         monkeypatch.setattr(sizes, "PREFIX_CAPACITY_FACTOR", factor)
-        out = lanes_mod.run_configs(w, cl, cfgs, rates, early_stop=False)
-        shapes = [g.buf_s.shape[-1] for g in out.groups]     # sessions each program holds
-        return [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(3)], shapes
+        metrics, shapes = [], []
+        for cfgs in calls:                        # 0.4/s: 200 sessions, bucket 256
+            out = lanes_mod.run_configs(w, cl, cfgs, np.full((len(cfgs), 1), 0.4), early_stop=False)
+            shapes += [g.buf_s.shape[-1] for g in out.groups]    # sessions each program holds
+            metrics += [lane_metrics(out, c, 0, w, cl.gpus, 0.0, 1.0) for c in range(len(cfgs))]
+        return metrics, shapes
 
     exact, n_exact = run(2)     # capacity = the bucket (buckets are powers of 2)
     padded, n_padded = run(8)
@@ -158,7 +162,8 @@ def test_padding_turns_with_the_prefix_cache_changes_no_result(monkeypatch):
 def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
     """Chat (3 turns) in a program padded in turns (a power of 2, at least 4,096 requests) and shared-prompt
     slots (8), and in one of exactly its own sizes, gives the same metrics; turns are data
-    (``Requests.turns``), so a session still ends after its third."""
+    (``Requests.turns``), so a session still ends after its third. A speculative and a paged lever: the padded
+    program is the one :func:`test_padding_a_run_to_a_larger_program_changes_no_result` builds."""
     from sweepkit.serving import lanes as lanes_mod
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
@@ -167,7 +172,7 @@ def test_padding_turns_and_shared_prompts_changes_no_result(monkeypatch):
     from sweepkit.serving.workloads import load_workloads
 
     w, lv, cl = load_workloads()["chat"], load_levers(), load_cluster()
-    cfgs = [Config("H100", lv["mtp"]), Config("H100", lv["baseline"])]
+    cfgs = [Config("H100", lv["mtp"]), Config("H100", lv["paged"])]
     rates = np.full((2, 1), 0.4)
 
     def run():

@@ -58,10 +58,15 @@ def test_eviction_is_lru_over_unpinned_segments_and_never_takes_a_pinned_one(m, 
     refs = np.where(rng.random(m) < 0.3, rng.integers(1, 3, m), 0).astype(np.float64)
     last = rng.integers(0, stamps, m).astype(np.float64) * 0.25      # repeated stamps: chains used together
     units = rng.integers(1, 40, m).astype(np.float64)
+    # padded to 40 segments (one program for every example) that are not cached, unpinned, last used before
+    # any other and hold many units: none is ever evicted or counted
+    pad = lambda x, fill: jnp.asarray(np.concatenate([x, np.full(40 - m, fill, x.dtype)]))  # noqa: E731
     with jax.enable_x64(True):
-        kept, freed = _evict_jit(jnp.asarray(c_in), jnp.asarray(refs), jnp.asarray(last), jnp.asarray(units),
+        kept, freed = _evict_jit(pad(c_in, False), pad(refs, 0.0), pad(last, -1.0), pad(units, 1000.0),
                                  jnp.asarray(shortfall))
         kept, freed = np.asarray(kept), float(freed)
+    assert not kept[m:].any()
+    kept = kept[:m]
     gone = c_in & ~kept
     np.testing.assert_array_equal(gone, _lru_reference(c_in, refs, last, units, shortfall))
     assert not np.any(gone & (refs > 0)) and np.array_equal(kept | gone, c_in)

@@ -22,8 +22,11 @@ CL = load_cluster()
 ALPHA0 = Lever("mtp-a0", draft="mtp", gamma=3, alpha=0.0)
 
 
-def _metrics(w, cl, configs, rates, early_stop=False):
-    lanes = run_configs(w, cl, configs, np.asarray(rates, float).reshape(len(configs), -1), early_stop=early_stop)
+def _metrics(w, cl, configs, rates, early_stop=False, sessions=None):
+    """Every lane's metrics; ``sessions``: sessions the program holds at least (a larger program gives the same
+    results: a test's few sessions run in the program another test's lanes build)."""
+    lanes = run_configs(w, cl, configs, np.asarray(rates, float).reshape(len(configs), -1), early_stop=early_stop,
+                        sessions=sessions)
     out = [[lane_metrics(lanes, c, r, w, cl.gpus, 100.0, 3.0) for r in range(lanes.rates.shape[1])]
            for c in range(len(configs))]
     return out, lanes, lanes
@@ -38,7 +41,7 @@ def _fixed(name="fixed", prompt=1000, output=200, n=40, turns=1):
 
 def test_low_load_ttft_is_one_prefill_and_tpot_one_decode_step():
     w = _fixed()
-    (m,), st, lay = _metrics(w, CL, [Config("H100", LV["baseline"])], [[0.001]])
+    (m,), st, lay = _metrics(w, CL, [Config("H100", LV["baseline"])], [[0.001]], sessions=512)   # voice's below
     with jax.enable_x64(True):   # the engine prices steps in float64: so does the expectation
         inst = policy(CL, Config("H100", LV["baseline"])).inst
         none = Work(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
@@ -99,7 +102,8 @@ def test_saturation_claim_speculation_halves_tpot_at_low_load_but_loses_throughp
     cl = dataclasses.replace(CL, model="llama-3-8b", gpus=1, instances=1, tp=1, batch_cap=512, devices=("A100",))
     mtp = LV["mtp"]
     low = dataclasses.replace(_fixed(n=30), output_cv=0.5, prompt_mean_tokens=1024, output_mean_tokens=256)
-    b, s = _metrics(low, cl, [Config("A100", LV["baseline"]), Config("A100", mtp)], [[0.01], [0.01]])[0]
+    b, s = _metrics(low, cl, [Config("A100", LV["baseline"]), Config("A100", mtp)], [[0.01], [0.01]],
+                    sessions=1500)[0]                                   # the saturated run's program
     ratio_low = s[0]["tpot_p50_s"] / b[0]["tpot_p50_s"]
     assert 0.4 < ratio_low < 0.6
     sat = dataclasses.replace(low, offline=True, min_sessions=1500)

@@ -10,6 +10,7 @@ checked to end in the same states.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -30,6 +31,22 @@ from sweepkit.serving.engine.updates import add_at, first_true, max_at, min_at, 
 
 N = 7
 _index = st.integers(-N - 2, N + 2)
+OUT = 10 ** 6
+"""An index out of every array's range: rows padded with it are skipped (the inputs of a Hypothesis example are
+padded to one of a few lengths, so that every example runs one compiled program)."""
+
+
+def _padded(values, length, fill):
+    """``values`` (a list) padded to ``length`` with ``fill``."""
+    return list(values) + [fill] * (length - len(values))
+
+
+_UPDATE = {"set": set_at, "add": add_at, "min": min_at, "max": max_at}
+
+
+@functools.partial(jax.jit, static_argnames=("op", "sliced"))
+def _update_jit(a, i, v, op, sliced):
+    return _UPDATE[op](a, i, v, sliced=sliced)
 
 
 @settings(max_examples=60, deadline=None)
@@ -39,7 +56,10 @@ def test_vector_updates_equal_jax_scatters_with_drop(idx, vals, op):
     a = jnp.arange(N, dtype=jnp.float32) * 1.5 - 3.0
     i = jnp.asarray(idx, jnp.int32)
     v = jnp.asarray(vals[:len(idx)], jnp.float32)
-    ours = {"set": set_at, "add": add_at, "min": min_at, "max": max_at}[op](a, i, v, sliced=True)
+    # one index (one slice update) or padded to 6 with an index out of range (a loop; the padding skipped)
+    length = 1 if len(idx) == 1 else 6
+    ours = _update_jit(a, jnp.asarray(_padded(idx, length, N), jnp.int32),
+                       jnp.asarray(_padded(vals[:len(idx)], length, 4.0), jnp.float32), op=op, sliced=True)
     ref = getattr(a.at[i], op)(v, mode="drop")
     if op == "set" and len(set(k % N if -N <= k < N else k for k in idx)) < len(idx):
         # repeated indices: XLA:CPU's scatter applies them in order, the last write wins (as ours)
@@ -53,13 +73,14 @@ def test_vector_updates_equal_jax_scatters_with_drop(idx, vals, op):
 @given(st.integers(-4, 5), st.integers(-3, 8), st.booleans())
 def test_row_and_2d_updates_equal_jax(i, j, scalar):
     a = jnp.arange(4 * 6, dtype=jnp.int32).reshape(4, 6)
+    i32 = jnp.int32(i)
     if scalar:   # a whole row at a scalar index
         row = jnp.full((6,), -1, jnp.int32)
-        assert (set_at(a, i, row, sliced=True) == a.at[i].set(row, mode="drop")).all()
+        assert (_update_jit(a, i32, row, op="set", sliced=True) == a.at[i].set(row, mode="drop")).all()
     else:        # one entry per column index, at row i
         cols = jnp.asarray([j, j + 1, 0], jnp.int32)
         vals = jnp.asarray([7, 8, 9], jnp.int32)
-        assert (set_at(a, (i, cols), vals, sliced=True) == a.at[i, cols].set(vals, mode="drop")).all()
+        assert (_update_jit(a, (i32, cols), vals, op="set", sliced=True) == a.at[i, cols].set(vals, mode="drop")).all()
 
 
 def test_boolean_and_scalar_values_broadcast():
@@ -72,20 +93,33 @@ def test_boolean_and_scalar_values_broadcast():
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.booleans(), min_size=1, max_size=20), st.integers(1, 8))
 def test_first_true_equals_nonzero_with_size(mask, size):
-    m = jnp.asarray(mask)
-    ref = jnp.nonzero(m, size=size, fill_value=len(mask))[0]
-    assert first_true(m, size, len(mask), sliced=True).tolist() == ref.tolist()
+    # the mask padded with false entries to 20: the same indices, the same fill past the last true one
+    ours, ref = _first_true_jit(jnp.asarray(_padded(mask, 20, False)), jnp.int32(len(mask)), size=size)
+    want = np.concatenate([np.flatnonzero(mask), np.full(size, len(mask))])[:size]
+    assert ours.tolist() == ref.tolist() == want.tolist()
+
+
+@functools.partial(jax.jit, static_argnames="size")
+def _first_true_jit(mask, fill, size):
+    return first_true(mask, size, fill, sliced=True), jnp.nonzero(mask, size=size, fill_value=fill)[0]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, np.inf]), min_size=1, max_size=16))
 def test_arrival_order_is_a_stable_argsort(times):
-    arr = jnp.asarray(times, jnp.float64) if jax.config.jax_enable_x64 else jnp.asarray(times)
+    # padded to 16 rows arriving at infinity: after every row (ties by slot), in slot order
+    n, padded = len(times), _padded(times, 16, np.inf)
+    arr = jnp.asarray(padded, jnp.float64) if jax.config.jax_enable_x64 else jnp.asarray(padded)
     ref = np.argsort(np.asarray(times), kind="stable")
     for sliced in (True, False):
-        order, inverse = arrival_order(arr, sliced)
-        assert order.tolist() == ref.tolist()
-        assert inverse.tolist() == np.argsort(ref, kind="stable").tolist()
+        order, inverse = _arrival_order_jit(arr, sliced=sliced)
+        assert order.tolist() == ref.tolist() + list(range(n, 16))
+        assert inverse.tolist() == np.argsort(ref, kind="stable").tolist() + list(range(n, 16))
+
+
+@functools.partial(jax.jit, static_argnames="sliced")
+def _arrival_order_jit(arr, sliced):
+    return arrival_order(arr, sliced)
 
 
 
@@ -95,12 +129,13 @@ def test_arrival_order_is_a_stable_argsort(times):
 def test_rows_updated_equals_scatters_in_row_major_order(rows, op, width, sliced):
     """Several arrays updated over one list of rows (a boundary's events: [K] or [K, P] indices) equal one
     scatter per array of the flattened indices, repeated indices applied in row-major order."""
-    idx = jnp.asarray([r[:width] for r in rows], jnp.int32)
+    # padded to 6 rows of indices out of range (skipped)
+    idx = jnp.asarray(_padded([r[:width] for r in rows], 6, [OUT] * width), jnp.int32)
     idx = idx[:, 0] if width == 1 else idx
     vals = jnp.arange(idx.size, dtype=jnp.float32).reshape(idx.shape) * 0.75 - 2.0
     a = jnp.arange(N, dtype=jnp.float32) * 1.5 - 3.0
     b = jnp.arange(N + 3, dtype=jnp.int32)
-    ours_a, ours_b = rows_updated([(a, idx, vals, op), (b, idx, 5, "add")], sliced=sliced)
+    ours_a, ours_b = _rows_updated_jit(a, b, idx, vals, op=op, sliced=sliced)
     ref_a, ref_b = a, b
     for k, x in zip(np.asarray(idx).ravel().tolist(), np.asarray(vals).ravel().tolist()):
         ref_a = getattr(ref_a.at[k], op)(x, mode="drop")
@@ -109,44 +144,60 @@ def test_rows_updated_equals_scatters_in_row_major_order(rows, op, width, sliced
     assert ours_b.tolist() == ref_b.tolist()
 
 
+@functools.partial(jax.jit, static_argnames=("op", "sliced"))
+def _rows_updated_jit(a, b, idx, vals, op, sliced):
+    return rows_updated([(a, idx, vals, op), (b, idx, 5, "add")], sliced=sliced)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5, np.inf]), st.integers(0, 40), st.booleans()),
                 min_size=1, max_size=24))
 def test_masked_ordered_sums_equal_the_sums_over_the_sorted_rows(rows):
     """Cumulative sums and ranks in arrival order (ties by slot), whether few rows are masked (counted row by
-    row) or many (the order of all rows), equal those of a stable sort of the rows."""
-    arr = jnp.asarray([r[0] for r in rows], jnp.float32)
-    vals = jnp.asarray([float(r[1]) for r in rows], jnp.float32)
-    mask = jnp.asarray([r[2] for r in rows])
-    order = lambda: arrival_order(arr)   # noqa: E731
-    ref_order = np.argsort(np.asarray(arr), kind="stable")
-    running, ref_cum, ref_rank = 0.0, np.zeros(len(rows)), np.full(len(rows), len(rows))
+    row) or many (the order of all rows), equal those of a stable sort of the rows. The rows are
+    padded to 24 with unmasked rows arriving at 0 (the earliest time) that hold large values: they
+    move no sum and no rank, and every unmasked row's rank is the number of rows, 24."""
+    S = 24
+    arr = jnp.asarray(_padded([r[0] for r in rows], S, 0.0), jnp.float32)
+    vals = jnp.asarray(_padded([float(r[1]) for r in rows], S, 1000.0), jnp.float32)
+    mask = jnp.asarray(_padded([r[2] for r in rows], S, False))
+    ref_order = np.argsort(np.asarray([r[0] for r in rows], np.float32), kind="stable")
+    running, ref_cum, ref_rank = 0.0, np.zeros(S), np.full(S, S)
     for rank, i in enumerate(k for k in ref_order if rows[k][2]):
         running += rows[i][1]
         ref_cum[i], ref_rank[i] = running, rank
-    cum = np.asarray(masked_cumsum(vals, arr, mask, order))
+    cum, ordered, ranks = (np.asarray(x) for x in _ordered_sums_jit(vals, arr, mask))
     m = np.asarray(mask)
     np.testing.assert_array_equal(cum[m], ref_cum[m])
-    np.testing.assert_array_equal(cum[m], np.asarray(ordered_cumsum(vals, order(), mask))[m])
-    assert np.asarray(masked_rank(arr, mask, order)).tolist() == ref_rank.tolist()
+    np.testing.assert_array_equal(cum[m], ordered[m])
+    assert ranks.tolist() == ref_rank.tolist()
+
+
+@jax.jit
+def _ordered_sums_jit(vals, arr, mask):
+    order = lambda: arrival_order(arr)   # noqa: E731
+    return masked_cumsum(vals, arr, mask, order), ordered_cumsum(vals, order(), mask), masked_rank(arr, mask, order)
 
 
 def test_the_engines_loop_compiles_into_one_function_without_scatters():
     """Run in a fresh process with the default setting, so the backend options are read as sweepkit sets them
-    at import."""
+    at import. The process keeps its compilation in the tests' cache (``$SWEEPKIT_JAX_CACHE``, keyed by the
+    XLA flags and compile options), where the other tests of chat's baseline program find it."""
     if not xla_options.checked_jaxlib(metadata.version("jaxlib")):
         pytest.skip("the backend options are added only for the jaxlib releases they were checked on")
     code = textwrap.dedent("""
         import numpy as np, jax
         import sweepkit
+        from sweepkit.jaxcache import enable_persistent_cache
         from sweepkit.serving import programs
         from sweepkit.serving.cluster import load_cluster
         from sweepkit.serving.config import Config
         from sweepkit.serving.lanes import lane_inputs
         from sweepkit.serving.levers import load_levers
         from sweepkit.serving.workloads import load_workloads
+        enable_persistent_cache()
         w = load_workloads()["chat"]
-        pol, req, (load,), shape = lane_inputs(w, load_cluster(), Config("H100", load_levers()["baseline"]), 1.0)
+        pol, req, (load,), shape = lane_inputs(w, load_cluster(), Config("H100", load_levers()["baseline"]), 0.25)
         with jax.enable_x64(True):
             text = programs._run.lower(pol, req, load, shape=shape).compile(
                 programs.engine_compile_options("cpu")).as_text()
@@ -251,7 +302,9 @@ def test_a_mistyped_setting_is_refused_in_one_line(value, tmp_path, monkeypatch)
 
 def test_region_analysis_drops_copies_and_changes_no_result():
     """The engine compiles with copy insertion's region analysis (where this jaxlib was checked): fewer copies
-    in the program, and the final state of a chat lane equal leaf for leaf to the program compiled without it."""
+    in the program, and the final state of a chat lane equal leaf for leaf to the program compiled without it.
+    The program is chat's baseline at 0.25 requests/s, the one the fresh process above and the programs'
+    tests build."""
     from sweepkit.serving import programs
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
@@ -268,14 +321,14 @@ def test_region_analysis_drops_copies_and_changes_no_result():
     assert xla_options.engine_compile_options("gpu") is None
     w = load_workloads()["chat"]
     with jax.enable_x64(True):
-        pol, req, (load,), shape = lane_inputs(w, load_cluster(), Config("H100", load_levers()["mtp"]), 0.25)
+        pol, req, (load,), shape = lane_inputs(w, load_cluster(), Config("H100", load_levers()["baseline"]), 0.25)
         lowered = programs._run.lower(pol, req, load, shape=shape)
         plain = lowered.compile(dict(options, xla_cpu_copy_insertion_use_region_analysis=False))
         region = lowered.compile(options)
         copies = [ex.as_text().count(" copy(") for ex in (plain, region)]
         states = [jax.tree_util.tree_leaves(jax.tree_util.tree_map(np.asarray, ex(pol, req, load)))
                   for ex in (plain, region)]
-    assert copies[1] < 0.75 * copies[0]                        # measured on this program: 208 -> 111
+    assert copies[1] < 0.75 * copies[0]                        # measured on this program: 212 -> 118
     assert int(states[0][0].size) > 0 and len(states[0]) == len(states[1])
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*states))
 
@@ -318,23 +371,19 @@ def test_a_tally_sees_each_entry_s_value_just_before_its_update(rows, op, repeat
     just before each entry's update (and the entry's ``gathered`` value), where indices repeat in the first
     ``repeats`` columns (a shared system prompt in every row's chain) and the other columns hold distinct
     indices (session segments)."""
-    K = len(rows)
+    K, KMAX = len(rows), 6
     if repeats == 3:                    # any column may repeat an index (negative ones count from the end)
         idx = [[r[0], r[1] % (N + 4) - 2, r[2] % N] for r in rows]
     else:                               # past column 0, distinct indices (10**6: out of range, skipped)
-        idx = [[r[0] % (N + 3), N + 3 + k, N + 3 + K + k if r[1] % 2 else 10 ** 6] for k, r in enumerate(rows)]
+        idx = [[r[0] % (N + 3), N + 3 + k, N + 3 + K + k if r[1] % 2 else OUT] for k, r in enumerate(rows)]
+    idx = _padded(idx, KMAX, [OUT] * 3)  # padded to 6 rows out of range (skipped)
     with jax.enable_x64(True):
         idx = jnp.asarray(idx, jnp.int32)
-        a = jnp.arange(N + 3 + 2 * K, dtype=jnp.float64) * 2.0 - 5.0
+        a = jnp.arange(N + 3 + 2 * KMAX, dtype=jnp.float64) * 2.0 - 5.0
         vals = (jnp.arange(idx.size, dtype=jnp.float64).reshape(idx.shape) % 7) - 3.0
 
         extra = (jnp.arange(idx.size, dtype=jnp.float64).reshape(idx.shape) % 5) * 10.0   # read before, per entry
-
-        def tally(i, old, v, g):
-            return old * (i % 3 + 1) + v + g, jnp.where(old > 0, 1.0, 0.0)
-
-        (ours,), sums = rows_updated([(a, idx, vals, op)], sliced=sliced, tally=tally, repeats=repeats,
-                                     gathered=(extra,))
+        ours, sums = _tallied_jit(a, idx, vals, extra, op=op, sliced=sliced, repeats=repeats)
         ref, want = a, [0.0, 0.0]
         for k, x, g in zip(*(np.asarray(z).ravel().tolist() for z in (idx, vals, extra))):
             j = k + a.shape[0] if k < 0 else k
@@ -344,3 +393,14 @@ def test_a_tally_sees_each_entry_s_value_just_before_its_update(rows, op, repeat
             ref = getattr(ref.at[k], op)(x, mode="drop")
     assert ours.tolist() == ref.tolist()
     assert [float(s) for s in sums] == want
+
+
+def _tally(i, old, v, g):
+    return old * (i % 3 + 1) + v + g, jnp.where(old > 0, 1.0, 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("op", "sliced", "repeats"))
+def _tallied_jit(a, idx, vals, extra, op, sliced, repeats):
+    (ours,), sums = rows_updated([(a, idx, vals, op)], sliced=sliced, tally=_tally, repeats=repeats,
+                                 gathered=(extra,))
+    return ours, sums

@@ -118,8 +118,14 @@ _INSTS = {}
 def _mixed(tp, fields, ctx, rows, cached, new):
     inst = _INSTS.setdefault(tp, _inst("llama-3.1-70b", fields, tp=tp))
     f = jnp.float64
-    chunk = chunk_work(f(cached), f(new))
-    t, _ = step_cost(inst, f(ctx), f(rows), chunk, 0)
-    closed = step_time(decode_work(f(ctx), f(rows)), chunk, inst.target, inst.device, inst.efficiency, inst.tp,
+    return _mixed_step(inst, f(ctx), f(rows), f(cached), f(new))
+
+
+@jax.jit
+def _mixed_step(inst, ctx, rows, cached, new):
+    """(step_cost's time, step_time of its parts, the host time per step), compiled once per instance layout."""
+    chunk = chunk_work(cached, new)
+    t, _ = step_cost(inst, ctx, rows, chunk, 0)
+    closed = step_time(decode_work(ctx, rows), chunk, inst.target, inst.device, inst.efficiency, inst.tp,
                        inst.weight_bytes, inst.kv_bytes, inst.compute_speedup)
     return t, closed, inst.efficiency.step_overhead_s

@@ -30,12 +30,18 @@ def test_expected_tokens_between_one_and_gamma_plus_one(alpha, gamma):
     assert 1.0 - 1e-6 <= e <= gamma + 1.0 + 1e-5
 
 
+@jax.jit
+def _verify_pass_s(m, dev, ctx, batch, positions, tp, wb, kb):
+    """A verify pass's time, compiled once: every device and model is data of one program."""
+    f = jnp.float64
+    return pass_cost(verify_work(ctx, batch, positions), m, dev, tp, wb, kb, f(1.0)).t_s
+
+
 def _pass_s(device, model, ctx, batch, positions, tp, wb, kb):
     with jax.enable_x64(True):
         f = jnp.float64
         dev, m = device_arrays(get_device(device), f), model_arrays(get_model(model), f)
-        work = verify_work(f(ctx), f(batch), f(positions))
-        return float(pass_cost(work, m, dev, f(tp), f(wb), f(kb), f(1.0)).t_s)
+        return float(_verify_pass_s(m, dev, f(ctx), f(batch), f(positions), f(tp), f(wb), f(kb)))
 
 
 @given(devices, models, batches, contexts, st.integers(1, 9), tps, st.integers(1, 256), st.integers(1, 4096),
@@ -56,12 +62,18 @@ def test_verify_with_gamma_zero_equals_decode(device, model, batch, context, tp)
     with jax.enable_x64(True):
         f = jnp.float64
         dev, m = device_arrays(get_device(device), f), model_arrays(get_model(model), f)
-        ctx = f(batch * context)
-        dec = pass_cost(decode_work(ctx, f(batch)), m, dev, f(tp), f(2.0), f(2.0), f(1.0))
-        ver = pass_cost(verify_work(ctx, f(batch), f(1.0)), m, dev, f(tp), f(2.0), f(2.0), f(1.0))
+        dec, ver = _decode_and_verify(m, dev, f(batch * context), f(batch), f(tp))
     assert float(ver.t_s) == pytest.approx(float(dec.t_s), rel=1e-12)
     assert float(ver.energy_j) == pytest.approx(float(dec.energy_j), rel=1e-12)
     assert int(ver.bound) == int(dec.bound)
+
+
+@jax.jit
+def _decode_and_verify(m, dev, ctx, batch, tp):
+    """A decode pass and a verify pass of one position, compiled once for every device and model."""
+    f = jnp.float64
+    return (pass_cost(decode_work(ctx, batch), m, dev, tp, f(2.0), f(2.0), f(1.0)),
+            pass_cost(verify_work(ctx, batch, f(1.0)), m, dev, tp, f(2.0), f(2.0), f(1.0)))
 
 
 @given(devices, drafts, batches, contexts, gammas, tps)

@@ -34,7 +34,13 @@ def _values(rows, profile, budget=8192.0):
     with jax.enable_x64(True):
         r = row_inputs(rows, 1024, budget)
         eff = efficiency_arrays([profile.fields(m.device, m.compute_format) for m in rows])
-        return np.asarray(jax.vmap(row_value)(r, eff)), np.asarray(jax.vmap(running)(r))
+        return tuple(np.asarray(x) for x in _row_values(r, eff))
+
+
+@jax.jit
+def _row_values(r, eff):
+    """Every row's value and running requests, compiled once per number of rows (as validation prices rows)."""
+    return jax.vmap(row_value)(r, eff), jax.vmap(running)(r)
 
 
 def test_concurrency_of_a_row():
