@@ -56,9 +56,11 @@ def test_a_profiled_run_at_low_load_prices_prefill_and_decode_by_the_profile():
         inst = policy(prof, CFG).inst
         assert inst.efficiency is not None
         none = Work(jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
-        t_pf, _ = step_cost(inst, jnp.zeros(()), jnp.zeros(()), chunk_work(jnp.zeros(()), jnp.asarray(500.0)), 0)
+        # One jitted program each (not the cost model op by op).
+        t_pf, _ = jax.jit(lambda i: step_cost(i, jnp.zeros(()), jnp.zeros(()),
+                                              chunk_work(jnp.zeros(()), jnp.asarray(500.0)), 0))(inst)
         ctx = 500.0 + jnp.arange(39, dtype=jnp.float64)     # one decode step per context, vmapped
-        t_dec = float(np.mean(jax.vmap(lambda c: step_cost(inst, c, jnp.asarray(1.0), none, 0)[0])(ctx)))
+        t_dec = float(np.mean(jax.jit(jax.vmap(lambda c: step_cost(inst, c, jnp.asarray(1.0), none, 0)[0]))(ctx)))
     assert m["ttft_p50_s"] == pytest.approx(float(t_pf), rel=1e-9)
     assert m["tpot_p50_s"] == pytest.approx(t_dec, rel=1e-3)
     assert m["tpot_p50_s"] != pytest.approx(ref["tpot_p50_s"], rel=1e-3)    # the profile changed the price

@@ -168,7 +168,7 @@ HEAD = ("source,device,model,metric,value,unit,framework,tp,gpus,weight_format,k
 
 
 def test_calibrate_framework_writes_a_profile_that_validate_reads(tmp_path):
-    rows = _synthetic(PAIRS[:3])
+    rows = _synthetic()
     csv = tmp_path / "m.csv"
     csv.write_text(HEAD + "".join(f"syn,H100,{m.model},max_output_throughput,{m.value!r},tok/s,TensorRT-LLM,{m.tp},"
                                   f"{m.gpus},fp8,fp8,fp8,{m.input_tokens},{m.output_tokens},train\n" for m in rows)
