@@ -48,8 +48,9 @@ with n taken as stated (no batch cap, token budget or KV limit: the source ran t
 in 4,096-token prompts) prefills its n = prompts per GPU x GPUs per replica prompts of I tokens in one step and
 decodes nothing:
 
-    prefill = (T = n I, A = n I (I + 1), K = n I),   decode = 0,   input tokens/s = replicas n I / t_step A row whose
-framework names two-batch overlap ("TBO") runs its layout with it (:func:`sweepkit.costmodel.moe_comm.overlapped`).
+    prefill = (T = n I, A = n I (I + 1), K = n I),   decode = 0,   input tokens/s = replicas n I / t_step
+
+A row whose framework names two-batch overlap ("TBO") runs its layout with it (:func:`sweepkit.costmodel.moe_comm.overlapped`).
 
 A burst of R requests all queued at t = 0 (``request_rate = inf`` with ``requests`` stated) is not a steady
 state when R is a few times n: its first steps prefill the first n prompts with the whole token budget (the
@@ -128,10 +129,11 @@ def batch_cap(row: RowInputs) -> jax.Array:
     return jnp.where(row.framework_cap > 0, row.framework_cap, row.batch_cap) * row.cap_scale
 
 
-def step_work(row: RowInputs) -> tuple[Work, Work]:
-    """(decode rows, prompt chunks) of the mean steady step (module docstring); a decode-only row's n rows at
-    I cached tokens and no prompt."""
-    n, i, o = running(row), row.isl, row.osl
+def step_work(row: RowInputs, n: jax.Array | None = None) -> tuple[Work, Work]:
+    """(decode rows, prompt chunks) of the mean steady step of n running requests (module docstring; default
+    :func:`running`); a decode-only row's n rows at I cached tokens and no prompt."""
+    n = running(row) if n is None else n
+    i, o = row.isl, row.osl
     only, pre = row.decode_only > 0, row.prefill_only > 0
     prompts = jnp.where(only, 0.0, jnp.where(pre, n, n / o))
     rows = jnp.where(pre, 0.0, n)
@@ -222,11 +224,9 @@ def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
 
 
 def steady_step_s(row: RowInputs, eff: Efficiency, k: jax.Array) -> jax.Array:
-    """t_s(k): the steady step of k running requests (s): k decode rows at a mean context of I + O / 2 and the
-    prompt chunks of k / O whole prompts (the module docstring's step at n = k)."""
-    i, o = row.isl, row.osl
-    return _step(row, eff, decode_work(k * (i + o / 2.0), k),
-                 Work(tokens=k * i / o, attn_pairs=k / o * i * (i + 1.0), kv_tokens=k * i / o))
+    """t_s(k): the steady step of k running requests (s), :func:`step_work` at n = k: for a row that is not a
+    node test, k decode rows at a mean context of I + O / 2 and the prompt chunks of k / O whole prompts."""
+    return _step(row, eff, *step_work(row, k))
 
 
 def dataset_waves(row: RowInputs, eff: Efficiency) -> jax.Array:
