@@ -1,8 +1,9 @@
 """Efficiency profiles: achieved fractions per device x compute format x operator class, per framework.
 
 A profile file is TOML with a ``[profile]`` table (``name``, ``framework``, ``source``), a ``[framework]``
-table (``step_overhead_s``, ``token_overhead_s``, and optionally ``kernel_s``: the fixed seconds of each kernel a
-decoder layer launches, with ``kernel_s_source`` naming where it comes from; it is data, never fitted), a ``[default]`` table of the per-format fields and
+table (``step_overhead_s``, ``token_overhead_s``, and optionally ``kernel_s``: the fixed seconds of each kernel
+a decoder layer launches, with ``kernel_s_source`` naming where it comes from; data, never fitted), a
+``[default]`` table of the per-format fields and
 ``[efficiency."DEVICE".FORMAT]`` entries overriding any of them (each may carry a ``source``), and an optional
 ``[scheduler]`` table (``token_budget``: tokens one step schedules, fitted on loaded rows). The packaged
 ``efficiency.toml`` is the seed (the reference constants); ``profile-<framework>.toml`` files are fitted

@@ -34,6 +34,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from sweepkit.catalogue.efficiency import KERNEL_FIELD
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, attention_flops, experts_read, kv_values_read
 
@@ -42,9 +43,6 @@ PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", 
 """Per (device x format) efficiency fields, in :class:`Efficiency` order."""
 FRAMEWORK_PARAMS = ("step_overhead_s", "token_overhead_s")
 """Per framework fields (host work per step and per token position)."""
-KERNEL_PARAM = "kernel_s"
-"""Per framework field: fixed seconds of one kernel (:mod:`sweepkit.costmodel.kernels`; 0 where a profile
-does not set it)."""
 
 
 @jax.tree_util.register_dataclass
@@ -174,5 +172,5 @@ def efficiency_arrays(fields: dict | list[dict], dtype=None) -> Efficiency:
     :class:`Efficiency`."""
     rows = fields if isinstance(fields, list) else [fields]
     cols = {k: jnp.asarray([float(r[k]) for r in rows], dtype) for k in PARAMS + FRAMEWORK_PARAMS}
-    cols[KERNEL_PARAM] = jnp.asarray([float(r.get(KERNEL_PARAM, 0.0)) for r in rows], dtype)
+    cols[KERNEL_FIELD] = jnp.asarray([float(r.get(KERNEL_FIELD, 0.0)) for r in rows], dtype)   # 0: not priced
     return Efficiency(**{k: v if isinstance(fields, list) else v[0] for k, v in cols.items()})
