@@ -63,7 +63,7 @@ def in_unit(m: Measurement, value_si: float | None) -> float | None:
 
 NO_VALUE = "not modelled: the simulated run completed no request"
 NOT_SIMULATED = "not simulated (--no-serving)"
-DECODE_ONLY_NO_PROFILE = ("not modelled: a decode-only or prefill-only row is priced by the steady state under an "
+NODE_TEST_NO_PROFILE = ("not modelled: a decode-only or prefill-only row is priced by the steady state under an "
                           "efficiency profile only")
 
 
@@ -77,7 +77,7 @@ def rows(points: list[Measurement], modelled_si: list[float | None], file: str, 
     for m, v in zip(points, modelled_si):
         st = status(m)
         if st == "modelled" and v is None:
-            st = DECODE_ONLY_NO_PROFILE if node_test(m) else NO_VALUE if serving else NOT_SIMULATED
+            st = NODE_TEST_NO_PROFILE if node_test(m) else NO_VALUE if serving else NOT_SIMULATED
         err = None if v is None else 100.0 * (v / m.value_si - 1.0)
         out.append(dict(
             source=m.source, url=m.url, framework=m.framework, device=m.device, model=m.model, tp=m.tp,

@@ -63,10 +63,10 @@ def test_a_decode_only_row_is_modelled_by_the_steady_state_not_the_serving_engin
 
 def test_without_a_profile_a_decode_only_row_says_why_it_has_no_value():
     from sweepkit.validation.points import evaluate_points
-    from sweepkit.validation.store import DECODE_ONLY_NO_PROFILE, rows
+    from sweepkit.validation.store import NODE_TEST_NO_PROFILE, rows
 
     m = _row()
     values = evaluate_points([m], {}, serving=True, profile="reference")
     assert values == [None]
     [row] = rows([m], values, "demo.csv", "0" * 64, profile="reference")
-    assert row["status"] == DECODE_ONLY_NO_PROFILE and row["priced_by"] == ""
+    assert row["status"] == NODE_TEST_NO_PROFILE and row["priced_by"] == ""
