@@ -20,7 +20,9 @@ Then, for a mixture-of-experts model (:func:`sweepkit.costmodel.layout.check_lay
                            data-parallel rank, the DEP layout of DeepSeek-V3 and LMSYS's 96-H100 deployment)
     dp = 1, ep | tp'       experts inside the tensor-parallel group
 
-and for a dense model dp > 1 is plain data parallelism (more instances). An EP degree that does not divide the
+and for a dense model dp > 1 is plain data parallelism (more instances). An SGLang row whose ``flags:`` name
+``--enable-dp-attention`` but no ``--dp-size`` (``--dp``) runs attention tensor-parallel over its tp GPUs
+(:func:`sglang_dp_unset`: dp = 1): the DP degree defaults to 1 and SGLang turns DP attention off at dp 1. An EP degree that does not divide the
 E routed experts is read as EPLB with the fewest redundant experts R = (-E) mod ep that make it divide the
 E + R slots: LMSYS's EP72 decode of DeepSeek-V3 holds 256 + 32 = 288 slots, as deployed, and its GB200
 EP48 decode the same 288. The cluster holds
@@ -34,6 +36,9 @@ References:
   vLLM expert-parallel deployment (docs.vllm.ai, serving/expert_parallel_deployment: EP = DP x TP).
   LMSYS, "Deploying DeepSeek with PD Disaggregation and Large-scale Expert Parallelism on 96 H100 GPUs",
   lmsys.org/blog/2025-05-05-large-scale-ep (DP attention with EP72 decode over 9 nodes).
+  SGLang pull 4390 (github.com/sgl-project/sglang, "Improve DP attention", 2025-03: "you need to explicitly
+  specify --dp and --tp"); python/sglang/srt/server_args.py (``dp_size = 1`` by default;
+  ``_handle_data_parallelism``: dp_size == 1 sets enable_dp_attention = False).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import dataclasses
 import re
 
 from sweepkit.catalogue import get_device, get_model
+from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.layout import check_layout, scale_up_domain
 from sweepkit.errors import InputError
 from sweepkit.validation.levers import flags
@@ -49,6 +55,25 @@ from sweepkit.validation.measurements import Measurement
 
 ALL_TO_ALL_FLAGS = re.compile(r"--moe-a2a-backend[ =](?!none\b)\w+|--enable-deepep-moe|--enable-expert-parallel\b")
 """Serving flags that route a DP-attention replica's tokens to their experts by all-to-alls (ep = n)."""
+
+
+DP_SIZE_FLAG = re.compile(r"--(?:dp-size|dp|data-parallel-size)[ =]\d+")
+"""SGLang's flags that set the DP degree (``--dp-size N``, its alias ``--dp N``)."""
+
+
+def sglang_dp_unset(m: Measurement) -> bool:
+    """Whether ``m`` is an SGLang row whose ``flags:`` name ``--enable-dp-attention`` and no DP degree: SGLang
+    then runs dp = 1, attention tensor-parallel over the tp GPUs (module docstring), whatever ``dp`` the row
+    states.
+
+    Example:
+      GPUStack's DeepSeek-R1 on 8 H200, SGLang v0.5.3 ``--tp 8 --enable-dp-attention`` (its 7.6 % gain over
+      ``--tp 8`` on ShareGPT is that of the same layout): True; ``--tp-size 8 --dp-size 8
+      --enable-dp-attention``: False (tests/validation/test_row_layout.py).
+    """
+    named = flags(m).replace("_", "-")
+    return (framework_key(m.framework) == "sglang" and "--enable-dp-attention" in named
+            and DP_SIZE_FLAG.search(named) is None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +101,13 @@ def row_layout(m: Measurement) -> RowLayout:
     Example:
       >>> from sweepkit.validation import parse_measurements
       >>> csv = ("source,device,model,metric,value,unit,gpus,tp,dp,input_tokens,output_tokens,request_rate,notes\\n"
-      ...        "demo,H200,deepseek-v3,total_throughput,1,tok/s,8,8,8,128,4,inf,flags: --tp 8 --enable-dp-attention\\n")
+      ...        "demo,H200,deepseek-v3,total_throughput,1,tok/s,8,8,8,128,4,inf,flags: --tp 8 --dp 8 --enable-dp-attention\\n")
       >>> row_layout(parse_measurements(csv, "demo.csv")[0])
       RowLayout(instances=1, tp=1, dp=8, ep=1, pp=1, nodes=0, redundant_experts=0)
     """
     model, device = get_model(m.model), get_device(m.device)
     where = f"{m.source} row {m.row}"
-    tp, dp, ep, pp = m.tp, m.dp, m.ep, m.pp
+    tp, dp, ep, pp = m.tp, (1 if sglang_dp_unset(m) else m.dp), m.ep, m.pp
     if dp > 1 and tp * dp * pp > m.gpus and tp % dp == 0:
         tp = tp // dp
     if not model.is_moe:

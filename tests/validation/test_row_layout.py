@@ -14,7 +14,7 @@ from sweepkit.costmodel.layout import scale_out
 from sweepkit.errors import InputError
 from sweepkit.serving.config import pool_layout, resolve
 from sweepkit.validation import parse_measurements
-from sweepkit.validation.row_layout import RowLayout, row_layout
+from sweepkit.validation.row_layout import RowLayout, row_layout, sglang_dp_unset
 from sweepkit.validation.serving_points import MODELLED, point_config, serving_status
 from sweepkit.validation.serving_runs import evaluate_serving
 
@@ -29,7 +29,7 @@ def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8, fla
 
 
 @pytest.mark.parametrize("row, expected", [
-    # SGLang --tp 8 --dp 8 --enable-dp-attention (GPUStack's DeepSeek-R1 on 8 x H200): attention DP8, the experts
+    # SGLang --tp 8 --dp 8 --enable-dp-attention (GPUStack's DeepSeek-V3.2 on 8 x H200): attention DP8, the experts
     # tensor-parallel over the 8 GPUs on the gathered tokens ("DP for attention, TP for FFN").
     (("H200", "deepseek-v3", 8, 8, 1, 1, 8), RowLayout(1, 1, 8, 1, 1, 0)),
     # The same with an all-to-all backend (GPUStack's GLM-5.2 rows: --moe-a2a-backend=deepep): DEP8.
@@ -51,6 +51,24 @@ def _row(device, model, gpus, tp, pp, ep, dp, fmt="fp8", inp=32, out=8, n=8, fla
 ])
 def test_a_row_builds_the_layout_its_engine_runs(row, expected):
     assert row_layout(_row(*row)) == expected
+
+
+@pytest.mark.parametrize("flags, expected", [
+    # GPUStack's DeepSeek-R1 on 8 x H200 (SGLang v0.5.3 --tp 8 --enable-dp-attention, no --dp-size): SGLang's
+    # dp_size defaults to 1 and DP attention is off at dp 1, so attention runs tensor-parallel over the 8 GPUs.
+    ("--tp 8 --enable-dp-attention", RowLayout(1, 8, 1, 1, 1, 0)),
+    ("--tp-size 8 --dp-size 8 --enable-dp-attention", RowLayout(1, 1, 8, 1, 1, 0)),
+    ("--tp 8 --dp 8 --enable-dp-attention", RowLayout(1, 1, 8, 1, 1, 0)),
+    ("--tp-size=8 --dp-size=8 --enable_dp_attention", RowLayout(1, 1, 8, 1, 1, 0)),
+])
+def test_sglang_dp_attention_without_a_dp_size_runs_attention_tensor_parallel(flags, expected):
+    csv = ("source,device,model,metric,value,unit,framework,gpus,tp,dp,input_tokens,output_tokens,notes\n"
+           f"demo,H200,deepseek-v3,total_throughput,1,tok/s,SGLang v0.5.3,8,8,8,128,4,flags: {flags}\n")
+    m = parse_measurements(csv, "demo.csv")[0]
+    assert sglang_dp_unset(m) == (expected.dp == 1)
+    assert row_layout(m) == expected
+    # another framework's row keeps the dp it states
+    assert not sglang_dp_unset(dataclasses.replace(m, framework="vLLM v0.11.0"))
 
 
 def test_the_cluster_carries_the_layout_and_spans_nodes_over_the_scale_out_network():
