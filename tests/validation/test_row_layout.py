@@ -122,3 +122,16 @@ def test_a_gathered_moe_tp_row_is_priced_end_to_end_by_the_serving_engine():
     gathered = evaluate_serving(m)
     dep = evaluate_serving(dataclasses.replace(m, ep=2))
     assert math.isfinite(gathered) and gathered > 0 and gathered != pytest.approx(dep, rel=1e-3)
+
+
+def test_the_packaged_gpustack_sglang_rows_keep_the_dp_their_commands_set():
+    """GPUStack's DeepSeek-R1 rows (``--tp 8 --enable-dp-attention``) are attention TP8; its DeepSeek-V3.2 and
+    GLM-5.2 rows state ``--dp-size 8`` and keep DP8 (github.com/gpustack/gpustack, docs/performance-lab)."""
+    from sweepkit.validation import load_measurements
+
+    rows = [m for m in load_measurements()[0] if "--enable-dp-attention" in (m.notes or "")]
+    unset = [m for m in rows if sglang_dp_unset(m)]
+    assert len(unset) == 10 and {m.model for m in unset} == {"deepseek-v3"}
+    assert all(m.dp == 8 for m in rows)                           # as the corpus states them
+    assert {row_layout(m).dp for m in unset if m.input_tokens and m.output_tokens} == {1}
+    assert not any(sglang_dp_unset(m) for m in rows if "--dp-size" in m.notes)
