@@ -11,6 +11,10 @@ most W + 1 positions of a sequence, so a sequence of n positions takes the KV by
     n_held(n) = n - kv_w / (kv_target + kv_draft) x max(n - (W + 1), 0)
 
 full positions of the capacity (:func:`kv_positions_held`); kv_w = 0 gives n_held = n exactly.
+
+DeepSeek Sparse Attention keeps every position (the indexer may pick any): its indexer keys, L_I (d_I + 4)
+bytes per token in FP8 with FP32 scales, add to the KV bytes per token whatever the KV format
+(:func:`kv_bytes_per_token`; the catalogue has no model with both windows and DSA).
 """
 
 from __future__ import annotations
@@ -34,8 +38,15 @@ def resident_bytes(target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Ar
 
 
 def kv_bytes_per_token(target: ModelArrays, draft: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
-    """KV bytes one token position costs: the target's plus the draft's (MTP: one layer)."""
-    return (target.kv_values_per_token + draft.kv_values_per_token * draft.present) * kv_bytes
+    """KV bytes one token position costs: the target's plus the draft's (MTP: one layer), each KV values x kv
+    plus its DSA indexer keys (FP8 with FP32 scales whatever the KV format; 0 without DSA).
+
+    Example:
+      DeepSeek-V3.2 in FP8 with its MTP layer: (61 + 1) x 576 x 1 B + (61 + 1) x 132 B = 43,896 B (DeepSeek-V3:
+      35,712 B).
+    """
+    return ((target.kv_values_per_token + draft.kv_values_per_token * draft.present) * kv_bytes
+            + (target.index_bytes_per_token + draft.index_bytes_per_token * draft.present))
 
 
 def kv_capacity_tokens(dev: DeviceArrays, tp: jax.Array, target: ModelArrays, draft: ModelArrays,
