@@ -162,3 +162,23 @@ def test_the_indexer_adds_nine_kernels_per_layer():
     n32, q32 = layer_kernels(get_model("deepseek-v3.2"))
     n3, q3 = layer_kernels(get_model("deepseek-v3"))
     assert n32 == pytest.approx(n3 + 9, rel=1e-12) and q32 == q3
+
+
+def test_the_engines_step_api_prices_a_mixed_step_with_mtp_on_a_dep8_layout():
+    # costmodel.steps.step_cost (the serving engine's and the trace's pricing): 64 decode rows at 32K plus a
+    # 4,096-token prompt chunk after 28,000 cached, MTP gamma 1, DEP8 on 8 x H200 in FP8: V3.2 prices under V3
+    from sweepkit.catalogue import get_device
+    from sweepkit.costmodel.steps import instance, step_cost
+
+    dev = get_device("H200")
+    with jax.enable_x64(True):
+        costs = {}
+        for name in ("deepseek-v3.2", "deepseek-v3"):
+            m = get_model(name)
+            lay = make_layout(dev, m, 1, dp=8, ep=8, compute_format="fp8", dtype=jnp.float64)
+            inst = instance(dev, m, get_draft("mtp", m), 1, "fp8", "fp8", "fp8", 1, jnp.float64, pipelined=False,
+                            layout=lay)
+            t, e = step_cost(inst, _f(64 * 32_768), _f(64), chunk_work(_f(28_000), _f(4_096)), 1)
+            costs[name] = (float(t), float(e))
+        assert 0.0 < costs["deepseek-v3.2"][0] < costs["deepseek-v3"][0]
+        assert 0.0 < costs["deepseek-v3.2"][1] < costs["deepseek-v3"][1]
