@@ -34,8 +34,8 @@ from sweepkit.catalogue.aliases import resolve, unknown
 from sweepkit.catalogue.attention import (canonical_config, expert_weight_format, mtp_layers, native_weight_format,
                                          window_fields)
 from sweepkit.catalogue.formats import get_format
-from sweepkit.catalogue.sparse import (dsa_fields, indexer_key_bytes, indexer_params, mla_attention_params, mla_fields,
-                                      moe_fields)
+from sweepkit.catalogue.sparse import (dsa_fields, fp8_latent_overhead_bytes, indexer_key_bytes, indexer_params,
+                                      mla_attention_params, mla_fields, moe_fields)
 from sweepkit.errors import InputError, bad_value
 
 MAX_DIMENSION = 1 << 24
@@ -235,10 +235,21 @@ class Model:
         the KV format (0 without DSA). DeepSeek-V3.2: 61 x 132 = 8,052 B."""
         return self.indexer_layers * indexer_key_bytes(self.index_head_dim) if self.is_dsa else 0
 
+    @property
+    def fp8_latent_overhead_bytes(self) -> int:
+        """Bytes per token a 1-byte KV format adds to a DSA model's MLA latents, L (4 ceil(d_c / 128) + d_r):
+        FlashMLA's FP8 sparse layout keeps FP32 scales and a bf16 RoPE key (656 B per layer against 576 for
+        DeepSeek-V3.2). 0 without DSA or without MLA."""
+        if not (self.is_dsa and self.is_mla):
+            return 0
+        return self.n_layers * fp8_latent_overhead_bytes(self.kv_lora_rank, self.qk_rope_head_dim)
+
     def kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
-        """KV values x bytes + indexer-key bytes. Llama-3-8B bf16: 2 x 32 x 1,024 x 2 = 131,072 B; DeepSeek-V3
-        bf16: 61 x 576 x 2 = 70,272 B; DeepSeek-V3.2 bf16: 70,272 + 61 x 132 = 78,324 B."""
-        return float(self.kv_values_per_token) * kv_bytes_per_value + self.index_kv_bytes_per_token
+        """KV values x bytes + indexer-key bytes (+ the FP8 latent layout's scales and bf16 RoPE key at 1 byte per
+        value). Llama-3-8B bf16: 2 x 32 x 1,024 x 2 = 131,072 B; DeepSeek-V3 bf16: 61 x 576 x 2 = 70,272 B;
+        DeepSeek-V3.2 bf16: 70,272 + 61 x 132 = 78,324 B, fp8: 61 x (656 + 132) = 48,068 B."""
+        overhead = self.fp8_latent_overhead_bytes if kv_bytes_per_value == 1.0 else 0
+        return float(self.kv_values_per_token) * kv_bytes_per_value + self.index_kv_bytes_per_token + overhead
 
     def window_kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
         """The windowed layers' share of :meth:`kv_bytes_per_token`: 2 L_w H_kv d_h x bytes (0 without windows).

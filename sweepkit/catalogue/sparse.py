@@ -183,6 +183,23 @@ def indexer_key_bytes(head_dim: int) -> int:
     return head_dim + 4 * -(-head_dim // INDEX_SCALE_BLOCK)
 
 
+FP8_LATENT_SCALE_BLOCK = 128
+"""Latent values per FP32 scale in the FP8 cache of a DSA model's MLA latents (FlashMLA's sparse FP8 layout)."""
+
+
+def fp8_latent_overhead_bytes(kv_lora_rank: int, rope_dim: int) -> int:
+    """Bytes per token and layer that the FP8 cache of a DSA model's latents holds beyond d_c + d_r bytes:
+    4 ceil(d_c / 128) (FP32 scales) + d_r (the RoPE key stays bf16).
+
+    FlashMLA's FP8 sparse layout (vLLM ``fp8_ds_mla``, SGLang's NSA FP8 store): 512 FP8 latents, 4 FP32 scales,
+    64 bf16 RoPE values = 656 B against 576.
+
+    Example:
+      DeepSeek-V3.2 (d_c = 512, d_r = 64): 16 + 64 = 80 B.
+    """
+    return 4 * -(-kv_lora_rank // FP8_LATENT_SCALE_BLOCK) + rope_dim
+
+
 def indexer_params(d: int, f: Mapping[str, int]) -> int:
     """Parameters of one layer's lightning indexer: queries from the query latent (or from the hidden state
     without one), one shared key, per-head weights.

@@ -23,10 +23,11 @@ DeepSeek Sparse Attention (DSA: a lightning indexer of H_I heads of d_I on L_I l
 k positions it picks, on every layer): attention as above over at most k positions per new token, plus the
 indexer scoring every position,
 
-    F_attn = 2 L q min(A, 2 T k) + 2 L_I H_I d_I A / 2,    KV bytes = min(K, T k) kv + K kv_I
+    F_attn = 2 L q min(A, 2 T k) + 2 L_I H_I d_I A / 2,    KV bytes = min(K, T k) (kv + o_8) + K kv_I
 
-(kv_I: indexer-key bytes per token, FP8 with FP32 scales whatever the KV format: :func:`kv_bytes_read`,
-:func:`index_flops`); k = 0 gives the formulas above exactly. Per new token at ctx cached positions and per
+(kv_I: indexer-key bytes per token, FP8 with FP32 scales whatever the KV format; o_8: what FlashMLA's FP8
+sparse layout adds to the latents in a 1-byte KV format, FP32 scales and a bf16 RoPE key, 0 otherwise:
+:func:`kv_bytes_read`, :func:`index_flops`); k = 0 gives the formulas above exactly. Per new token at ctx cached positions and per
 layer: main attention as MLA over min(ctx, k) positions, indexer 2 H_I d_I ctx FLOPs and ctx (d_I + 4) bytes.
 
 Mixture of experts: P_mm counts the k active experts per MoE layer (FLOPs), but a pass of T tokens reads
@@ -150,15 +151,18 @@ def kv_values_read(work: Work, model: ModelArrays) -> jax.Array:
 
 
 def kv_bytes_read(work: Work, model: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
-    """KV bytes a pass reads: :func:`kv_values_read` x kv + K kv_I, the indexer scanning every cached key.
+    """KV bytes a pass reads: :func:`kv_values_read` x kv + K kv_I, the indexer scanning every cached key, + the
+    FP8 latent layout's scales and bf16 RoPE key on the min(K, T k) latents read where kv = 1 byte.
 
-    Without DSA (kv_I = 0) this is K kv (less the windowed layers' skipped positions).
+    Without DSA (kv_I = 0, no FP8 layout) this is K kv (less the windowed layers' skipped positions).
 
     Example:
-      DeepSeek-V3.2 in FP8, one row at 32,000 cached: 61 x 576 x 2,048 B of latents + 61 x 132 x 32,001 B of
-      indexer keys = 71.96 MB + 257.7 MB (dense MLA: 61 x 576 x 32,001 = 1,124 MB).
+      DeepSeek-V3.2 in FP8, one row at 32,000 cached: 61 x 656 x 2,048 B of latents + 61 x 132 x 32,001 B of
+      indexer keys = 81.95 MB + 257.7 MB (DeepSeek-V3's dense MLA: 61 x 576 x 32,001 = 1,124 MB).
     """
-    return kv_values_read(work, model) * kv_bytes + work.kv_tokens * model.index_bytes_per_token
+    fp8_layout = jnp.where(kv_bytes == 1.0, model.fp8_latent_bytes, 0.0)
+    return (kv_values_read(work, model) * kv_bytes + work.kv_tokens * model.index_bytes_per_token
+            + sparse_positions(work.kv_tokens, work, model) * fp8_layout)
 
 
 def index_flops(work: Work, model: ModelArrays) -> jax.Array:

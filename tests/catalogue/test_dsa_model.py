@@ -46,6 +46,8 @@ def test_hf_ids_resolve_and_the_fields_are_v3_plus_the_indexer():
     same = {k for k in v3.__dict__ if k not in ("name", "source")}
     assert all(getattr(m, k) == getattr(v3, k) for k in same if not k.startswith("index"))
     assert m.index_kv_bytes_per_token == 61 * 132
+    # FlashMLA's FP8 sparse layout: 4 FP32 scales per 512 latents and a bf16 RoPE key, 656 B against 576
+    assert (m.fp8_latent_overhead_bytes, v3.fp8_latent_overhead_bytes) == (61 * (16 + 64), 0)
 
 
 def test_mtp_layer_has_its_own_indexer():
@@ -80,6 +82,7 @@ def test_indexer_types_count_the_layers_with_their_own_indexer():
     assert shared.index_kv_bytes_per_token == 2 * (16 + 4)
     gqa = model_from_hf_config({k: v for k, v in base.items() if not k.startswith(("kv_", "q_", "qk_", "v_"))})
     assert gqa.indexer_params == 64 * 2 * 16 + 64 * 16 + 64 * 2                # queries from the hidden state
+    assert gqa.fp8_latent_overhead_bytes == 0 and shared.fp8_latent_overhead_bytes == 4 * (4 + 8)
 
 
 def _small(**extra) -> dict:

@@ -3,8 +3,9 @@
 DSA (DeepSeek-V3.2-Exp tech report, github.com/deepseek-ai/DeepSeek-V3.2-Exp; HF deepseek-ai/DeepSeek-V3.2
 config.json: index_n_heads 64, index_head_dim 128, index_topk 2048): per layer a lightning indexer scores every
 cached position (2 H_I d_I FLOPs each, FP8 keys of d_I bytes + one FP32 scale: vLLM ``indexer_k_quant_and_cache``,
-132 B), then MLA attends to the top k = 2,048 positions. DeepSeek-V3 has the same shapes without the indexer,
-so it is the dense-MLA counterpart.
+132 B), then MLA attends to the top k = 2,048 positions. In FP8 the latents take FlashMLA's sparse layout, 512 FP8
+values + 4 FP32 scales + 64 bf16 RoPE values = 656 B (vLLM ``fp8_ds_mla``). DeepSeek-V3 has the same shapes
+without the indexer, so it is the dense-MLA counterpart (576 B per token and layer in FP8).
 """
 
 import jax
@@ -23,6 +24,7 @@ from sweepkit.costmodel.passes import (attention_flops, chunk_work, decode_work,
 Q = 128 * (512 + 64 // 2)          # absorbed MLA width H (d_c + d_r / 2) = 69,632
 INDEX = 2 * 64 * 128               # indexer FLOPs per (token, position) pair and layer
 KV, KEY = 512 + 64, 128 + 4        # latent values, indexer-key bytes per token and layer
+FP8 = 512 + 4 * 4 + 2 * 64         # FP8 latent bytes per token and layer of a DSA model: 656
 
 
 def _f(x):
@@ -41,15 +43,17 @@ def _attn(name, work_fn, *args, layers=None, kv_bytes=1.0):
         return float(attention_flops(work, net)), float(kv_bytes_read(work, net, _f(kv_bytes)))
 
 
-@pytest.mark.parametrize("ctx, flops, kv_bytes", [
-    # one layer, one decode row at ctx cached (A = 2 (ctx + 1), K = ctx + 1)
-    (1_000, 2 * Q * 2 * 1_001 + INDEX * 1_001, (KV + KEY) * 1_001),           # below k: MLA + the indexer
-    (32_000, 2 * Q * 2 * 2_048 + INDEX * 32_001, KV * 2_048 + KEY * 32_001),   # above k: 2,048 positions
+@pytest.mark.parametrize("ctx, flops, bf16, fp8", [
+    # one layer, one decode row at ctx cached (A = 2 (ctx + 1), K = ctx + 1); KV read in a bf16 and an FP8 cache
+    (1_000, 2 * Q * 2 * 1_001 + INDEX * 1_001, (2 * KV + KEY) * 1_001, (FP8 + KEY) * 1_001),  # below k
+    (32_000, 2 * Q * 2 * 2_048 + INDEX * 32_001, 2 * KV * 2_048 + KEY * 32_001, FP8 * 2_048 + KEY * 32_001),
 ])
-def test_one_layer_decode_closed_forms(ctx, flops, kv_bytes):
-    assert _attn("deepseek-v3.2", decode_work, ctx, 1, layers=1) == (pytest.approx(flops, rel=1e-12),
-                                                                     pytest.approx(kv_bytes, rel=1e-12))
-    assert (flops, kv_bytes) == {1_000: (295_206_912, 708_708), 32_000: (1_094_729_728, 5_403_780)}[ctx]
+def test_one_layer_decode_closed_forms(ctx, flops, bf16, fp8):
+    for kv, read in ((2.0, bf16), (1.0, fp8)):
+        assert _attn("deepseek-v3.2", decode_work, ctx, 1, layers=1, kv_bytes=kv) == (
+            pytest.approx(flops, rel=1e-12), pytest.approx(read, rel=1e-12))
+    assert (flops, bf16, fp8) == {1_000: (295_206_912, 1_285_284, 788_788),
+                                  32_000: (1_094_729_728, 6_583_428, 5_567_620)}[ctx]
 
 
 def test_below_k_the_main_attention_is_mla_and_above_it_only_the_indexer_grows():
@@ -67,12 +71,12 @@ def test_below_k_the_main_attention_is_mla_and_above_it_only_the_indexer_grows()
 
 
 def test_dense_mla_charges_32k_in_full():
-    # the full model at 32,000 cached: DeepSeek-V3 reads 61 x 576 x 32,001 B, DeepSeek-V3.2 61 x (576 x 2,048 +
-    # 132 x 32,001) B (FP8 KV), 29 % of it
+    # the full model at 32,000 cached: DeepSeek-V3 reads 61 x 576 x 32,001 B, DeepSeek-V3.2 61 x (656 x 2,048 +
+    # 132 x 32,001) B (FP8 KV), 30 % of it
     _, dense = _attn("deepseek-v3", decode_work, 32_000, 1)
     _, sparse = _attn("deepseek-v3.2", decode_work, 32_000, 1)
-    assert dense == 61 * 576 * 32_001 and sparse == 61 * (576 * 2_048 + 132 * 32_001)
-    assert sparse / dense == pytest.approx(0.2932, abs=1e-4)
+    assert dense == 61 * 576 * 32_001 and sparse == 61 * (656 * 2_048 + 132 * 32_001)
+    assert sparse / dense == pytest.approx(0.30205, abs=1e-5)
 
 
 def test_prefill_chunk_caps_each_token_at_k():
@@ -81,19 +85,21 @@ def test_prefill_chunk_caps_each_token_at_k():
     flops, kv = _attn("deepseek-v3.2", chunk_work, 30_000, 4_096, layers=1)
     pairs = 4_096 * (2 * 30_000 + 4_096 + 1)
     assert flops == pytest.approx(2 * Q * min(pairs, 2 * 4_096 * 2_048) + INDEX * pairs / 2, rel=1e-12)
-    assert kv == pytest.approx(KV * 34_096 + KEY * 34_096, rel=1e-12)
+    assert kv == pytest.approx(FP8 * 34_096 + KEY * 34_096, rel=1e-12)
 
 
 def test_kv_bytes_per_token_hold_the_indexer_keys():
     v32 = get_model("deepseek-v3.2")
-    # 61 x (512 + 64) x 2 B of bf16 latents + 61 x 132 B of FP8 indexer keys; in FP8 61 x 576 + 61 x 132
+    # 61 x (512 + 64) x 2 B of bf16 latents + 61 x 132 B of FP8 indexer keys; in FP8 61 x 656 + 61 x 132
     assert v32.kv_bytes_per_token(2.0) == 70_272 + 8_052 == 78_324
-    assert v32.kv_bytes_per_token(1.0) == 35_136 + 8_052
+    assert v32.kv_bytes_per_token(1.0) == 61 * 656 + 8_052 == 48_068
+    assert get_model("deepseek-v3").kv_bytes_per_token(1.0) == 61 * 576        # no FP8 sparse layout without DSA
     with jax.enable_x64(True):
         mtp = model_arrays(get_draft("mtp", v32), jnp.float64)
         absent = model_arrays(None, jnp.float64)
-        assert float(kv_bytes_per_token(_arrays("deepseek-v3.2"), mtp, _f(1.0))) == 62 * 576 + 62 * 132 == 43_896
+        assert float(kv_bytes_per_token(_arrays("deepseek-v3.2"), mtp, _f(1.0))) == 62 * (656 + 132) == 48_856
         assert float(kv_bytes_per_token(_arrays("deepseek-v3.2"), absent, _f(2.0))) == 78_324
+        assert float(kv_bytes_per_token(_arrays("deepseek-v3.2"), absent, _f(1.0))) == v32.kv_bytes_per_token(1.0)
 
 
 def test_attention_tp_replicates_the_indexer():
@@ -114,7 +120,7 @@ def test_attention_tp_replicates_the_indexer():
 @settings(max_examples=40, deadline=None)
 @given(st.integers(4_096, 1 << 20), st.integers(1, 256), st.sampled_from([1.0, 2.0]))
 def test_dsa_costs_no_more_than_dense_mla_past_4k(ctx, batch, kv_bytes):
-    # per row: DSA <= MLA once 576 kv 2,048 + 132 ctx <= 576 kv ctx (ctx >= 2,657 in FP8) and
+    # per row: DSA <= MLA once 656 x 2,048 + 132 ctx <= 576 ctx in FP8 (ctx >= 3,027; bf16: 2,313) and
     # 2 q 2 x 2,048 + 2 H_I d_I ctx <= 2 q 2 ctx (ctx >= 2,177); a verify pass of c positions per row reads
     # k positions for each of them (c k per row), so its bound is c times as deep
     for fn in (decode_work, verify_work):
@@ -141,8 +147,8 @@ def test_a_pass_of_v32_is_cheaper_than_v3_at_long_context_and_dearer_at_short():
               compute_format="fp8")
     v32, v3 = sweepkit.evaluate(model="deepseek-v3.2", **kw), sweepkit.evaluate(model="deepseek-v3", **kw)
     assert v32["fits_in_memory"] and v32["t_plain_pass_s"] < 0.9 * v3["t_plain_pass_s"]
-    # the indexer keys take KV capacity: 61 x 132 B beside 61 x 576 B per token
-    assert v32["kv_capacity_tokens"] < v3["kv_capacity_tokens"] * 576 / (576 + 132) * 1.001
+    # the indexer keys and the FP8 layout take KV capacity: 61 x (656 + 132) B per token against 61 x 576 B
+    assert v32["kv_capacity_tokens"] < v3["kv_capacity_tokens"] * 576 / (656 + 132) * 1.001
     # short context: the indexer and its 0.85 B weights make V3.2 a little dearer
     short = dict(kw, context=512)
     assert sweepkit.evaluate(model="deepseek-v3.2", **short)["t_plain_pass_s"] > \
