@@ -27,8 +27,9 @@ indexer scoring every position,
 
 (kv_I: indexer-key bytes per token, FP8 with FP32 scales whatever the KV format; o_8: what FlashMLA's FP8
 sparse layout adds to the latents in a 1-byte KV format, FP32 scales and a bf16 RoPE key, 0 otherwise:
-:func:`kv_bytes_read`, :func:`index_flops`); k = 0 gives the formulas above exactly. Per new token at ctx cached positions and per
-layer: main attention as MLA over min(ctx, k) positions, indexer 2 H_I d_I ctx FLOPs and ctx (d_I + 4) bytes.
+:func:`kv_bytes_read`, :func:`index_flops`); k = 0 gives the formulas above exactly. Per new token at ctx
+cached positions and per layer: main attention as MLA over min(ctx, k) positions, indexer 2 H_I d_I ctx FLOPs
+and ctx (d_I + 4) bytes.
 
 Mixture of experts: P_mm counts the k active experts per MoE layer (FLOPs), but a pass of T tokens reads
 every expert some token routes to. With uniform routing (k distinct experts of E per token, tokens
