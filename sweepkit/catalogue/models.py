@@ -12,6 +12,10 @@ SwiGLU of width F_e: 3 D F_e) and a router (E D); a token uses k routed experts.
 ACTIVE parameters (k + S experts per MoE layer): the FLOPs of a token. Resident = every expert. Multi-head
 latent attention caches d_c + d_r values per token per layer (the latent and the RoPE key).
 
+DeepSeek Sparse Attention (sweepkit.catalogue.sparse): a lightning indexer of H_I heads of d_I scores every
+cached position on L_I layers and attention reads the k best; each indexer layer adds r_q H_I d_I + D d_I + D H_I
+parameters and caches d_I + 4 bytes of FP8 key and scale per token (whatever the KV format).
+
 Windowed attention (sweepkit.catalogue.attention): L_w of the L layers attend to at most the last W
 positions (sliding window or attention chunk); a pass then reads at most W + 1 KV positions per row on those
 layers. The cache is sized for every layer at the full context (a paged cache without per-layer eviction).
@@ -30,7 +34,8 @@ from sweepkit.catalogue.aliases import resolve, unknown
 from sweepkit.catalogue.attention import (canonical_config, expert_weight_format, mtp_layers, native_weight_format,
                                          window_fields)
 from sweepkit.catalogue.formats import get_format
-from sweepkit.catalogue.sparse import mla_attention_params, mla_fields, moe_fields
+from sweepkit.catalogue.sparse import (dsa_fields, fp8_latent_overhead_bytes, indexer_key_bytes, indexer_params,
+                                      mla_attention_params, mla_fields, moe_fields)
 from sweepkit.errors import InputError, bad_value
 
 MAX_DIMENSION = 1 << 24
@@ -52,6 +57,9 @@ class Model:
       kv_lora_rank (d_c), q_lora_rank, qk_rope_head_dim (d_r), qk_nope_head_dim, v_head_dim: MLA
         (d_c = 0: GQA attention).
       sliding_window (W), window_layers (L_w): L_w layers attend to at most W positions (0: none).
+      index_topk (k), index_n_heads (H_I), index_head_dim (d_I), indexer_layers (L_I): DeepSeek Sparse
+        Attention, every layer attends to the k positions a lightning indexer of H_I x d_I picks (its own on
+        L_I layers); k = 0: dense attention.
       attention_sinks: one learned sink logit per head and layer (gpt-oss).
       mtp_layers: multi-token-prediction layers the checkpoint ships beside the L layers (not counted in
         the parameters; the ``mtp`` draft prices one).
@@ -87,6 +95,10 @@ class Model:
     v_head_dim: int = 0
     sliding_window: int = 0
     window_layers: int = 0
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    indexer_layers: int = 0
     attention_sinks: bool = False
     mtp_layers: int = 0
     native_weight_format: str = ""
@@ -99,6 +111,16 @@ class Model:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def is_dsa(self) -> bool:
+        """DeepSeek Sparse Attention: attention reads the index_topk positions a lightning indexer picks."""
+        return self.index_topk > 0
+
+    @property
+    def indexer_params(self) -> int:
+        """One layer's lightning indexer, r_q H_I d_I + D d_I + D H_I (0 without DSA; DeepSeek-V3.2: 13.96 M)."""
+        return indexer_params(self.d_model, self.__dict__) if self.is_dsa else 0
 
     @property
     def q_dim(self) -> int:
@@ -151,7 +173,8 @@ class Model:
     def params_per_layer(self) -> int:
         """One layer of the deepest kind: dense 2 D q_dim + 2 D kv_dim + 3 D F (+ biases); MoE: attention
         + (E + S) experts + router. Llama-3-70B: 855.6 M (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim)."""
-        return self._moe_layer(self.n_experts) if self.is_moe else self.attention_params + 3 * self.d_model * self.d_ff
+        layer = self._moe_layer(self.n_experts) if self.is_moe else self.attention_params + 3 * self.d_model * self.d_ff
+        return layer + self.indexer_params
 
     @property
     def embedding_params(self) -> int:
@@ -165,7 +188,7 @@ class Model:
         (sweepkit.costmodel.passes)."""
         dense = self.n_dense_layers * (self.attention_params + 3 * self.d_model * self.d_ff)
         moe = self.n_moe_layers * self._moe_layer(self.experts_per_token) if self.is_moe else 0
-        return dense + moe + self.embedding_params
+        return dense + moe + self.indexer_layers * self.indexer_params + self.embedding_params
 
     @property
     def routed_expert_params(self) -> int:
@@ -199,12 +222,34 @@ class Model:
         """Parameters one token uses (the input embedding included unless tied); = resident for dense."""
         return self.matmul_params + (0 if self.tied_embeddings else self.embedding_params)
 
-    def kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
-        """2 (K and V) x L x H_kv x d_h x bytes; MLA: L (d_c + d_r) x bytes. Llama-3-8B bf16: 131,072 B;
-        DeepSeek-V3 bf16: 61 x 576 x 2 = 70,272 B."""
+    @property
+    def kv_values_per_token(self) -> int:
+        """KV values cached per token: 2 (K and V) x L x H_kv x d_h; MLA: L (d_c + d_r)."""
         if self.is_mla:
-            return float(self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim)) * kv_bytes_per_value
-        return 2.0 * self.n_layers * self.kv_dim * kv_bytes_per_value
+            return self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return 2 * self.n_layers * self.kv_dim
+
+    @property
+    def index_kv_bytes_per_token(self) -> int:
+        """Indexer-key bytes cached per token, L_I (d_I + 4 ceil(d_I / 128)) in FP8 with FP32 scales whatever
+        the KV format (0 without DSA). DeepSeek-V3.2: 61 x 132 = 8,052 B."""
+        return self.indexer_layers * indexer_key_bytes(self.index_head_dim) if self.is_dsa else 0
+
+    @property
+    def fp8_latent_overhead_bytes(self) -> int:
+        """Bytes per token a 1-byte KV format adds to a DSA model's MLA latents, L (4 ceil(d_c / 128) + d_r):
+        FlashMLA's FP8 sparse layout keeps FP32 scales and a bf16 RoPE key (656 B per layer against 576 for
+        DeepSeek-V3.2). 0 without DSA or without MLA."""
+        if not (self.is_dsa and self.is_mla):
+            return 0
+        return self.n_layers * fp8_latent_overhead_bytes(self.kv_lora_rank, self.qk_rope_head_dim)
+
+    def kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
+        """KV values x bytes + indexer-key bytes (+ the FP8 latent layout's scales and bf16 RoPE key at 1 byte per
+        value). Llama-3-8B bf16: 2 x 32 x 1,024 x 2 = 131,072 B; DeepSeek-V3 bf16: 61 x 576 x 2 = 70,272 B;
+        DeepSeek-V3.2 bf16: 70,272 + 61 x 132 = 78,324 B, fp8: 61 x (656 + 132) = 48,068 B."""
+        overhead = self.fp8_latent_overhead_bytes if kv_bytes_per_value == 1.0 else 0
+        return float(self.kv_values_per_token) * kv_bytes_per_value + self.index_kv_bytes_per_token + overhead
 
     def window_kv_bytes_per_token(self, kv_bytes_per_value: float = 2.0) -> float:
         """The windowed layers' share of :meth:`kv_bytes_per_token`: 2 L_w H_kv d_h x bytes (0 without windows).
@@ -220,7 +265,9 @@ class Model:
         The last ``n_layers`` layers are kept: a MoE target's one-layer copy is a MoE layer."""
         dense = max(0, self.dense_layers - (self.n_layers - n_layers))
         windowed = max(0, self.window_layers - (self.n_layers - n_layers))
+        indexed = max(int(self.is_dsa), self.indexer_layers - (self.n_layers - n_layers))
         fields = {**self.__dict__, "n_layers": n_layers, "dense_layers": dense, "mtp_layers": 0,
+                  "indexer_layers": indexed,
                   "window_layers": windowed, "sliding_window": self.sliding_window if windowed else 0,
                   "name": name or f"{self.name}[{n_layers}L]"}
         return Model(**fields)
@@ -271,8 +318,12 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
     head_dim = positive_int("head_dim", d // heads if d % heads == 0 else None)
     layers = positive_int("num_hidden_layers")
     sparse = {**moe_fields(config, layers, where), **mla_fields(config, where),
-              **window_fields(config, layers, where), "mtp_layers": mtp_layers(config, where),
+              **window_fields(config, layers, where), **dsa_fields(config, layers, where),
+              "mtp_layers": mtp_layers(config, where),
               "native_weight_format": native_weight_format(config, where)}
+    if sparse.get("index_topk") and sparse.get("window_layers"):
+        raise InputError(f"{where}: index_topk = {sparse['index_topk']} on a model with {sparse['window_layers']} "
+                         f"windowed layers; sweepkit models sparse attention (index_*) on full-attention models only")
     sparse["expert_weight_format"] = expert_weight_format(config, sparse["native_weight_format"],
                                                           sparse.get("n_experts", 0) > 0, where)
     return Model(

@@ -9,10 +9,17 @@ Field names by family (all optional; a config without them is a dense GQA model)
   i with (i + 1) mod ``decoder_sparse_step`` != 0 (Qwen-MoE; Llama-4's ``interleave_moe_layer_step`` is the
   same rule), or every layer not in an explicit ``moe_layers`` list (Llama-4);
 - MLA: ``kv_lora_rank`` d_c, ``q_lora_rank`` (null: full-rank queries), ``qk_rope_head_dim`` d_r,
-  ``qk_nope_head_dim``, ``v_head_dim``.
+  ``qk_nope_head_dim``, ``v_head_dim``;
+- DeepSeek Sparse Attention (DSA, DeepSeek-V3.2): a lightning indexer of ``index_n_heads`` H_I heads of
+  ``index_head_dim`` d_I scores every cached position, and attention reads the ``index_topk`` k best; which
+  layers run their own indexer: every layer, or the ``"full"`` entries of ``indexer_types`` (the others reuse
+  the previous indexer's positions: GLM-5's ``index_topk_freq``).
 
 References:
   DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv 2412.19437, sec. 2.1 (MLA, DeepSeekMoE);
+  DeepSeek-AI, "DeepSeek-V3.2-Exp: Boosting Long-Context Efficiency with DeepSeek Sparse Attention" (tech
+  report, github.com/deepseek-ai/DeepSeek-V3.2-Exp) and its inference/model.py ``Indexer`` (wq_b, wk,
+  k_norm, weights_proj);
   Jiang et al., "Mixtral of Experts", arXiv 2401.04088; Qwen3 model cards (huggingface.co/Qwen).
 """
 
@@ -122,3 +129,84 @@ def mla_attention_params(d: int, heads: int, f: Mapping[str, int]) -> int:
     kv = d * (f["kv_lora_rank"] + f["qk_rope_head_dim"]) + f["kv_lora_rank"] * heads * (
         f["qk_nope_head_dim"] + f["v_head_dim"])
     return q + kv + heads * f["v_head_dim"] * d
+
+
+_INDEX_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
+_INDEXER_TYPES = ("full", "shared")
+
+
+def dsa_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str, int]:
+    """Model fields of DeepSeek Sparse Attention: index_topk (k), index_n_heads (H_I), index_head_dim (d_I),
+    indexer_layers (L_I, the layers with their own indexer). ``{}`` without any ``index_*`` field.
+
+    Example:
+      DeepSeek-V3.2 (config.json ``index_topk`` 2048, ``index_n_heads`` 64, ``index_head_dim`` 128, 61
+      layers): k = 2048, H_I = 64, d_I = 128, L_I = 61.
+    """
+    if all(config.get(k) is None for k in _INDEX_KEYS):
+        for key in ("indexer_types", "index_topk_freq"):
+            if config.get(key) is not None:
+                raise bad_value(key, config[key], f"absent in a config without {', '.join(_INDEX_KEYS)}",
+                                where=where)
+        return {}
+    out = {k: _int(config, k, where) for k in _INDEX_KEYS}
+    types = config.get("indexer_types")
+    if types is None:
+        freq = _int(config, "index_topk_freq", where, default=1)
+        if freq != 1:
+            raise bad_value("index_topk_freq", freq, "1, or indexer_types naming the layers that run their own "
+                            "indexer", where=where)
+        out["indexer_layers"] = n_layers
+        return out
+    if not isinstance(types, list) or len(types) != n_layers or any(t not in _INDEXER_TYPES for t in types):
+        shown = types if not isinstance(types, list) else f"a list of {len(types)} entries"
+        raise bad_value("indexer_types", shown, f"a list of num_hidden_layers = {n_layers} entries, each one of "
+                        f"{', '.join(_INDEXER_TYPES)}", where=where)
+    if types[0] != "full":
+        raise bad_value("indexer_types", types[0], "'full' first (a shared layer reuses an earlier indexer)",
+                        where=where)
+    out["indexer_layers"] = sum(t == "full" for t in types)
+    return out
+
+
+INDEX_SCALE_BLOCK = 128
+"""Indexer key values per FP32 scale in the FP8 indexer-key cache (vLLM ``indexer_k_quant_and_cache``, SGLang
+NSA pool: d_I FP8 bytes + 4 bytes per 128 values; 132 B per token and layer for d_I = 128)."""
+
+
+def indexer_key_bytes(head_dim: int) -> int:
+    """Bytes of one position's indexer key in one layer's cache: d_I (FP8) + 4 ceil(d_I / 128) (FP32 scales).
+
+    Example:
+      DeepSeek-V3.2, d_I = 128: 128 + 4 = 132 B.
+    """
+    return head_dim + 4 * -(-head_dim // INDEX_SCALE_BLOCK)
+
+
+FP8_LATENT_SCALE_BLOCK = 128
+"""Latent values per FP32 scale in the FP8 cache of a DSA model's MLA latents (FlashMLA's sparse FP8 layout)."""
+
+
+def fp8_latent_overhead_bytes(kv_lora_rank: int, rope_dim: int) -> int:
+    """Bytes per token and layer that the FP8 cache of a DSA model's latents holds beyond d_c + d_r bytes:
+    4 ceil(d_c / 128) (FP32 scales) + d_r (the RoPE key stays bf16).
+
+    FlashMLA's FP8 sparse layout (vLLM ``fp8_ds_mla``, SGLang's NSA FP8 store): 512 FP8 latents, 4 FP32 scales,
+    64 bf16 RoPE values = 656 B against 576.
+
+    Example:
+      DeepSeek-V3.2 (d_c = 512, d_r = 64): 16 + 64 = 80 B.
+    """
+    return 4 * -(-kv_lora_rank // FP8_LATENT_SCALE_BLOCK) + rope_dim
+
+
+def indexer_params(d: int, f: Mapping[str, int]) -> int:
+    """Parameters of one layer's lightning indexer: queries from the query latent (or from the hidden state
+    without one), one shared key, per-head weights.
+
+    wq_b: r_q H_I d_I (D H_I d_I with r_q = 0); wk: D d_I; weights_proj: D H_I (the key's LayerNorm, 2 d_I,
+    is left out like every norm). DeepSeek-V3.2: 1,536 x 8,192 + 7,168 x 128 + 7,168 x 64 = 13.96 M per layer.
+    """
+    heads, dim = f["index_n_heads"], f["index_head_dim"]
+    source = f.get("q_lora_rank") or d
+    return source * heads * dim + d * dim + d * heads

@@ -66,7 +66,9 @@ def models(fmt: str) -> None:
         "kv_bytes_per_token_bf16": [int(m.kv_bytes_per_token()) for m in ms],
         "experts": [f"{m.n_experts}/{m.experts_per_token}+{m.n_shared_experts}" if m.is_moe else "" for m in ms],
         "attention": [("mla" if m.is_mla else "gqa") + (f" window {m.sliding_window} on {m.window_layers}L"
-                                                       if m.window_layers else "") for m in ms],
+                                                       if m.window_layers else "")
+                      + (f" dsa top-{m.index_topk} ({m.index_n_heads}x{m.index_head_dim} indexer on "
+                         f"{m.indexer_layers}L)" if m.is_dsa else "") for m in ms],
         "mtp_layers": [m.mtp_layers for m in ms],
         "native_weight_format": [m.native_weight_format or "bf16" for m in ms],
         "expert_weight_format": [m.expert_weight_format for m in ms],

@@ -55,6 +55,13 @@ class ModelArrays:
       window_kv_values_per_token: 2 L_w H_kv d_h, the windowed layers' part of kv_values_per_token (0: none).
       window_tokens: W, the positions a windowed layer attends to (0: none).
       window_layers: L_w, the layers with a window (0: none).
+      topk_tokens: k, the positions a DeepSeek Sparse Attention layer attends to (0: dense attention).
+      index_flops_per_position: 2 L_I H_I d_I, the indexer FLOPs of one (new token, cached position) pair
+        over the layers (0 without DSA).
+      index_bytes_per_token: L_I (d_I + 4 ceil(d_I / 128)), indexer-key bytes cached per token, FP8 whatever
+        the KV format (0 without DSA).
+      fp8_latent_bytes: L (4 ceil(d_c / 128) + d_r), bytes per token a 1-byte KV format adds to a DSA model's
+        latents (FlashMLA's FP8 sparse layout: FP32 scales, bf16 RoPE key; 0 otherwise).
       expert_weight_bytes: w_e, bytes per value the routed experts keep whatever the weight format (0: the
         weight format's; experts then cost min(w, w_e)).
       layer_kernels, quant_kernels: n_struct and n_q, kernels one decoder layer launches per pass and the
@@ -74,6 +81,10 @@ class ModelArrays:
     window_kv_values_per_token: jax.Array
     window_tokens: jax.Array
     window_layers: jax.Array
+    topk_tokens: jax.Array
+    index_flops_per_position: jax.Array
+    index_bytes_per_token: jax.Array
+    fp8_latent_bytes: jax.Array
     expert_weight_bytes: jax.Array
     layer_kernels: jax.Array
     quant_kernels: jax.Array
@@ -100,16 +111,21 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
         return dict(n_layers=0.0, d_model=0.0, q_dim=0.0, matmul_params=0.0, resident_params=0.0,
                     kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
                     experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0,
-                    window_layers=0.0, expert_weight_bytes=0.0, layer_kernels=0.0, quant_kernels=0.0)
+                    window_layers=0.0, topk_tokens=0.0, index_flops_per_position=0.0, index_bytes_per_token=0.0,
+                    fp8_latent_bytes=0.0, expert_weight_bytes=0.0, layer_kernels=0.0, quant_kernels=0.0)
     n_struct, n_quant = layer_kernels(model)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
                 resident_params=float(model.resident_params if resident is None else resident),
-                kv_values_per_token=float(model.kv_bytes_per_token(1.0)), present=1.0,
+                kv_values_per_token=float(model.kv_values_per_token), present=1.0,
                 routed_expert_params=float(model.routed_expert_params), n_experts=float(model.n_experts),
                 experts_per_token=float(model.experts_per_token),
                 window_kv_values_per_token=float(model.window_kv_bytes_per_token(1.0)),
                 window_tokens=float(model.sliding_window), window_layers=float(model.window_layers),
+                topk_tokens=float(model.index_topk),
+                index_flops_per_position=2.0 * model.indexer_layers * model.index_n_heads * model.index_head_dim,
+                index_bytes_per_token=float(model.index_kv_bytes_per_token),
+                fp8_latent_bytes=float(model.fp8_latent_overhead_bytes),
                 expert_weight_bytes=(get_format(model.expert_weight_format).bytes_per_value
                                      if model.expert_weight_format else 0.0),
                 layer_kernels=float(n_struct), quant_kernels=float(n_quant))

@@ -16,8 +16,9 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
 
 P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). On a
 model with windowed layers (sliding window or attention chunk of W positions) 2 L q A_j and K_j kv are
-:func:`~sweepkit.costmodel.passes.attention_flops` and :func:`~sweepkit.costmodel.passes.kv_values_read`:
-those layers attend to at most W + 1 positions. w_e = min(w, the experts' own bytes per weight) where the
+:func:`~sweepkit.costmodel.passes.attention_flops` and :func:`~sweepkit.costmodel.passes.kv_bytes_read`:
+those layers attend to at most W + 1 positions (on a DSA model: k positions, plus the lightning indexer's FLOPs
+and FP8 keys over every cached position). w_e = min(w, the experts' own bytes per weight) where the
 checkpoint stores its experts in a narrower format (gpt-oss: MXFP4, 0.53 B), else w, as in
 :func:`~sweepkit.costmodel.passes.expert_bytes_saved`. The attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
 efficiencies are achieved rates and already include the clocks the devices ran at.
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 
 from sweepkit.catalogue.efficiency import KERNEL_FIELD
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, attention_flops, experts_read, kv_values_read
+from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, attention_flops, experts_read, kv_bytes_read
 
 PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
           "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
@@ -136,9 +137,10 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
                         expert_bytes / (bw * eff.weight_bw_eff))
 
     def attention(work: Work, flops_eff):
-        # windowed layers attend to at most W + 1 positions (passes.attention_flops, passes.kv_values_read)
+        # windowed layers attend to at most W + 1 positions, DSA layers to k plus the indexer's scan
+        # (passes.attention_flops, passes.kv_bytes_read)
         return jnp.maximum(attention_flops(work, model) / (peak * flops_eff),
-                           kv_values_read(work, model) * kv_bytes / (bw * eff.kv_bw_eff))
+                           kv_bytes_read(work, model, kv_bytes) / (bw * eff.kv_bw_eff))
 
     n_ar = 2.0 * model.n_layers if allreduces is None else allreduces
     r = tp if ring is None else ring

@@ -15,6 +15,9 @@ format speed-up k > 1):
     attention, GQA    6   input RMSNorm, QKV GEMM, RoPE, KV-cache store, attention, output GEMM
     attention, MLA  + 7   q_a and kv_a RMSNorms, q_b GEMM, the two absorbed BMMs (W_UK, W_UV), the q
                           concatenation (no-PE | RoPE part), the split-KV attention's combine
+    DSA indexer     + 9   q GEMM, key and head-weight GEMM, key LayerNorm, RoPE, Hadamard rotation + FP8
+                          quantisation of the queries and of the key, key-cache store, logits, top-k
+                          (on the L_I layers with their own indexer)
     FFN, dense        4   post-attention RMSNorm, gate-up GEMM, SiLU x mul, down GEMM
     FFN, MoE        + 4   router GEMM, top-k, token permutation (alignment / dispatch layout), weighted combine
                     + 3   shared experts' gate-up GEMM, SiLU x mul, down GEMM (where the model has them)
@@ -53,6 +56,10 @@ FFN_DENSE = 4
 """Kernels of a dense FFN block: post-attention RMSNorm, gate-up GEMM, SiLU x mul, down GEMM."""
 MOE_EXTRA = 4
 """Kernels routing adds to an FFN block: router GEMM, top-k, token permutation, weighted combine."""
+INDEXER_EXTRA = 9
+"""Kernels a DeepSeek Sparse Attention lightning indexer adds: q GEMM, key + head-weight GEMM, key LayerNorm, RoPE,
+rotation + FP8 quantisation of the queries and of the key (2), key-cache store, logits, top-k (DeepSeek-V3.2-Exp
+inference/model.py ``Indexer.forward``; SGLang's NSA indexer fuses the key and head-weight projections)."""
 SHARED_EXPERT_EXTRA = 3
 """Kernels of the shared experts beside the routed ones: gate-up GEMM, SiLU x mul, down GEMM."""
 QUANT_BASE = 4
@@ -85,4 +92,5 @@ def layer_kernels(model: Model) -> tuple[float, float]:
     n_dense = model.n_layers - n_moe
     quant_moe = 1.0 if model.n_shared_experts else 0.0
     quant = QUANT_BASE + (1.0 if model.is_mla else 0.0) + quant_moe * n_moe / layers
-    return (n_dense * dense + n_moe * moe) / layers, quant
+    indexer = INDEXER_EXTRA * model.indexer_layers if model.is_dsa else 0
+    return (n_dense * dense + n_moe * moe + indexer) / layers, quant

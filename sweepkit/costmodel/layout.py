@@ -45,7 +45,7 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token
-from sweepkit.costmodel.passes import Work, experts_read, kv_values_read
+from sweepkit.costmodel.passes import Work, experts_read, index_flops, kv_bytes_read
 from sweepkit.errors import InputError
 
 IMBALANCE = 1.3
@@ -201,8 +201,12 @@ def effective_imbalance(lay: Layout) -> jax.Array:
 
 def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Array, kv_bytes: jax.Array):
     """(dF, dW, dO): FLOPs, weight bytes and other bytes the layout adds to a pass of ``work`` (module doc;
-    K kv is the KV the pass reads, :func:`sweepkit.costmodel.passes.kv_values_read`); all three are exactly 0
+    K kv is the KV the pass reads, :func:`sweepkit.costmodel.passes.kv_bytes_read`); all three are exactly 0
     for the identity layout.
+
+    A DSA model's lightning indexer is replicated on every attention-TP rank (vLLM's and SGLang's indexers
+    use replicated projections and one key cache per rank), so r_kv copies also run its FLOPs
+    (:func:`sweepkit.costmodel.passes.index_flops`) and read its keys: dF adds (r_kv - 1) F_I.
 
     Example:
       DeepSeek-V3 DEP8 (dp 8, ep 8, I 1): dW = 7 P_rep w (the non-expert weights, once per DP rank).
@@ -210,12 +214,12 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
     imb, tokens = effective_imbalance(lay), work.tokens
     k, p_e = net.experts_per_token, net.routed_expert_params
     e_read = experts_read(tokens, net)
-    d_flops = 2.0 * k * p_e * tokens * (imb - 1.0)
+    d_flops = 2.0 * k * p_e * tokens * (imb - 1.0) + index_flops(work, net) * (lay.kv_replicas - 1.0)
     p_rep = net.matmul_params - k * p_e
     d_weights = ((lay.dp - 1.0) * p_rep * weight_bytes
                  + p_e * weight_bytes * (jnp.minimum(jnp.maximum(lay.expert_slots, net.n_experts), imb * e_read)
                                          - e_read))
-    d_other = kv_values_read(work, net) * kv_bytes * (lay.kv_replicas - 1.0)
+    d_other = kv_bytes_read(work, net, kv_bytes) * (lay.kv_replicas - 1.0)
     return d_flops * net.present, d_weights * net.present, d_other * net.present
 
 

@@ -11,6 +11,11 @@ most W + 1 positions of a sequence, so a sequence of n positions takes the KV by
     n_held(n) = n - kv_w / (kv_target + kv_draft) x max(n - (W + 1), 0)
 
 full positions of the capacity (:func:`kv_positions_held`); kv_w = 0 gives n_held = n exactly.
+
+DeepSeek Sparse Attention keeps every position (the indexer may pick any): its indexer keys, L_I (d_I + 4)
+bytes per token in FP8 with FP32 scales, add to the KV bytes per token whatever the KV format, and in a 1-byte
+KV format its latents take FlashMLA's FP8 sparse layout, L (d_c + 4 d_c / 128 + 2 d_r) bytes
+(:func:`kv_bytes_per_token`; a model cannot have both windows and DSA).
 """
 
 from __future__ import annotations
@@ -34,8 +39,17 @@ def resident_bytes(target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Ar
 
 
 def kv_bytes_per_token(target: ModelArrays, draft: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
-    """KV bytes one token position costs: the target's plus the draft's (MTP: one layer)."""
-    return (target.kv_values_per_token + draft.kv_values_per_token * draft.present) * kv_bytes
+    """KV bytes one token position costs: the target's plus the draft's (MTP: one layer), each KV values x kv
+    plus its DSA indexer keys (FP8 with FP32 scales whatever the KV format; 0 without DSA) and, in a 1-byte KV
+    format, the FP8 latent layout's scales and bf16 RoPE key (``fp8_latent_bytes``; 0 without DSA).
+
+    Example:
+      DeepSeek-V3.2 in FP8 with its MTP layer: (61 + 1) x (656 + 132) B = 48,856 B (DeepSeek-V3: 62 x 576 =
+      35,712 B).
+    """
+    fp8_layout = jnp.where(kv_bytes == 1.0, target.fp8_latent_bytes + draft.fp8_latent_bytes * draft.present, 0.0)
+    return ((target.kv_values_per_token + draft.kv_values_per_token * draft.present) * kv_bytes
+            + (target.index_bytes_per_token + draft.index_bytes_per_token * draft.present) + fp8_layout)
 
 
 def kv_capacity_tokens(dev: DeviceArrays, tp: jax.Array, target: ModelArrays, draft: ModelArrays,

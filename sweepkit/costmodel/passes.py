@@ -19,6 +19,18 @@ Windowed attention (sliding window or attention chunk of W positions on L_w of t
 read at most min(K, T (W + 1)) KV positions and do at most min(A, 2 T (W + 1)) attention pairs
 (:func:`kv_values_read`, :func:`attention_flops`); L_w = 0 gives the formulas above exactly.
 
+DeepSeek Sparse Attention (DSA: a lightning indexer of H_I heads of d_I on L_I layers, then attention over the
+k positions it picks, on every layer): attention as above over at most k positions per new token, plus the
+indexer scoring every position,
+
+    F_attn = 2 L q min(A, 2 T k) + 2 L_I H_I d_I A / 2,    KV bytes = min(K, T k) (kv + o_8) + K kv_I
+
+(kv_I: indexer-key bytes per token, FP8 with FP32 scales whatever the KV format; o_8: what FlashMLA's FP8
+sparse layout adds to the latents in a 1-byte KV format, FP32 scales and a bf16 RoPE key, 0 otherwise:
+:func:`kv_bytes_read`, :func:`index_flops`); k = 0 gives the formulas above exactly. Per new token at ctx
+cached positions and per layer: main attention as MLA over min(ctx, k) positions, indexer 2 H_I d_I ctx FLOPs
+and ctx (d_I + 4) bytes.
+
 Mixture of experts: P_mm counts the k active experts per MoE layer (FLOPs), but a pass of T tokens reads
 every expert some token routes to. With uniform routing (k distinct experts of E per token, tokens
 independent) the expected number of distinct experts a MoE layer reads is
@@ -111,8 +123,20 @@ def expert_params_read(tokens: jax.Array, model: ModelArrays) -> jax.Array:
     return model.routed_expert_params * experts_read(tokens, model)
 
 
+def sparse_positions(total: jax.Array, work: Work, model: ModelArrays) -> jax.Array:
+    """min(total, T k) on a DSA model (k = ``topk_tokens`` > 0), ``total`` exactly otherwise.
+
+    Each new token attends to at most k positions; T >= rows bounds the rows, so the cap is exact for decode
+    (every row at least k deep, or none) and an upper bound for prefill chunks, whose first tokens have
+    fewer than k positions behind them (a chunk after p0 < k cached positions: by fewer than (k - p0)^2 / 2
+    positions).
+    """
+    return jnp.where(model.topk_tokens > 0, jnp.minimum(total, work.tokens * model.topk_tokens), total)
+
+
 def kv_values_read(work: Work, model: ModelArrays) -> jax.Array:
-    """KV values a pass reads: K (kv - kv_w) + min(K, T (W + 1)) kv_w, kv_w the windowed layers' share.
+    """KV values a pass reads: K' (kv - kv_w) + min(K, T (W + 1)) kv_w, kv_w the windowed layers' share;
+    K' = min(K, T k) on a DSA model (:func:`sparse_positions`), K otherwise.
 
     A windowed layer reads at most W + 1 positions per row; T >= rows bounds the rows, so the cap is exact
     for decode (T = b: every row at least W deep, or none) and an upper bound for verify and prefill.
@@ -123,12 +147,43 @@ def kv_values_read(work: Work, model: ModelArrays) -> jax.Array:
       windowed layers min(32,776, 8 x 129) = 1,032.
     """
     window = jnp.minimum(work.kv_tokens, work.tokens * (model.window_tokens + 1.0))
-    return (work.kv_tokens * (model.kv_values_per_token - model.window_kv_values_per_token)
+    return (sparse_positions(work.kv_tokens, work, model) * (model.kv_values_per_token - model.window_kv_values_per_token)
             + window * model.window_kv_values_per_token)
 
 
+def kv_bytes_read(work: Work, model: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
+    """KV bytes a pass reads: :func:`kv_values_read` x kv + K kv_I, the indexer scanning every cached key, + the
+    FP8 latent layout's scales and bf16 RoPE key on the min(K, T k) latents read where kv = 1 byte.
+
+    Without DSA (kv_I = 0, no FP8 layout) this is K kv (less the windowed layers' skipped positions).
+
+    Example:
+      DeepSeek-V3.2 in FP8, one row at 32,000 cached: 61 x 656 x 2,048 B of latents + 61 x 132 x 32,001 B of
+      indexer keys = 81.95 MB + 257.7 MB (DeepSeek-V3's dense MLA: 61 x 576 x 32,001 = 1,124 MB).
+    """
+    fp8_layout = jnp.where(kv_bytes == 1.0, model.fp8_latent_bytes, 0.0)
+    return (kv_values_read(work, model) * kv_bytes + work.kv_tokens * model.index_bytes_per_token
+            + sparse_positions(work.kv_tokens, work, model) * fp8_layout)
+
+
+def index_flops(work: Work, model: ModelArrays) -> jax.Array:
+    """Lightning-indexer FLOPs of a pass: 2 L_I H_I d_I x A / 2, each new token scoring every position it may
+    attend (A / 2 positions summed over the new tokens). 0 without DSA.
+
+    The ReLU, the per-head weights and the top-k selection (O(H_I) per position) are left out (< 1 % of the
+    dot products at d_I = 128). The public kernels run the dot products in FP8 (DeepGEMM ``fp8_mqa_logits``);
+    sweepkit prices them with the other attention FLOPs.
+
+    Example:
+      DeepSeek-V3.2, one decode token at 32,000 cached (A = 2 x 32,001): 2 x 61 x 64 x 128 x 32,001 = 32.0 GFLOP.
+    """
+    return model.index_flops_per_position * work.attn_pairs / 2.0
+
+
 def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
-    """2 L q A, less what windowed layers skip: 2 L_w q (A - min(A, 2 T (W + 1))).
+    """2 L q A', less what windowed layers skip: 2 L_w q (A - min(A, 2 T (W + 1))), plus :func:`index_flops`.
+
+    A' = min(A, 2 T k) on a DSA model (every layer attends to at most k positions per new token), A otherwise.
 
     A token attends to at most W + 1 positions on a windowed layer, so those layers do at most 2 T (W + 1)
     attention pairs (exact once every new token has W positions behind it). Without windows (L_w = 0): 2 L q A.
@@ -138,17 +193,19 @@ def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
       layers do 2 x 2,048 x 129 pairs each.
     """
     capped = jnp.minimum(work.attn_pairs, 2.0 * work.tokens * (model.window_tokens + 1.0))
-    return (2.0 * model.n_layers * model.q_dim * work.attn_pairs
-            - 2.0 * model.window_layers * model.q_dim * (work.attn_pairs - capped))
+    sparse = jnp.where(model.topk_tokens > 0, jnp.minimum(work.attn_pairs, 2.0 * work.tokens * model.topk_tokens),
+                       work.attn_pairs)
+    return (2.0 * model.n_layers * model.q_dim * sparse
+            - 2.0 * model.window_layers * model.q_dim * (work.attn_pairs - capped) + index_flops(work, model))
 
 
 def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
     """F = 2 P_mm T + F_attn; Bytes = P_read w + T D w + KV_read kv (zero where the network is absent).
 
     P_read = :func:`streamed_params` (P_mm for a dense network); F_attn = :func:`attention_flops` and
-    KV_read = :func:`kv_values_read` (2 L q A and K kv without windowed layers)."""
+    KV_read kv = :func:`kv_bytes_read` (2 L q A and K kv without windowed layers or DSA)."""
     flops = 2.0 * model.matmul_params * work.tokens + attention_flops(work, model)
     bytes_ = (streamed_params(work.tokens, model) * weight_bytes + work.tokens * model.d_model * weight_bytes
-              + kv_values_read(work, model) * kv_bytes
+              + kv_bytes_read(work, model, kv_bytes)
               + expert_bytes_saved(expert_params_read(work.tokens, model), model, weight_bytes))
     return flops * model.present, bytes_ * model.present

@@ -214,8 +214,10 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     pc, pm, pa, pf, pbytes = _pieces(p, pre_lay, pre_tp, pre_pp, pre_pp, target, draft, work, work, 0.0,
                                      eff_peak * pre_n, eff_bw * pre_n)
     t_p = jnp.maximum(pc, pm) + pa
-    kv_s = jnp.where(p.disagg > 0, d.prompt_tokens * target.kv_values_per_token * p.kv_bytes / KV_LINK_BYTES_PER_S
-                     + KV_LINK_LATENCY_S, 0.0)
+    # a DSA model also sends its indexer keys and, in FP8, its latents' scales (costmodel.memory.kv_bytes_per_token)
+    dsa_bytes = target.index_bytes_per_token + jnp.where(p.kv_bytes == 1.0, target.fp8_latent_bytes, 0.0)
+    kv_sent = d.prompt_tokens * target.kv_values_per_token * p.kv_bytes + d.prompt_tokens * dsa_bytes
+    kv_s = jnp.where(p.disagg > 0, kv_sent / KV_LINK_BYTES_PER_S + KV_LINK_LATENCY_S, 0.0)
     r_d = 1.0 / per_req_decode_s
     r_sep = 1.0 / (t_p + per_req_decode_s)
     busy_s = c0 + c1 * b + a0 + a1 * b              # compute, all-reduces and overhead do not overlap

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sweepkit.catalogue import get_draft, get_format, get_model, model_names
 from sweepkit.costmodel.arrays import model_arrays
 from sweepkit.costmodel.memory import resident_bytes
-from sweepkit.costmodel.passes import (chunk_work, decode_work, flops_and_bytes, kv_values_read, streamed_params,
+from sweepkit.costmodel.passes import (chunk_work, decode_work, flops_and_bytes, kv_bytes_read, streamed_params,
                                       verify_work)
 from sweepkit.evaluate import evaluate
 
@@ -76,7 +76,7 @@ def test_models_without_an_expert_format_price_weights_as_before_bit_for_bit(nam
         for work in (decode_work(f(ctx), f(batch)), verify_work(f(ctx), f(batch), f(positions)),
                      chunk_work(f(ctx), f(batch))):
             _, got = flops_and_bytes(work, t, f(w), f(1.0))
-            old = (streamed_params(work.tokens, t) * w + work.tokens * t.d_model * w + kv_values_read(work, t) * 1.0)
+            old = (streamed_params(work.tokens, t) * w + work.tokens * t.d_model * w + kv_bytes_read(work, t, f(1.0)))
             assert float(got) == float(old)
 
 
