@@ -33,7 +33,7 @@ def test_sliding_window_makes_long_context_decode_cheaper():
     # 65,537, so a step is faster than the same model with every layer attending to the whole context.
     import dataclasses
 
-    from sweepkit.catalogue import models as catalogue_models
+    from sweepkit.catalogue import model_registry as catalogue_models
 
     full = catalogue_models.register_model(dataclasses.replace(get_model("gpt-oss-120b"), name="gpt-oss-120b-full",
                                                                window_layers=0, sliding_window=0))

@@ -7,9 +7,8 @@ from sweepkit.catalogue.devices import (
     Device, device_key, device_names, devices_file, get_device, load_devices, load_devices_file,
 )
 from sweepkit.catalogue.formats import Format, format_names, get_format, load_formats
-from sweepkit.catalogue.models import (
+from sweepkit.catalogue.model_registry import (
     Draft,
-    Model,
     draft_names,
     get_draft,
     get_model,
@@ -22,6 +21,7 @@ from sweepkit.catalogue.models import (
     model_names,
     register_model,
 )
+from sweepkit.catalogue.models import Model
 
 __all__ = [
     "Device", "Draft", "Format", "Model", "device_key", "model_key",

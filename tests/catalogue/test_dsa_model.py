@@ -12,7 +12,7 @@ import json
 import pytest
 
 from sweepkit.catalogue import get_draft, get_model, load_hf_config, model_from_hf_config
-from sweepkit.catalogue.models import load_models
+from sweepkit.catalogue.model_registry import load_models
 from sweepkit.errors import InputError
 
 V3_FIELDS = {k: v for k, v in json.loads(json.dumps(
