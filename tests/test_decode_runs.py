@@ -12,6 +12,8 @@ prefill step give the same requests' times, histogram, accumulators and prefix c
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -19,33 +21,71 @@ import pytest
 pytestmark = pytest.mark.usefixtures("x64")
 
 
-def _finals(lever: str, rate: float, monkeypatch, workload: str = "chat", cut: bool = False, extends=(False, True)):
-    """The lane's final state with plans cut at every finish (``extend`` False) and with runs past finishes
-    (True): one program, ``extend`` an argument of it, so the two runs differ in that data only."""
+GROUPS = (("mtp", "decode-priority"), ("disagg-levers", "modern-spec", "prefix-cache"), ("chunked-2048",))
+"""Levers whose lanes run in one program, sized for every lever of the group (the draft passes of the
+speculative ones, the prefix cache's arrays, paged KV and pools where one needs them; a larger program
+gives the same results: tests/test_engine_scaling.py), the prefix cache's group for chat and the coding
+agent alike (the prefix cache's programs are one shape up to 512 sessions). Chunked batching's lanes,
+at 649 sessions, run in a program of their own session class."""
+
+_EXTEND = {}
+"""The traced ``extend`` flag of the program being traced."""
+
+
+def _group(lever: str) -> tuple[str, ...]:
+    return next(g for g in GROUPS if lever in g)
+
+
+@functools.cache
+def _program(group: tuple[str, ...], cut: bool):
+    """The engine's loop with ``extend`` an argument (traced under :func:`_patched`'s patches), compiled once
+    per static shape for the levers of ``group``; ``cut``: with every arrival cutting a plan."""
+    from sweepkit.serving.engine import loop
+
+    def simulate(p, r, w, on, shape):
+        _EXTEND["on"] = on
+        return loop.simulate(p, r, w, shape)
+
+    return jax.jit(simulate, static_argnames="shape")
+
+
+def _patched(monkeypatch, cut: bool) -> None:
+    """The engine's plans gated by ``extend`` (the third argument from the end of ``decode_run``, and
+    ``_nothing_between``); ``cut``: decode priority's arrivals cut plans too."""
     from sweepkit.serving.engine import decode_run, loop, schedule
-    from sweepkit.serving.cluster import load_cluster
-    from sweepkit.serving.config import Config
-    from sweepkit.serving.lanes import lane_inputs
-    from sweepkit.serving.levers import load_levers
-    from sweepkit.serving.workloads import load_workloads
 
     monkeypatch.undo()                              # the engine's own functions, not an earlier call's patches
     plan, between = decode_run.decode_run, schedule._nothing_between
-    extend = {}                                     # the traced flag of the program being traced
-    monkeypatch.setattr(schedule, "decode_run",     # extend: the third argument from the end
-                        lambda *a: plan(*a[:-3], a[-3] & extend["on"], *a[-2:]))
-    monkeypatch.setattr(schedule, "_nothing_between", lambda *a: between(*a) & extend["on"])
+    monkeypatch.setattr(schedule, "decode_run", lambda *a: plan(*a[:-3], a[-3] & _EXTEND["on"], *a[-2:]))
+    monkeypatch.setattr(schedule, "_nothing_between", lambda *a: between(*a) & _EXTEND["on"])
     if cut:                                         # every arrival cuts a plan, decode priority too
         monkeypatch.setattr(loop, "DECODE_PRIORITY", -1)
-    pol, req, (load,), shape = lane_inputs(load_workloads()[workload], load_cluster(),
-                                           Config("H100", load_levers()[lever]), rate)
 
-    def simulate(p, r, w, on):
-        extend["on"] = on
-        return loop.simulate(p, r, w, shape)
 
-    run = jax.jit(simulate)                         # a new function: traced afresh
-    return [jax.device_get(run(pol, req, load, np.bool_(x))) for x in extends]
+def _finals(lever: str, rate: float, monkeypatch, workload: str = "chat", cut: bool = False, extends=(False, True)):
+    """The lane's final state with plans cut at every finish (``extend`` False) and with runs past finishes
+    (True): one program (:func:`_program`, shared by the levers of its group), ``extend`` an argument of it,
+    so the two runs differ in that data only."""
+    from sweepkit.serving import lanes, programs, sizes
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config, policy, resolve
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    _patched(monkeypatch, cut)
+    w, cl, lv = load_workloads()[workload], load_cluster(), load_levers()
+    group = _group(lever)
+    levers = [lv[n] for n in group]
+    sized = [resolve(cl, x) for x in levers]
+    prefix = bool(resolve(cl, lv[lever]).prefix_caching)
+    assert all(bool(r.prefix_caching) == prefix for r in sized)
+    n = w.sessions_at(rate)
+    B = sizes.bucket_of(n)
+    cap, shape, req = lanes._program(w, cl, B, prefix, sized, levers)
+    pol = policy(cl, Config("H100", lv[lever]), resolve(cl, lv[lever]), w.name, shape.gamma_max, shape.instances)
+    load = programs.as_load(lanes._padded(lanes.load_for(w, lanes._sessions(w, B), rate, n, False), cap))
+    run = _program(group, cut)
+    return [jax.device_get(run(pol, req, load, np.bool_(x), shape=shape)) for x in extends]
 
 
 @pytest.mark.parametrize("lever, workload, rate, fewer", [

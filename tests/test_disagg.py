@@ -128,11 +128,14 @@ def test_a_prompt_larger_than_a_prefill_instance_memory_is_rejected_not_queued_f
 def test_a_request_preempted_on_the_decode_pool_recomputes_its_prompt_there():
     """Paged KV on a decode-bound 1P1D: decode rows outgrow the blocks, the latest arrivals are preempted by
     recompute, and each re-prefills its prompt + generated tokens on the decode instance (its prefill tokens
-    there equal the recomputed tokens), then finishes with exactly its output tokens."""
+    there equal the recomputed tokens), then finishes with exactly its output tokens. The lane runs in the
+    program of the other tests' 120 sessions (``sessions=128``: a program of more sessions gives the same lane)."""
     cluster = dataclasses.replace(TWO, devices=("A100-40GB",))
     w = dataclasses.replace(_prefill_heavy(40), output_mean_tokens=1024)
     lever = dataclasses.replace(DISAGG, name="paged", kv="paged")
-    lanes = run_configs(w, cluster, [Config("A100-40GB", lever)], np.full((1, 1), 2.0), early_stop=False)
+    lanes = run_configs(w, cluster, [Config("A100-40GB", lever)], np.full((1, 1), 2.0), early_stop=False,
+                        sessions=128)
+    assert lanes.groups[0].buf_s.shape[-1] == 512                       # the sessions the program holds
     st, m = lanes.state(0, 0), lane_metrics(lanes, 0, 0, w, cluster.gpus, 100.0, 3.0)
     stats = {k: np.asarray(v) for k, v in vars(st.stats).items()}
     assert m["completed"] == 40

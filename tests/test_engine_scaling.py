@@ -43,7 +43,9 @@ def test_block_size_is_about_sqrt_n():
 def test_engine_state_keeps_block_minima_exact(x64):
     """When a real multi-turn run stops early (turns still pending, so the minima are not all inf) the kept
     minima equal a full recomputation over the program's whole arrays (released turns only lowered their
-    entries, routed ones were refreshed)."""
+    entries, routed ones were refreshed). The program is sized for the levers of
+    :func:`test_programs_without_unreachable_phases_give_the_same_lanes` too (``cover``), with every phase: the
+    one that test's full lanes run in (a larger program gives the same results)."""
     from sweepkit.serving.cluster import load_cluster
     from sweepkit.serving.config import Config
     from sweepkit.serving.lanes import run_configs
@@ -51,8 +53,10 @@ def test_engine_state_keeps_block_minima_exact(x64):
     from sweepkit.serving.workloads import load_workloads
 
     w, lv = load_workloads()["chat"], load_levers()
+    cover = [Config("H100", lv[k]) for k in ("mtp", "draft-llama-3.2-1b", "paged-swap")]
     lanes = run_configs(w, load_cluster(), [Config("H100", lv["baseline"]), Config("H100", lv["disagg-1p1d"])],
-                        np.full((2, 1), 8.0), early_stop=True)
+                        np.full((2, 1), 8.0), early_stop=True, cover=cover)
+    assert lanes.groups[0].buf_s.shape[-1] == 4096                      # the sessions the program holds
     for c in range(2):
         st_ = lanes.state(c, 0, trim=False)
         assert st_.stopped and np.isfinite(st_.buf_s).any()

@@ -230,43 +230,77 @@ def test_backend_options_are_on_by_default_and_added_only_where_xla_flags_has_no
         xla_options._ON = xla_options.BACKEND_OPTIONS[0] in os.environ.get("XLA_FLAGS", "")   # this process's own
 
 
-def test_both_engines_end_in_the_same_states():
-    """Lanes of the default engine (one function, no scatters) and of ``SWEEPKIT_XLA_OPTIONS=0`` (kernel by
-    kernel, scatters), run in a fresh process, end in the same states: integers and flags equal, times and
-    accumulators to rounding (LLVM orders some float sums differently). The levers cover colocated, MTP,
-    the disaggregated push hand-off (whose updates once copied whole arrays inside nested branches) and
-    modern-spec (chunked batching, paged KV, the prefix cache and MTP: the few-row ordered sums and the
-    prefix cache's pins visited row by row)."""
+BOTH_ENGINES = ("baseline", "mtp", "disagg-1p1d", "modern-spec", "prefix-cache", "paged-swap", "disagg-levers")
+"""The levers of the program :func:`_every_phase` builds: colocated, MTP, the disaggregated push and pull
+hand-offs (the push's updates once copied whole arrays inside nested branches), paged KV with swap, the prefix
+cache, and modern-spec (chunked batching, paged FP8 KV, the prefix cache and MTP: the few-row ordered sums and
+the prefix cache's pins visited row by row)."""
+
+
+@functools.cache
+def _every_phase():
+    """Chat's program sized for every lever of :data:`BOTH_ENGINES` (the prefix cache's arrays, paged KV, swap
+    and pools: every phase of the engine), each lever's policy, a load of 60 sessions at 0.5 sessions/s (no
+    early stop), and the program compiled once as the engine compiles it in this process: ``(pols, req, load,
+    shape, compiled)``."""
+    from sweepkit.serving import lanes, programs
+    from sweepkit.serving.cluster import load_cluster
+    from sweepkit.serving.config import Config, policy, resolve
+    from sweepkit.serving.levers import load_levers
+    from sweepkit.serving.workloads import load_workloads
+
+    w, cl, lv = load_workloads()["chat"], load_cluster(), load_levers()
+    levers = [lv[n] for n in BOTH_ENGINES]
+    with jax.enable_x64(True):
+        sized = [resolve(cl, lever) for lever in levers]
+        cap, shape, req = lanes._program(w, cl, 64, True, sized, levers)
+        pols = [policy(cl, Config("H100", lever), res, w.name, shape.gamma_max, shape.instances)
+                for lever, res in zip(levers, sized)]
+        ses = lanes._sessions(w, 64)
+        load = programs.as_load(lanes._padded(lanes.load_for(w, ses, 0.5, 60, False), cap))
+        compiled = programs._run.lower(pols[0], req, load, shape=shape).compile(
+            programs.engine_compile_options("cpu"))
+    pols, req, load = jax.tree_util.tree_map(np.asarray, (pols, req, load))
+    return pols, req, load, shape, compiled
+
+
+def test_both_engines_end_in_the_same_states(tmp_path):
+    """Lanes of the default engine (one function, no scatters; this process's) and of
+    ``SWEEPKIT_XLA_OPTIONS=0`` (kernel by kernel, scatters; a fresh process, which compiles the same program
+    from the same inputs) end in the same states: integers and flags equal, times and accumulators to rounding
+    (LLVM orders some float sums differently). Every lever of :data:`BOTH_ENGINES` runs in one program that
+    holds every phase (a lever's switches are data: a phase it does not use is skipped at run time)."""
     if not xla_options.loop_options_on():
         pytest.skip("this process runs without the backend options (jaxlib outside CHECKED_JAXLIB or XLA_FLAGS)")
+    import pickle
+
+    pols, req, load, shape, compiled = _every_phase()
+    with jax.enable_x64(True):
+        states = [jax.tree_util.tree_map(np.asarray, compiled(pol, req, load)) for pol in pols]
+    assert all(np.isfinite(st.finish_s).sum() > 100 and not st.stopped for st in states)   # every lane ran
+    ours = [x for st in states for x in jax.tree_util.tree_leaves(st)]
+    inputs = tmp_path / "inputs.pkl"
+    inputs.write_bytes(pickle.dumps((pols, req, load, shape)))
     code = textwrap.dedent("""
-        import dataclasses, sys, numpy as np, jax
+        import pickle, sys, numpy as np, jax
         import sweepkit
-        from sweepkit.serving.cluster import load_cluster
-        from sweepkit.serving.config import Config
-        from sweepkit.serving.lanes import run_configs
-        from sweepkit.serving.levers import load_levers
-        from sweepkit.serving.workloads import load_workloads
-        lv = load_levers()
-        cfgs = [Config("H100", lv[n]) for n in ("baseline", "mtp", "disagg-1p1d", "modern-spec")]
-        chat = dataclasses.replace(load_workloads()["chat"], min_sessions=60)
-        lanes = run_configs(chat, load_cluster(), cfgs, np.full((4, 1), 0.5), early_stop=False)
-        leaves = [jax.tree_util.tree_leaves(lanes.state(c, 0)) for c in range(4)]
-        np.savez(sys.argv[1], *[np.asarray(x) for lane in leaves for x in lane])
+        from sweepkit.serving import programs
+        pols, req, load, shape = pickle.loads(open(sys.argv[1], "rb").read())
+        with jax.enable_x64(True):
+            run = programs._run.lower(pols[0], req, load, shape=shape).compile(programs.engine_compile_options("cpu"))
+            leaves = [jax.tree_util.tree_leaves(jax.tree_util.tree_map(np.asarray, run(p, req, load))) for p in pols]
+        np.savez(sys.argv[2], *[x for lane in leaves for x in lane])
     """)
-    out = {}
-    for setting in ("1", "0"):
-        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"sweepkit-engines-{os.getpid()}-{setting}.npz"
-        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-        env.update(SWEEPKIT_XLA_OPTIONS=setting, SWEEPKIT_JAX_CACHE="off")
-        run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
-                             timeout=900)
-        assert run.returncode == 0, run.stderr[-2000:]
-        with np.load(path) as data:
-            out[setting] = [data[k] for k in sorted(data.files, key=lambda f: int(f.split("_")[1]))]
-        path.unlink()
-    assert len(out["1"]) == len(out["0"]) > 0
-    for a, b in zip(out["1"], out["0"]):
+    path = tmp_path / "kernels.npz"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(SWEEPKIT_XLA_OPTIONS="0", SWEEPKIT_JAX_CACHE="off")
+    run = subprocess.run([sys.executable, "-c", code, str(inputs), str(path)], capture_output=True, text=True,
+                         env=env, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    with np.load(path) as data:
+        theirs = [data[k] for k in sorted(data.files, key=lambda f: int(f.split("_")[1]))]
+    assert len(ours) == len(theirs) > 0
+    for a, b in zip(ours, theirs):
         if np.issubdtype(a.dtype, np.floating):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
         else:
@@ -337,26 +371,14 @@ def test_a_boundary_updates_the_prefix_cache_arrays_in_place():
     """A boundary takes the prefix cache's arrays [I, M] whole, flat, from its instance's offset, and updates
     them in place: the optimised program of every phase (paged KV and swap, the prefix cache, disaggregated
     pools) holds no copy of one. A copy would pass over every instance's segments at every boundary (an
-    eviction not ordered after the plan's reads of the cached flags was found to cost one)."""
+    eviction not ordered after the plan's reads of the cached flags was found to cost one). The program is
+    :func:`_every_phase`'s, which the two engines' lanes above run."""
     if not xla_options.loop_options_on():
         pytest.skip("this process runs without the backend options (jaxlib outside CHECKED_JAXLIB or XLA_FLAGS)")
     import re
 
-    from sweepkit.serving import lanes, programs
-    from sweepkit.serving.cluster import load_cluster
-    from sweepkit.serving.config import Config, policy, resolve
-    from sweepkit.serving.levers import load_levers
-    from sweepkit.serving.workloads import load_workloads
-
-    w, cl, lv = load_workloads()["chat"], load_cluster(), load_levers()
-    levers = [lv[n] for n in ("prefix-cache", "paged-swap", "disagg-levers")]
-    with jax.enable_x64(True):
-        sized = [resolve(cl, lever) for lever in levers]
-        cap, shape, req = lanes._program(w, cl, 64, True, sized, levers)
-        pol = policy(cl, Config("H100", levers[0]), sized[0], w.name, shape.gamma_max, shape.instances)
-        load = programs.as_load(lanes._padded(lanes.load_for(w, lanes._sessions(w, 64), 0.5, 32, True), cap))
-        text = programs._run.lower(pol, req, load, shape=shape).compile(
-            programs.engine_compile_options("cpu")).as_text()
+    *_, shape, compiled = _every_phase()
+    text = compiled.as_text()
     I, M = shape.instances, shape.systems + shape.requests
     assert shape.prefix and shape.paged and shape.swap and shape.pools and I > 1
     assert text.count(f"[{I},{M}]") > 0                                  # the arrays are in the program

@@ -100,7 +100,8 @@ def validation_table(measurements: str | None, devices_file: str | None, serving
                         and not decode_only(m) for i, m in enumerate(points))
         progress = RowProgress(n_serving)
         try:
-            values = evaluate_points(points, extra, serving=serving, progress=progress, profile=chosen)
+            values = evaluate_points(points, extra, serving=serving, progress=progress, profile=chosen,
+                                     by_profile=by_profile)
         finally:
             progress.close()
         table = rows(points, values, name, sha, devices_file or "", serving=serving, profile=chosen)

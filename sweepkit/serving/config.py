@@ -104,9 +104,23 @@ def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
 
 def kv_tokens(cluster: Cluster, cfg: Config, res: Settings, prefill: bool = False) -> float:
     """KV capacity of one instance (a prefill-pool one where ``prefill``), tokens (target + draft KV per
-    token), in float64 whatever the caller's mode."""
-    with jax.enable_x64(True):
-        return _kv_tokens(cluster, cfg, res, prefill)
+    token), in float64 whatever the caller's mode. Computed once per process for each device, model, draft,
+    node size, resolved lever and formats (every value it reads: validation prices many rows of one setup)."""
+    device, target = get_device(cfg.device), get_model(cluster.model)
+    key = (repr(device), target, get_draft(cfg.lever.draft, target), cluster.gpus_per_node, res, prefill,
+           get_format(res.weight_format).bytes_per_value, get_format(res.kv_format).bytes_per_value)
+    if (tokens := _KV_TOKENS.get(key)) is None:
+        with jax.enable_x64(True):
+            tokens = _kv_tokens(cluster, cfg, res, prefill)
+        if len(_KV_TOKENS) >= KV_TOKENS_KEPT:
+            _KV_TOKENS.clear()
+        _KV_TOKENS[key] = tokens
+    return tokens
+
+
+KV_TOKENS_KEPT = 4096
+"""Most :func:`kv_tokens` results kept per process (all dropped past it)."""
+_KV_TOKENS: dict = {}
 
 
 def _kv_tokens(cluster: Cluster, cfg: Config, res: Settings, prefill: bool) -> float:

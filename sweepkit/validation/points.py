@@ -123,7 +123,8 @@ def modelled_values(p: PointInputs) -> jax.Array:
 
 
 def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None = None,
-                    serving: bool = True, progress=None, profile=None) -> list[float | None]:
+                    serving: bool = True, progress=None, profile=None,
+                    by_profile: dict[int, float] | None = None) -> list[float | None]:
     """Modelled value (base SI) of every point, None where :func:`status` is not MODELLED.
 
     A simulated point whose run yields no value (no request completed) is None, like one not simulated.
@@ -133,6 +134,8 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
     its analytic steady state; the other serving points (``serving``: simulate them) use
     :func:`sweepkit.catalogue.get_device`, so run them inside ``sweepkit.catalogue.devices_file`` for a
     calibrated device. ``progress(n)`` is called as serving points are priced (n rows at a time).
+    ``by_profile``: :func:`~sweepkit.validation.profiles.priced_by_profile` of ``points`` and ``profile``
+    where the caller has it (else computed here).
     """
     idx = [i for i, m in enumerate(points) if status(m) == MODELLED and m.metric in PER_PASS]
     out: list[float | None] = [None] * len(points)
@@ -141,7 +144,7 @@ def evaluate_points(points: list[Measurement], devices: dict[str, Device] | None
             values = np.asarray(modelled_values(point_inputs([points[i] for i in idx], devices)))
         for i, v in zip(idx, values):
             out[i] = float(v)
-    by_profile = priced_by_profile(points, profile)
+    by_profile = priced_by_profile(points, profile) if by_profile is None else by_profile
     for i, v in by_profile.items():
         out[i] = v
     if serving:

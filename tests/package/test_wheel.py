@@ -1,9 +1,10 @@
 """The wheel alone: build it, install it into a fresh venv outside the checkout, run it from an empty folder.
 
 What a user gets from ``pip install sweepkit``: every SQL file, TOML catalogue and CSV the commands read
-must be in the wheel (declared package data), with no symlink and no path back into a checkout. The test
-reuses pip's download cache, so after the first run it installs from local wheels (about a minute on two
-cores, most of it unpacking jax and pyarrow).
+must be in the wheel (declared package data), with no symlink and no path back into a checkout. The fresh
+venv sees this interpreter's site-packages after its own (a ``.pth`` line; their own ``.pth`` files, an
+editable sweepkit's included, are not run), so pip resolves the wheel's dependencies against the ones
+installed there instead of unpacking jax and pyarrow again, and installs the wheel's sweepkit in the venv.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -44,6 +46,9 @@ def test_wheel_installs_and_runs_from_an_empty_folder(tmp_path_factory):
     assert len(wheels) == 1, wheels
     venv.EnvBuilder(with_pip=True).create(base / "venv")
     bin_ = base / "venv" / "bin"
+    site = _run([str(bin_ / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], base, env)
+    ours = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (Path(site.strip()) / "dependencies.pth").write_text("".join(f"{p}\n" for p in ours), encoding="utf-8")
     _run([str(bin_ / "python"), "-m", "pip", "install", "-q", str(wheels[0])], base, env)
 
     empty = base / "empty"
