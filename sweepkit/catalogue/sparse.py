@@ -152,16 +152,19 @@ def dsa_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str
     out = {k: _int(config, k, where) for k in _INDEX_KEYS}
     types = config.get("indexer_types")
     if types is None:
-        freq = _int(config, "index_topk_freq", where, default=1)
+        freq = 1 if config.get("index_topk_freq") is None else _int(config, "index_topk_freq", where)
         if freq != 1:
             raise bad_value("index_topk_freq", freq, "1, or indexer_types naming the layers that run their own "
                             "indexer", where=where)
         out["indexer_layers"] = n_layers
         return out
-    if not isinstance(types, list) or len(types) != n_layers or any(t not in _INDEXER_TYPES for t in types):
+    if not isinstance(types, list) or len(types) != n_layers:
         shown = types if not isinstance(types, list) else f"a list of {len(types)} entries"
         raise bad_value("indexer_types", shown, f"a list of num_hidden_layers = {n_layers} entries, each one of "
                         f"{', '.join(_INDEXER_TYPES)}", where=where)
+    bad = next((i for i, t in enumerate(types) if t not in _INDEXER_TYPES), None)
+    if bad is not None:
+        raise bad_value(f"indexer_types[{bad}]", types[bad], f"one of {', '.join(_INDEXER_TYPES)}", where=where)
     if types[0] != "full":
         raise bad_value("indexer_types", types[0], "'full' first (a shared layer reuses an earlier indexer)",
                         where=where)
