@@ -139,9 +139,30 @@ def dsa_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str
     """Model fields of DeepSeek Sparse Attention: index_topk (k), index_n_heads (H_I), index_head_dim (d_I),
     indexer_layers (L_I, the layers with their own indexer). ``{}`` without any ``index_*`` field.
 
+    L_I = L without ``indexer_types`` (``index_topk_freq`` absent, null or 1), else the count of its ``"full"``
+    entries.
+
+    Args:
+      config: the HF ``config.json`` fields.
+      n_layers: L, ``num_hidden_layers`` (layers).
+      where: the file the fields come from, named in errors.
+
+    Returns:
+      ``index_topk`` k (tokens), ``index_n_heads`` H_I, ``index_head_dim`` d_I (values), ``indexer_layers``
+      L_I (layers); ``{}`` for dense attention.
+
+    Raises:
+      InputError: a missing or non-positive ``index_*`` field, ``indexer_types`` of the wrong length, with an
+        entry other than full / shared or a shared first entry, ``index_topk_freq`` != 1 without
+        ``indexer_types``, or either of them without the ``index_*`` fields.
+
     Example:
       DeepSeek-V3.2 (config.json ``index_topk`` 2048, ``index_n_heads`` 64, ``index_head_dim`` 128, 61
       layers): k = 2048, H_I = 64, d_I = 128, L_I = 61.
+
+    References:
+      HF deepseek-ai/DeepSeek-V3.2 config.json; DeepSeek-V3.2-Exp inference/model.py ``Indexer``
+      (github.com/deepseek-ai/DeepSeek-V3.2-Exp).
     """
     if all(config.get(k) is None for k in _INDEX_KEYS):
         for key in ("indexer_types", "index_topk_freq"):
@@ -152,16 +173,19 @@ def dsa_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[str
     out = {k: _int(config, k, where) for k in _INDEX_KEYS}
     types = config.get("indexer_types")
     if types is None:
-        freq = _int(config, "index_topk_freq", where, default=1)
+        freq = 1 if config.get("index_topk_freq") is None else _int(config, "index_topk_freq", where)
         if freq != 1:
             raise bad_value("index_topk_freq", freq, "1, or indexer_types naming the layers that run their own "
                             "indexer", where=where)
         out["indexer_layers"] = n_layers
         return out
-    if not isinstance(types, list) or len(types) != n_layers or any(t not in _INDEXER_TYPES for t in types):
+    if not isinstance(types, list) or len(types) != n_layers:
         shown = types if not isinstance(types, list) else f"a list of {len(types)} entries"
         raise bad_value("indexer_types", shown, f"a list of num_hidden_layers = {n_layers} entries, each one of "
                         f"{', '.join(_INDEXER_TYPES)}", where=where)
+    bad = next((i for i, t in enumerate(types) if t not in _INDEXER_TYPES), None)
+    if bad is not None:
+        raise bad_value(f"indexer_types[{bad}]", types[bad], f"one of {', '.join(_INDEXER_TYPES)}", where=where)
     if types[0] != "full":
         raise bad_value("indexer_types", types[0], "'full' first (a shared layer reuses an earlier indexer)",
                         where=where)
@@ -177,8 +201,18 @@ NSA pool: d_I FP8 bytes + 4 bytes per 128 values; 132 B per token and layer for 
 def indexer_key_bytes(head_dim: int) -> int:
     """Bytes of one position's indexer key in one layer's cache: d_I (FP8) + 4 ceil(d_I / 128) (FP32 scales).
 
+    Args:
+      head_dim: d_I, ``index_head_dim`` (values).
+
+    Returns:
+      Bytes per token and layer (B), whatever the KV format of the latents.
+
     Example:
       DeepSeek-V3.2, d_I = 128: 128 + 4 = 132 B.
+
+    References:
+      vLLM ``indexer_k_quant_and_cache`` and SGLang's NSA token-to-KV pool (FP8 key, one FP32 scale per 128
+      values).
     """
     return head_dim + 4 * -(-head_dim // INDEX_SCALE_BLOCK)
 
@@ -194,8 +228,18 @@ def fp8_latent_overhead_bytes(kv_lora_rank: int, rope_dim: int) -> int:
     FlashMLA's FP8 sparse layout (vLLM ``fp8_ds_mla``, SGLang's NSA FP8 store): 512 FP8 latents, 4 FP32 scales,
     64 bf16 RoPE values = 656 B against 576.
 
+    Args:
+      kv_lora_rank: d_c, the latent width (values).
+      rope_dim: d_r, ``qk_rope_head_dim`` (values).
+
+    Returns:
+      Bytes per token and layer beyond d_c + d_r at 1 B per value (B).
+
     Example:
       DeepSeek-V3.2 (d_c = 512, d_r = 64): 16 + 64 = 80 B.
+
+    References:
+      FlashMLA README, FP8 sparse KV cache format (github.com/deepseek-ai/FlashMLA).
     """
     return 4 * -(-kv_lora_rank // FP8_LATENT_SCALE_BLOCK) + rope_dim
 
@@ -205,7 +249,21 @@ def indexer_params(d: int, f: Mapping[str, int]) -> int:
     without one), one shared key, per-head weights.
 
     wq_b: r_q H_I d_I (D H_I d_I with r_q = 0); wk: D d_I; weights_proj: D H_I (the key's LayerNorm, 2 d_I,
-    is left out like every norm). DeepSeek-V3.2: 1,536 x 8,192 + 7,168 x 128 + 7,168 x 64 = 13.96 M per layer.
+    is left out like every norm).
+
+    Args:
+      d: D, ``hidden_size`` (values).
+      f: the model's fields: ``index_n_heads`` H_I, ``index_head_dim`` d_I, ``q_lora_rank`` r_q (0 or absent:
+        queries from the hidden state).
+
+    Returns:
+      Parameters of one layer's indexer (params).
+
+    Example:
+      DeepSeek-V3.2: 1,536 x 8,192 + 7,168 x 128 + 7,168 x 64 = 13,959,168 (13.96 M) per layer.
+
+    References:
+      DeepSeek-V3.2-Exp inference/model.py ``Indexer`` (github.com/deepseek-ai/DeepSeek-V3.2-Exp).
     """
     heads, dim = f["index_n_heads"], f["index_head_dim"]
     source = f.get("q_lora_rank") or d

@@ -62,6 +62,8 @@ class ModelArrays:
         the KV format (0 without DSA).
       fp8_latent_bytes: L (4 ceil(d_c / 128) + d_r), bytes per token a 1-byte KV format adds to a DSA model's
         latents (FlashMLA's FP8 sparse layout: FP32 scales, bf16 RoPE key; 0 otherwise).
+      indexer_params: P_I = L_I (r_q H_I d_I + D d_I + D H_I), the lightning indexers' weights over their
+        layers, which every attention-TP rank holds whole (0 without DSA).
       expert_weight_bytes: w_e, bytes per value the routed experts keep whatever the weight format (0: the
         weight format's; experts then cost min(w, w_e)).
       layer_kernels, quant_kernels: n_struct and n_q, kernels one decoder layer launches per pass and the
@@ -85,6 +87,7 @@ class ModelArrays:
     index_flops_per_position: jax.Array
     index_bytes_per_token: jax.Array
     fp8_latent_bytes: jax.Array
+    indexer_params: jax.Array
     expert_weight_bytes: jax.Array
     layer_kernels: jax.Array
     quant_kernels: jax.Array
@@ -112,7 +115,7 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                     kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
                     experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0,
                     window_layers=0.0, topk_tokens=0.0, index_flops_per_position=0.0, index_bytes_per_token=0.0,
-                    fp8_latent_bytes=0.0, expert_weight_bytes=0.0, layer_kernels=0.0, quant_kernels=0.0)
+                    fp8_latent_bytes=0.0, indexer_params=0.0, expert_weight_bytes=0.0, layer_kernels=0.0, quant_kernels=0.0)
     n_struct, n_quant = layer_kernels(model)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
@@ -126,6 +129,7 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                 index_flops_per_position=2.0 * model.indexer_layers * model.index_n_heads * model.index_head_dim,
                 index_bytes_per_token=float(model.index_kv_bytes_per_token),
                 fp8_latent_bytes=float(model.fp8_latent_overhead_bytes),
+                indexer_params=float(model.indexer_layers * model.indexer_params),
                 expert_weight_bytes=(get_format(model.expert_weight_format).bytes_per_value
                                      if model.expert_weight_format else 0.0),
                 layer_kernels=float(n_struct), quant_kernels=float(n_quant))

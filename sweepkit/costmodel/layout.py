@@ -15,10 +15,14 @@ is priced as a roofline over the n GPUs of the slowest GPU's work times n, with 
 I = max / mean expert load over the EP ranks (1 where ep = 1) and r_kv copies of each token's KV across
 attention-TP (MLA: r_kv = tp, one latent head; GQA: r_kv = max(1, tp / H_kv)):
 
-    F_n = F + 2 k P_e T (I - 1)
-    W_n = W + (dp - 1) P_rep w + P_e w (min(S, I E_read(T)) - E_read(T))      P_rep = P_mm - k P_e
-    O_n = O + K kv (r_kv - 1)
+    F_n = F + 2 k P_e T (I - 1) + F_I (r_kv - 1)
+    W_n = W + (dp - 1) P_rep w + P_e w (min(S, I E_read(T)) - E_read(T)) + P_I w dp (r_kv - 1)
+    P_rep = P_mm - k P_e
+    O_n = O + KV_read (r_kv - 1)
 
+(KV_read: :func:`~sweepkit.costmodel.passes.kv_bytes_read`, K kv without DSA; F_I and P_I: a DSA model's
+lightning-indexer FLOPs and weights, which every attention-TP GPU of every DP rank runs and holds whole
+(r_kv = tp for MLA, the attention of every DSA model); 0 otherwise.)
 With the identity layout (dp = ep = I = r_kv = 1) the added terms are exact zeros. The layout's
 communication (the all-to-alls of expert parallelism, the gathered MoE tensor-parallel layer, two-batch
 overlap) is priced by :mod:`sweepkit.costmodel.moe_comm`.
@@ -206,7 +210,8 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
 
     A DSA model's lightning indexer is replicated on every attention-TP rank (vLLM's and SGLang's indexers
     use replicated projections and one key cache per rank), so r_kv copies also run its FLOPs
-    (:func:`sweepkit.costmodel.passes.index_flops`) and read its keys: dF adds (r_kv - 1) F_I.
+    (:func:`sweepkit.costmodel.passes.index_flops`), read its weights and read its keys: dF adds
+    (r_kv - 1) F_I (per token), dW dp (r_kv - 1) P_I w (per GPU).
 
     Example:
       DeepSeek-V3 DEP8 (dp 8, ep 8, I 1): dW = 7 P_rep w (the non-expert weights, once per DP rank).
@@ -218,18 +223,20 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
     p_rep = net.matmul_params - k * p_e
     d_weights = ((lay.dp - 1.0) * p_rep * weight_bytes
                  + p_e * weight_bytes * (jnp.minimum(jnp.maximum(lay.expert_slots, net.n_experts), imb * e_read)
-                                         - e_read))
+                                         - e_read)
+                 + lay.dp * (lay.kv_replicas - 1.0) * net.indexer_params * weight_bytes)
     d_other = kv_bytes_read(work, net, kv_bytes) * (lay.kv_replicas - 1.0)
     return d_flops * net.present, d_weights * net.present, d_other * net.present
 
 
 def layout_resident_bytes(lay: Layout, target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array):
     """Weight bytes over the replica: the non-expert weights once per DP rank, each expert slot (routed
-    experts and their redundant replicas) once."""
+    experts and their redundant replicas) once, a DSA model's indexers once per GPU of attention (dp r_kv)."""
     rep = target.resident_params - target.n_experts * target.routed_expert_params
     total = target.resident_params + draft.resident_params * draft.present
     redundant = jnp.maximum(lay.expert_slots - target.n_experts, 0.0) * target.routed_expert_params
-    return (total + (lay.dp - 1.0) * rep + redundant) * weight_bytes
+    indexers = lay.dp * (lay.kv_replicas - 1.0) * (target.indexer_params + draft.indexer_params * draft.present)
+    return (total + (lay.dp - 1.0) * rep + redundant + indexers) * weight_bytes
 
 
 def layout_kv_capacity_tokens(lay: Layout, dev: DeviceArrays, gpus: jax.Array, target: ModelArrays,
@@ -249,8 +256,8 @@ def layout_kv_capacity_tokens(lay: Layout, dev: DeviceArrays, gpus: jax.Array, t
 
 def per_gpu_weight_bytes(model: Model, tp: int, dp: int, pp: int, weight_bytes_per_value: float,
                          redundant_experts: int = 0) -> float:
-    """Weight bytes on one GPU: the non-expert weights over tp, the expert slots (E + R) over tp x dp, layers
-    over pp.
+    """Weight bytes on one GPU: the non-expert weights over tp (a DSA model's indexers whole on each GPU), the
+    expert slots (E + R) over tp x dp, layers over pp.
 
     Routed experts are stored at min(w, w_e) where the model keeps them in its ``expert_weight_format``
     (:meth:`sweepkit.catalogue.Model.resident_weight_bytes`)."""
@@ -260,4 +267,5 @@ def per_gpu_weight_bytes(model: Model, tp: int, dp: int, pp: int, weight_bytes_p
     if model.n_experts:
         total += expert_bytes * redundant_experts / model.n_experts
         expert_bytes *= (model.n_experts + redundant_experts) / model.n_experts
-    return ((total - expert_bytes) / tp + expert_bytes / (tp * dp)) / pp
+    indexers = model.indexer_layers * model.indexer_params * weight_bytes_per_value * (1.0 - 1.0 / tp)
+    return ((total - expert_bytes) / tp + indexers + expert_bytes / (tp * dp)) / pp

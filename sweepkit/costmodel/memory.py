@@ -41,11 +41,23 @@ def resident_bytes(target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Ar
 def kv_bytes_per_token(target: ModelArrays, draft: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
     """KV bytes one token position costs: the target's plus the draft's (MTP: one layer), each KV values x kv
     plus its DSA indexer keys (FP8 with FP32 scales whatever the KV format; 0 without DSA) and, in a 1-byte KV
-    format, the FP8 latent layout's scales and bf16 RoPE key (``fp8_latent_bytes``; 0 without DSA).
+    format, the FP8 latent layout's scales and bf16 RoPE key (``fp8_latent_bytes``; 0 without DSA):
+
+        kv_token = (kv_target + kv_draft) kv + kv_I,target + kv_I,draft + (o_8,target + o_8,draft) [kv = 1 B]
+
+    Args:
+      target, draft: the networks (the draft counts where ``present``): KV values per token, kv_I and o_8 (B).
+      kv_bytes: kv, bytes per KV value of the KV format (B).
+
+    Returns:
+      KV-cache bytes per token position (B).
 
     Example:
       DeepSeek-V3.2 in FP8 with its MTP layer: (61 + 1) x (656 + 132) B = 48,856 B (DeepSeek-V3: 62 x 576 =
       35,712 B).
+
+    References:
+      FlashMLA README, FP8 sparse KV cache (github.com/deepseek-ai/FlashMLA); vLLM ``indexer_k_quant_and_cache``.
     """
     fp8_layout = jnp.where(kv_bytes == 1.0, target.fp8_latent_bytes + draft.fp8_latent_bytes * draft.present, 0.0)
     return ((target.kv_values_per_token + draft.kv_values_per_token * draft.present) * kv_bytes

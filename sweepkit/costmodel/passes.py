@@ -124,12 +124,27 @@ def expert_params_read(tokens: jax.Array, model: ModelArrays) -> jax.Array:
 
 
 def sparse_positions(total: jax.Array, work: Work, model: ModelArrays) -> jax.Array:
-    """min(total, T k) on a DSA model (k = ``topk_tokens`` > 0), ``total`` exactly otherwise.
+    """Positions (or pairs) a pass's DSA layers attend to: min(total, T k) on a DSA model, ``total`` otherwise.
 
     Each new token attends to at most k positions; T >= rows bounds the rows, so the cap is exact for decode
     (every row at least k deep, or none) and an upper bound for prefill chunks, whose first tokens have
     fewer than k positions behind them (a chunk after p0 < k cached positions: by fewer than (k - p0)^2 / 2
     positions).
+
+    Args:
+      total: the dense count the cap applies to, K KV positions (tokens).
+      work: the pass; T = ``work.tokens`` new tokens.
+      model: the network; k = ``topk_tokens`` (tokens, 0 for dense attention).
+
+    Returns:
+      min(total, T k) where k > 0, ``total`` exactly where k = 0 (tokens).
+
+    Example:
+      DeepSeek-V3.2 (k = 2,048), one decode row at 32,000 cached: min(32,001, 2,048) = 2,048; 64 rows at
+      1,000 each: min(64,064, 131,072) = 64,064, dense.
+
+    References:
+      DeepSeek-AI, "DeepSeek-V3.2-Exp" tech report (github.com/deepseek-ai/DeepSeek-V3.2-Exp), sec. 2.1.
     """
     return jnp.where(model.topk_tokens > 0, jnp.minimum(total, work.tokens * model.topk_tokens), total)
 
@@ -153,13 +168,28 @@ def kv_values_read(work: Work, model: ModelArrays) -> jax.Array:
 
 def kv_bytes_read(work: Work, model: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
     """KV bytes a pass reads: :func:`kv_values_read` x kv + K kv_I, the indexer scanning every cached key, + the
-    FP8 latent layout's scales and bf16 RoPE key on the min(K, T k) latents read where kv = 1 byte.
+    FP8 latent layout's scales and bf16 RoPE key on the min(K, T k) latents read where kv = 1 byte:
+
+        KV_read = V_read kv + K kv_I + min(K, T k) o_8 [kv = 1 B],   V_read = :func:`kv_values_read`
 
     Without DSA (kv_I = 0, no FP8 layout) this is K kv (less the windowed layers' skipped positions).
+
+    Args:
+      work: the pass (T new tokens, K KV positions read).
+      model: the network: KV values per token, ``index_bytes_per_token`` kv_I (B), ``fp8_latent_bytes`` o_8
+        (B), ``topk_tokens`` k (tokens).
+      kv_bytes: bytes per KV value of the KV format (B; 1.0 selects the FP8 latent layout).
+
+    Returns:
+      Bytes of KV cache the pass reads (B).
 
     Example:
       DeepSeek-V3.2 in FP8, one row at 32,000 cached: 61 x 656 x 2,048 B of latents + 61 x 132 x 32,001 B of
       indexer keys = 81.95 MB + 257.7 MB (DeepSeek-V3's dense MLA: 61 x 576 x 32,001 = 1,124 MB).
+
+    References:
+      DeepSeek-V3.2-Exp tech report and inference/model.py (github.com/deepseek-ai/DeepSeek-V3.2-Exp); FlashMLA
+      README, FP8 sparse KV cache (github.com/deepseek-ai/FlashMLA: 656 B per token).
     """
     fp8_layout = jnp.where(kv_bytes == 1.0, model.fp8_latent_bytes, 0.0)
     return (kv_values_read(work, model) * kv_bytes + work.kv_tokens * model.index_bytes_per_token
@@ -174,8 +204,19 @@ def index_flops(work: Work, model: ModelArrays) -> jax.Array:
     dot products at d_I = 128). The public kernels run the dot products in FP8 (DeepGEMM ``fp8_mqa_logits``);
     sweepkit prices them with the other attention FLOPs.
 
+    Args:
+      work: the pass (A attention pairs, 2 per (new token, position)).
+      model: the network; ``index_flops_per_position`` 2 L_I H_I d_I (FLOP, 0 without DSA).
+
+    Returns:
+      Indexer FLOPs of the pass (FLOP).
+
     Example:
       DeepSeek-V3.2, one decode token at 32,000 cached (A = 2 x 32,001): 2 x 61 x 64 x 128 x 32,001 = 32.0 GFLOP.
+
+    References:
+      DeepSeek-V3.2-Exp tech report, sec. 2.1 (lightning indexer), and inference/model.py ``Indexer``
+      (github.com/deepseek-ai/DeepSeek-V3.2-Exp).
     """
     return model.index_flops_per_position * work.attn_pairs / 2.0
 

@@ -62,12 +62,12 @@ def _tables(axes):
         ("link_lat", "link_latency_s"), ("link_e", "link_energy_per_bit_j"))}
     speed = np.array([[d.speedup(f) for f in axes["compute_format"]] for d in devs], np.float64)
     tgt = {"pmm": [m.matmul_params for m in tgts], "L": [m.n_layers for m in tgts], "q": [m.q_dim for m in tgts],
-           "D": [m.d_model for m in tgts], "kv": [m.kv_bytes_per_token(1.0) for m in tgts]}
+           "D": [m.d_model for m in tgts], "kv": [m.kv_values_per_token for m in tgts]}
     get = lambda dr, a: getattr(dr.model, a) if dr.model else 0     # noqa: E731
     drf = {"pmm": [[get(d, "matmul_params") for d in row] for row in drfs],
            "L": [[get(d, "n_layers") for d in row] for row in drfs], "q": [[get(d, "q_dim") for d in row] for row in drfs],
            "D": [[get(d, "d_model") for d in row] for row in drfs],
-           "kv": [[d.model.kv_bytes_per_token(1.0) if d.model else 0 for d in row] for row in drfs],
+           "kv": [[d.model.kv_values_per_token if d.model else 0 for d in row] for row in drfs],
            "present": [[float(d.present) for d in row] for row in drfs]}
     return dict(dev=dev, speed=speed, tgt={k: np.array(v, np.float64) for k, v in tgt.items()},
                 drf={k: np.array(v, np.float64) for k, v in drf.items()},

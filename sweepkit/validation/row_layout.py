@@ -66,10 +66,20 @@ def sglang_dp_unset(m: Measurement) -> bool:
     then runs dp = 1, attention tensor-parallel over the tp GPUs (module docstring), whatever ``dp`` the row
     states.
 
+    Args:
+      m: one measured row; its ``framework`` and the ``flags:`` of its notes are read.
+
+    Returns:
+      True where SGLang runs the row at dp = 1 despite ``--enable-dp-attention`` (no ``--dp-size`` / ``--dp``).
+
     Example:
       GPUStack's DeepSeek-R1 on 8 H200, SGLang v0.5.3 ``--tp 8 --enable-dp-attention`` (its 7.6 % gain over
       ``--tp 8`` on ShareGPT is that of the same layout): True; ``--tp-size 8 --dp-size 8
       --enable-dp-attention``: False (tests/validation/test_row_layout.py).
+
+    References:
+      SGLang pull 4390 (github.com/sgl-project/sglang) and python/sglang/srt/server_args.py
+      (``_handle_data_parallelism``).
     """
     named = flags(m).replace("_", "-")
     return (framework_key(m.framework) == "sglang" and "--enable-dp-attention" in named

@@ -76,6 +76,7 @@ def test_indexer_types_count_the_layers_with_their_own_indexer():
     shared = model_from_hf_config({**base, "indexer_types": ["full", "shared", "full", "shared"],
                                    "index_topk_freq": 2})
     every = model_from_hf_config(base)
+    assert model_from_hf_config({**base, "index_topk_freq": None}).indexer_layers == 4     # null: absent
     assert (shared.indexer_layers, every.indexer_layers) == (2, 4)
     assert shared.indexer_params == 32 * 2 * 16 + 64 * 16 + 64 * 2
     assert every.resident_params - shared.resident_params == 2 * shared.indexer_params
@@ -101,6 +102,10 @@ def _small(**extra) -> dict:
     (dict(index_topk=8, index_n_heads=2, index_head_dim=16, indexer_types=["shared", "full", "full", "full"]),
      "indexer_types = 'shared' is not allowed; expected 'full' first"),
     (dict(indexer_types=["full"] * 4), "indexer_types = .* is not allowed; expected absent in a config without"),
+    (dict(index_topk=8, index_n_heads=2, index_head_dim=16, indexer_types=["full", "dense", "full", "full"]),
+     r"indexer_types\[1\] = 'dense' is not allowed; expected one of full, shared"),
+    (dict(index_topk=8, index_n_heads=2, index_head_dim=16, index_topk_freq=0),
+     "index_topk_freq = 0 is not allowed; expected an integer >= 1"),
     (dict(index_topk=8, index_n_heads=2, index_head_dim=16, sliding_window=32),
      "index_topk = 8 on a model with 4 windowed layers"),
 ])

@@ -188,3 +188,50 @@ def test_the_engines_step_api_prices_a_mixed_step_with_mtp_on_a_dep8_layout():
             costs[name] = (float(t), float(e))
         assert 0.0 < costs["deepseek-v3.2"][0] < costs["deepseek-v3"][0]
         assert 0.0 < costs["deepseek-v3.2"][1] < costs["deepseek-v3"][1]
+
+
+def test_docstring_examples():
+    # passes.index_flops: one decode token at 32,000 cached, 2 x 61 x 64 x 128 x 32,001 = 32.0 GFLOP;
+    # passes.sparse_positions: min(32,001, 2,048) for one row, 64,064 (dense) for 64 rows of 1,000;
+    # passes.kv_bytes_read: 81.95 MB of FP8 latents + 257.7 MB of indexer keys (V3: 1,124 MB)
+    from sweepkit.catalogue.sparse import fp8_latent_overhead_bytes, indexer_key_bytes, indexer_params
+    from sweepkit.costmodel.passes import sparse_positions
+
+    with jax.enable_x64(True):
+        net, one = _arrays("deepseek-v3.2"), decode_work(_f(32_000), _f(1))
+        assert float(index_flops(one, net)) == 2 * 61 * 64 * 128 * 32_001 == 31_982_567_424
+        assert float(index_flops(one, _arrays("deepseek-v3"))) == 0.0
+        assert float(sparse_positions(one.kv_tokens, one, net)) == 2_048
+        many = decode_work(_f(64 * 1_000), _f(64))
+        assert float(sparse_positions(many.kv_tokens, many, net)) == 64_064
+        assert float(kv_bytes_read(one, net, _f(1.0))) == 81_952_768 + 257_672_052
+        assert float(kv_bytes_read(one, _arrays("deepseek-v3"), _f(1.0))) == 1_124_387_136
+    assert (indexer_key_bytes(128), indexer_key_bytes(129), fp8_latent_overhead_bytes(512, 64)) == (132, 137, 80)
+    assert indexer_params(7_168, dict(index_n_heads=64, index_head_dim=128, q_lora_rank=1_536)) == 13_959_168
+
+
+def test_each_attention_gpu_holds_and_reads_the_whole_indexer():
+    # vLLM's and SGLang's Indexer use ReplicatedLinear wq_b, wk, weights_proj: TP8 holds 8 copies of the
+    # 61 x 13,959,168 indexer weights, DEP8 (attention TP 1 per DP rank) one per DP rank as before
+    import dataclasses
+
+    from sweepkit.catalogue import get_device
+    from sweepkit.costmodel.layout import layout_resident_bytes, per_gpu_weight_bytes
+
+    p_i = 61 * 13_959_168
+    with jax.enable_x64(True):
+        m, dev = get_model("deepseek-v3.2"), get_device("H200")
+        net, absent, work = _arrays("deepseek-v3.2"), model_arrays(None, jnp.float64), decode_work(_f(4_000), _f(1))
+        mtp = model_arrays(get_draft("mtp", m), jnp.float64)
+        assert float(net.indexer_params) == p_i and float(mtp.indexer_params) == 13_959_168
+        assert float(_arrays("deepseek-v3").indexer_params) == 0.0
+        bare, bare_mtp = (dataclasses.replace(a, indexer_params=jnp.float64(0.0)) for a in (net, mtp))
+        for tp, dp, ep, extra in ((8, 1, 1, 7), (1, 8, 8, 0), (2, 4, 8, 4)):
+            lay = make_layout(dev, m, tp, dp=dp, ep=ep, dtype=jnp.float64)
+            d_w = layout_work(lay, net, work, _f(1.0), _f(1.0))[1] - layout_work(lay, bare, work, _f(1.0), _f(1.0))[1]
+            assert float(d_w) == pytest.approx(extra * p_i, rel=1e-12)
+            held = layout_resident_bytes(lay, net, mtp, _f(1.0)) - layout_resident_bytes(lay, bare, bare_mtp, _f(1.0))
+            assert float(held) == pytest.approx(extra * (p_i + 13_959_168), rel=1e-12)
+            assert float(layout_resident_bytes(lay, net, absent, _f(1.0))) > 0
+    per_gpu = per_gpu_weight_bytes(m, 8, 1, 1, 1.0) - per_gpu_weight_bytes(get_model("deepseek-v3"), 8, 1, 1, 1.0)
+    assert per_gpu == pytest.approx(p_i, rel=1e-12)             # 1/8 of the indexers + 7/8 replicated
