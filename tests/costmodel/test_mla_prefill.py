@@ -130,3 +130,31 @@ def test_the_profiled_prefill_class_prices_mha_form():
         assert float(parts["attn_prefill"]) == pytest.approx(want, rel=1e-12)
         dec = step_time_by_class(bare, zero, net, dev, eff, f(1.0), f(1.0), f(1.0), f(2.0))
         assert float(dec["attn_decode"]) == pytest.approx(want * DECODE_PAIR / PREFILL_PAIR, rel=1e-12)
+
+
+def test_the_roofline_pass_and_the_step_price_mha_form():
+    """target_pass_cost's FLOPs: 2 P_mm T + 61 layers of the 4,096-token prompt by hand; step_cost marks prompt
+    chunks given as totals (split -> as_prefill), so they cost what chunk_work's do."""
+    from sweepkit.costmodel.steps import instance, step_cost, target_pass_cost
+    m = get_model("deepseek-v3")
+    with jax.enable_x64(True):
+        f = jnp.float64
+        inst = instance(get_device("H200"), m, None, 8, "fp8", "fp8", "fp8", dtype=f)
+        cost = target_pass_cost(inst, chunk_work(f(0.0), f(4_096.0)))
+        want = 2.0 * m.matmul_params * 4_096 + 61 * PREFILL_PAIR * 4_096 * 4_097 / 2
+        assert float(cost.flops) == pytest.approx(want, rel=1e-12)
+        bare = Work(f(4_096.0), f(4_096.0 * 4_097.0), f(4_096.0))
+        t_bare = step_cost(inst, f(0.0), f(0.0), bare, 0)[0]
+        t_chunk = step_cost(inst, f(0.0), f(0.0), chunk_work(f(0.0), f(4_096.0)), 0)[0]
+        assert float(t_bare) == pytest.approx(float(t_chunk), rel=1e-12)
+
+
+def test_the_serving_engines_step_chunks_carry_prompt_pairs_and_prefix():
+    """step_chunks: a partial row (1,024 done, 512 more) and an admission (256 cached hit, 2,048 new)."""
+    from sweepkit.serving.engine.schedule import step_chunks
+    with jax.enable_x64(True):
+        f = jnp.float64
+        w = step_chunks(f([1_024.0, 0.0]), f([512.0, 0.0]), jnp.array([True, False]),
+                        f([256.0, 0.0]), f([2_048.0, 0.0]), jnp.array([True, False]))
+        pairs = 512 * (2 * 1_024 + 513) + 2_048 * (2 * 256 + 2_049)
+        assert (float(w.attn_pairs), float(w.prefill_pairs), float(w.prefix_tokens)) == (pairs, pairs, 1_280.0)
