@@ -142,6 +142,34 @@ class Model:
         return self.q_dim
 
     @property
+    def prefill_attention_width(self) -> float:
+        """Width q_p of the attention FLOPs per (token, position) pair of a prompt chunk, 4 q_p per pair.
+
+        MLA prefill runs as ordinary multi-head attention on keys and values up-projected from the latent
+        (vLLM's MLA backend ``_forward_prefill``; SGLang's MHA / chunked-prefix-cache path; FlashMLA's dense
+        kernels serve decode): QK costs 2 H (d_nope + d_r), PV 2 H d_v, so q_p = H (d_nope + d_r + d_v) / 2
+        (DeepSeek-V3: 128 x 160 = 20,480, 81,920 FLOPs per pair against 278,528 absorbed). A DSA model's
+        sparse prefill kernel attends over the latent as decode does (FlashMLA ``flash_mla_sparse_fwd``,
+        d_qk = 576, d_v = 512), and a GQA model has one form: q_p = :attr:`attention_width` for both.
+        """
+        if self.is_mla and not self.is_dsa:
+            return self.n_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim) / 2
+        return float(self.attention_width)
+
+    @property
+    def prefix_upprojection_flops(self) -> float:
+        """FLOPs per cached prefix position a prompt chunk up-projects, over the layers: 2 L d_c H (d_nope + d_v).
+
+        A chunk after p0 cached positions attends to their keys and values in MHA form, so it multiplies the
+        p0 cached latents by W_UK and W_UV again (vLLM ``_compute_prefill_context`` and SGLang
+        ``MHA_CHUNKED_KV`` both run ``kv_b_proj`` over the cached prefix; the chunk's own new tokens are in
+        P_mm). DeepSeek-V3: 2 x 61 x 512 x 128 x 256 = 2.05 GFLOP per cached position. 0 for GQA and DSA.
+        """
+        if self.is_mla and not self.is_dsa:
+            return 2.0 * self.n_layers * self.kv_lora_rank * self.n_heads * (self.qk_nope_head_dim + self.v_head_dim)
+        return 0.0
+
+    @property
     def n_dense_layers(self) -> int:
         return self.dense_layers if self.is_moe else self.n_layers
 

@@ -45,7 +45,7 @@ class ModelArrays:
     """What the cost model needs of a network (see docs/notation.md).
 
     Attributes:
-      n_layers: L.  d_model: D.  q_dim: attention width (H d_h; MLA: H (d_c + d_r / 2)).
+      n_layers: L.  d_model: D.  q_dim: attention width of decode pairs (H d_h; MLA absorbed: H (d_c + d_r / 2)).
       matmul_params: P_mm = L x per-layer + V D (streamed every pass; MoE: the active parameters).
       resident_params: parameters held in HBM (for a draft: what it adds to the target's).
       kv_values_per_token: 2 L H_kv d_h (multiply by bytes per KV value).
@@ -66,6 +66,10 @@ class ModelArrays:
         layers, which every attention-TP rank holds whole (0 without DSA).
       expert_weight_bytes: w_e, bytes per value the routed experts keep whatever the weight format (0: the
         weight format's; experts then cost min(w, w_e)).
+      prefill_q_dim: q_p, attention width of prompt-chunk pairs (MLA in MHA form: H (d_nope + d_r + d_v) / 2;
+        q_dim for GQA and DSA).
+      prefix_flops_per_token: 2 L d_c H (d_nope + d_v), FLOPs a prompt chunk spends per cached prefix position
+        up-projecting its latent (0 for GQA and DSA).
       layer_kernels, quant_kernels: n_struct and n_q, kernels one decoder layer launches per pass and the
         activation quantisations its narrow-format GEMMs add (:func:`sweepkit.costmodel.kernels.layer_kernels`).
     """
@@ -89,6 +93,8 @@ class ModelArrays:
     fp8_latent_bytes: jax.Array
     indexer_params: jax.Array
     expert_weight_bytes: jax.Array
+    prefill_q_dim: jax.Array
+    prefix_flops_per_token: jax.Array
     layer_kernels: jax.Array
     quant_kernels: jax.Array
 
@@ -115,7 +121,8 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                     kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
                     experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0,
                     window_layers=0.0, topk_tokens=0.0, index_flops_per_position=0.0, index_bytes_per_token=0.0,
-                    fp8_latent_bytes=0.0, indexer_params=0.0, expert_weight_bytes=0.0, layer_kernels=0.0, quant_kernels=0.0)
+                    fp8_latent_bytes=0.0, indexer_params=0.0, expert_weight_bytes=0.0, prefill_q_dim=0.0,
+                    prefix_flops_per_token=0.0, layer_kernels=0.0, quant_kernels=0.0)
     n_struct, n_quant = layer_kernels(model)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
@@ -132,6 +139,8 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                 indexer_params=float(model.indexer_layers * model.indexer_params),
                 expert_weight_bytes=(get_format(model.expert_weight_format).bytes_per_value
                                      if model.expert_weight_format else 0.0),
+                prefill_q_dim=float(model.prefill_attention_width),
+                prefix_flops_per_token=float(model.prefix_upprojection_flops),
                 layer_kernels=float(n_struct), quant_kernels=float(n_quant))
 
 

@@ -18,7 +18,9 @@ P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them fo
 model with windowed layers (sliding window or attention chunk of W positions) 2 L q A_j and K_j kv are
 :func:`~sweepkit.costmodel.passes.attention_flops` and :func:`~sweepkit.costmodel.passes.kv_bytes_read`:
 those layers attend to at most W + 1 positions (on a DSA model: k positions, plus the lightning indexer's FLOPs
-and FP8 keys over every cached position). w_e = min(w, the experts' own bytes per weight) where the
+and FP8 keys over every cached position). The prompt chunks' pairs are priced in the form the engines
+run them: on an MLA model (without DSA) as multi-head attention, 4 q_p FLOPs per pair plus the up-projection
+of the cached prefix, decode rows over the latent (:func:`~sweepkit.costmodel.passes.attention_flops`). w_e = min(w, the experts' own bytes per weight) where the
 checkpoint stores its experts in a narrower format (gpt-oss: MXFP4, 0.53 B), else w, as in
 :func:`~sweepkit.costmodel.passes.expert_bytes_saved`. The attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
 efficiencies are achieved rates and already include the clocks the devices ran at.
@@ -37,7 +39,8 @@ import jax.numpy as jnp
 
 from sweepkit.catalogue.efficiency import KERNEL_FIELD
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, attention_flops, experts_read, kv_bytes_read
+from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, attention_flops, experts_read,
+                                       kv_bytes_read)
 
 PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
           "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
@@ -151,7 +154,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     n_kernels = model.layer_kernels + jnp.where(compute_speedup > 1.0, model.quant_kernels, 0.0)
     t_kernels = jnp.where(tokens > 0.0, model.n_layers * n_kernels * eff.kernel_s, 0.0)
     return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=attention(decode, eff.attn_prefill_eff) * shard,
-                attn_prefill=attention(prefill, eff.attn_prefill_eff) * shard, comm=t_comm, kernels=t_kernels,
+                attn_prefill=attention(as_prefill(prefill), eff.attn_prefill_eff) * shard, comm=t_comm, kernels=t_kernels,
                 overhead=eff.step_overhead_s + eff.token_overhead_s * tokens)
 
 

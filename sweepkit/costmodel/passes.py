@@ -31,6 +31,19 @@ sparse layout adds to the latents in a 1-byte KV format, FP32 scales and a bf16 
 cached positions and per layer: main attention as MLA over min(ctx, k) positions, indexer 2 H_I d_I ctx FLOPs
 and ctx (d_I + 4) bytes.
 
+MLA prompt chunks (multi-head latent attention, without DSA) run in MHA form: the engines up-project the
+cached latents to per-head keys and values and run ordinary attention on the chunk (vLLM's MLA backend
+``_forward_prefill``, SGLang's MHA and chunked-prefix-cache paths), while decode and verify rows attend over
+the latent with the up-projections absorbed (FlashMLA). Per pair a prompt chunk costs 4 q_p FLOPs,
+q_p = H (d_nope + d_r + d_v) / 2, against 4 q, q = H (d_c + d_r / 2); a chunk after p0 cached positions also
+up-projects those p0 latents, 2 L d_c H (d_nope + d_v) FLOPs each. With A_p the prompt chunks' pairs and P
+their cached prefix positions (both 0 for decode and verify rows),
+
+    F_attn += 2 L (q_p - q) A_p' + 2 L d_c H (d_nope + d_v) P,    A_p' = min(A_p, 2 T k) with DSA, A_p otherwise
+
+(:func:`attention_flops`). For GQA q_p = q and the up-projection is 0: the formulas above exactly. DeepSeek-V3:
+81,920 FLOPs per prompt pair against 278,528 per decode pair.
+
 Mixture of experts: P_mm counts the k active experts per MoE layer (FLOPs), but a pass of T tokens reads
 every expert some token routes to. With uniform routing (k distinct experts of E per token, tokens
 independent) the expected number of distinct experts a MoE layer reads is
@@ -57,11 +70,15 @@ ACTIVATION_BYTES = 2.0
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Work:
-    """Token positions T, attention pairs A and KV tokens read K of one pass (or of a mixed step)."""
+    """Token positions T, attention pairs A and KV tokens read K of one pass (or of a mixed step); of those,
+    the pairs A_p of prompt chunks and the cached prefix positions P those chunks attend to (0 for decode
+    and verify rows: the attention form an MLA model runs differs, :func:`attention_flops`)."""
 
     tokens: jax.Array
     attn_pairs: jax.Array
     kv_tokens: jax.Array
+    prefill_pairs: jax.Array = 0.0
+    prefix_tokens: jax.Array = 0.0
 
 
 def decode_work(ctx: jax.Array, batch: jax.Array) -> Work:
@@ -76,14 +93,23 @@ def verify_work(ctx: jax.Array, batch: jax.Array, positions: jax.Array) -> Work:
 
 
 def chunk_work(cached: jax.Array, new: jax.Array) -> Work:
-    """Prefill chunk of ``new`` tokens after ``cached`` ones: T = c, A = c (2 p0 + c + 1), K = p0 + c."""
-    return Work(tokens=new, attn_pairs=new * (2.0 * cached + new + 1.0), kv_tokens=cached + new)
+    """Prefill chunk of ``new`` tokens after ``cached`` ones: T = c, A = A_p = c (2 p0 + c + 1), K = p0 + c,
+    P = p0 (every pair a prompt pair, the p0 cached positions up-projected on an MLA model)."""
+    pairs = new * (2.0 * cached + new + 1.0)
+    return Work(tokens=new, attn_pairs=pairs, kv_tokens=cached + new, prefill_pairs=pairs,
+                prefix_tokens=cached * jnp.where(new > 0, 1.0, 0.0))
+
+
+def as_prefill(work: Work) -> Work:
+    """``work`` with every pair a prompt pair (A_p = A; P kept): prompt chunks given as T, A, K alone."""
+    return dataclasses.replace(work, prefill_pairs=work.attn_pairs)
 
 
 def combine(*parts: Work) -> Work:
-    """A mixed step: the parts' T, A and K add (the weights are read once: :func:`flops_and_bytes`)."""
+    """A mixed step: the parts' T, A, K, A_p and P add (the weights are read once: :func:`flops_and_bytes`)."""
     return Work(tokens=sum(p.tokens for p in parts), attn_pairs=sum(p.attn_pairs for p in parts),
-                kv_tokens=sum(p.kv_tokens for p in parts))
+                kv_tokens=sum(p.kv_tokens for p in parts), prefill_pairs=sum(p.prefill_pairs for p in parts),
+                prefix_tokens=sum(p.prefix_tokens for p in parts))
 
 
 def experts_read(tokens: jax.Array, model: ModelArrays) -> jax.Array:
@@ -222,9 +248,12 @@ def index_flops(work: Work, model: ModelArrays) -> jax.Array:
 
 
 def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
-    """2 L q A', less what windowed layers skip: 2 L_w q (A - min(A, 2 T (W + 1))), plus :func:`index_flops`.
+    """2 L q A', less what windowed layers skip: 2 L_w q (A - min(A, 2 T (W + 1))), plus :func:`index_flops`,
+    plus the MHA form of MLA prompt chunks: 2 L (q_p - q) A_p' + 2 L d_c H (d_nope + d_v) P (module docstring).
 
-    A' = min(A, 2 T k) on a DSA model (every layer attends to at most k positions per new token), A otherwise.
+    A' = min(A, 2 T k) on a DSA model (every layer attends to at most k positions per new token), A otherwise;
+    A_p' likewise from A_p. q_p = q and no up-projection for GQA and DSA models, so the prompt term is 0 there
+    (the catalogue's MLA models have no windowed layers, so the term is on all L layers).
 
     A token attends to at most W + 1 positions on a windowed layer, so those layers do at most 2 T (W + 1)
     attention pairs (exact once every new token has W positions behind it). Without windows (L_w = 0): 2 L q A.
@@ -232,12 +261,24 @@ def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
     Example:
       gpt-oss-120b prefill chunk of 2,048 tokens after 30,720 cached: A = 2,048 x 63,489; the 18 windowed
       layers do 2 x 2,048 x 129 pairs each.
+      DeepSeek-V3, a 4,096-token prompt (A = A_p = 4,096 x 4,097): 4 x 20,480 x 4,096 x 4,097 / 2 = 687.4
+      GFLOP per layer in MHA form, 2.34 TFLOP absorbed; a 2,048-token chunk after 2,048 cached adds
+      2 x 512 x 128 x 256 x 2,048 = 68.7 GFLOP per layer of up-projection.
+
+    References:
+      vLLM, vllm/v1/attention/backends/mla/common.py (MHA prefill, ``_compute_prefill_context``);
+      SGLang, python/sglang/srt/models/deepseek_common/attention_backend_handler.py (MHA for prefill);
+      DeepSeek-AI, FlashMLA README, github.com/deepseek-ai/FlashMLA (decode and sparse kernels).
     """
     capped = jnp.minimum(work.attn_pairs, 2.0 * work.tokens * (model.window_tokens + 1.0))
     sparse = jnp.where(model.topk_tokens > 0, jnp.minimum(work.attn_pairs, 2.0 * work.tokens * model.topk_tokens),
                        work.attn_pairs)
+    prompt = jnp.where(model.topk_tokens > 0,
+                       jnp.minimum(work.prefill_pairs, 2.0 * work.tokens * model.topk_tokens), work.prefill_pairs)
     return (2.0 * model.n_layers * model.q_dim * sparse
-            - 2.0 * model.window_layers * model.q_dim * (work.attn_pairs - capped) + index_flops(work, model))
+            - 2.0 * model.window_layers * model.q_dim * (work.attn_pairs - capped) + index_flops(work, model)
+            + 2.0 * model.n_layers * (model.prefill_q_dim - model.q_dim) * prompt
+            + model.prefix_flops_per_token * work.prefix_tokens)
 
 
 def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.efficiency import saturating, step_time_by_class
 from sweepkit.costmodel.moe_comm import a2a_busy_s, overlap_microbatches, overlapped
-from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, combine
+from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, as_prefill, combine
 
 
 def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple) -> jax.Array:
@@ -68,7 +68,7 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     else:
         pp, mb = 1.0, 1.0
     mb = overlap_microbatches(inst.layout, mb, tokens)
-    per_mb = lambda w: Work(w.tokens / mb, w.attn_pairs / mb, w.kv_tokens / mb)  # noqa: E731
+    per_mb = lambda w: jax.tree_util.tree_map(lambda x: x / mb, w)  # noqa: E731
     n = tp * dp
     a2a_layers, a2a_s = a2a
     parts = step_time_by_class(per_mb(decode), per_mb(prefill), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
@@ -97,8 +97,9 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
 
 def split(work: Work, prefill: Work | None) -> tuple[Work, Work, Work]:
     """(whole, decode, prefill) of a pass given as one Work (all of it decode-class attention) or as decode
-    rows plus prompt chunks."""
+    rows plus prompt chunks (every pair of which is a prompt pair: :func:`~sweepkit.costmodel.passes.as_prefill`)."""
     if prefill is None:
         zero = jnp.zeros_like(work.tokens)
         return work, work, Work(zero, zero, zero)
+    prefill = as_prefill(prefill)
     return combine(work, prefill), work, prefill

@@ -66,7 +66,7 @@ def _steps_s(inst, pre_inst, ctx_per_row, rows, prompt, n, gamma_max: int):
 
     def prefill(p, k):
         w = chunk_work(zero, p)
-        return step_cost(pre_inst, zero, zero, Work(w.tokens * k, w.attn_pairs * k, w.kv_tokens * k), gamma_max)[0]
+        return step_cost(pre_inst, zero, zero, jax.tree_util.tree_map(lambda x: x * k, w), gamma_max)[0]
     return (jax.vmap(lambda c, b: step_cost(inst, c * b, b, none, gamma_max)[0])(ctx_per_row, rows),
             jax.vmap(prefill)(prompt, n))
 

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
-from sweepkit.costmodel.passes import Work, decode_work, verify_work
+from sweepkit.costmodel.passes import Work, as_prefill, decode_work, verify_work
 from sweepkit.costmodel.roofline import BOUNDS
 from sweepkit.costmodel.steps import Instance, draft_pass_cost, instance, target_pass_cost
 from sweepkit.checks import check_alpha, check_int, check_tp
@@ -156,7 +156,7 @@ def _decode_step(inst: Instance, ctx, batch, gamma: int):
 @jax.jit
 def _prefill_step(inst: Instance, tokens, attn_pairs):
     """(target PassCost, draft PassCost) of a prefill step of whole prompts."""
-    work = Work(tokens=tokens, attn_pairs=attn_pairs, kv_tokens=tokens)
+    work = as_prefill(Work(tokens=tokens, attn_pairs=attn_pairs, kv_tokens=tokens))
     return target_pass_cost(inst, work), draft_pass_cost(inst, work)
 
 

@@ -87,7 +87,7 @@ from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import layout_kv_capacity_tokens, layout_work
 from sweepkit.costmodel.moe_comm import moe_all_to_all, overlap_microbatches
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
-from sweepkit.costmodel.passes import Work, combine, decode_work
+from sweepkit.costmodel.passes import Work, as_prefill, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
 from sweepkit.costmodel.steps import Instance, target_pass_cost
 from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
@@ -137,9 +137,8 @@ def step_work(row: RowInputs, n: jax.Array | None = None) -> tuple[Work, Work]:
     only, pre = row.decode_only > 0, row.prefill_only > 0
     prompts = jnp.where(only, 0.0, jnp.where(pre, n, n / o))
     rows = jnp.where(pre, 0.0, n)
-    return decode_work(rows * jnp.where(only, i, i + o / 2.0), rows), Work(tokens=prompts * i,
-                                                                            attn_pairs=prompts * i * (i + 1.0),
-                                                                            kv_tokens=prompts * i)
+    return decode_work(rows * jnp.where(only, i, i + o / 2.0), rows), as_prefill(
+        Work(tokens=prompts * i, attn_pairs=prompts * i * (i + 1.0), kv_tokens=prompts * i))
 
 
 def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -204,7 +203,7 @@ def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
     s_steady = jnp.maximum(r * o / n - s_ramp / 2.0 - o / 2.0, 0.0)
     half = decode_work(n / 2.0 * (i + o / 2.0), n / 2.0)
     none = Work(tokens=0.0 * n, attn_pairs=0.0 * n, kv_tokens=0.0 * n)
-    t_ramp = _step(row, eff, half, Work(tokens=prompt, attn_pairs=prompt * (i + 1.0), kv_tokens=prompt))
+    t_ramp = _step(row, eff, half, as_prefill(Work(tokens=prompt, attn_pairs=prompt * (i + 1.0), kv_tokens=prompt)))
     t_tail = _step(row, eff, half, none)
     t_steady = row_step_time(row, eff)
     total_s = s_ramp * t_ramp + s_steady * t_steady + o * t_tail
@@ -215,7 +214,7 @@ def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
     n_w = jnp.clip(jnp.minimum(batch_cap(row), kv_positions(row) / (i + o)), 1.0, jnp.maximum(r, 1.0))
     n_w = jnp.where(one_at_a_time, 1.0, n_w)
     chunk = n_w * i / prefill_steps(n_w, i, token_budget(row))
-    t_p = _step(row, eff, none, Work(tokens=chunk, attn_pairs=chunk * (i + 1.0), kv_tokens=chunk))
+    t_p = _step(row, eff, none, as_prefill(Work(tokens=chunk, attn_pairs=chunk * (i + 1.0), kv_tokens=chunk)))
     t_d = _step(row, eff, decode_work(n_w * (i + o / 2.0), n_w), none)
     pf_out, pf_tpot = prefill_first_burst(r, n_w, i, o, token_budget(row), t_p, t_d)
     first = (row.prefill_first > 0) | one_at_a_time
