@@ -106,7 +106,7 @@ def _identified(rows: RowInputs, keys: list[tuple[str, str]], slices: list, per,
             cols = {f: theta[slice_of_row, j] for j, f in enumerate(FIELDS)}
             return jnp.log(jax.vmap(row_value)(rows, Efficiency(**cols, **fw)))
 
-        jac = np.asarray(jax.jacfwd(log_model)(jnp.asarray(per, jnp.float64)))   # rows x slices x fields
+        jac = np.asarray(jax.jit(jax.jacfwd(log_model))(jnp.asarray(per, jnp.float64)))   # rows x slices x fields
     sens = np.max(np.abs(jac), axis=0)
     return {k: {f for j, f in enumerate(FIELDS) if sens[i, j] > IDENTIFIED} for i, k in enumerate(slices)}
 
@@ -150,6 +150,7 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
         slice_of_row = jnp.asarray([index[k] for k in keys])
         meas = jnp.asarray(np.asarray(measured, np.float64))
 
+        @jax.jit
         def data(u):
             eff = _efficiency(u[:n_fw], slice_of_row, len(slices), lo[:n_fw], hi[:n_fw], kernel_s)
             r = rows
