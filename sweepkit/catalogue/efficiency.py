@@ -2,7 +2,8 @@
 
 A profile file is TOML with a ``[profile]`` table (``name``, ``framework``, ``source``), a ``[framework]``
 table (``step_overhead_s``, ``token_overhead_s``, and optionally ``kernel_s``: the fixed seconds of each kernel
-a decoder layer launches, with ``kernel_s_source`` naming where it comes from; data, never fitted), a
+a decoder layer launches, with ``kernel_s_source`` naming where it comes from; data that ``calibrate`` holds,
+fitted only on serving-engine rows by :mod:`sweepkit.validation.kernel_fit`), a
 ``[default]`` table of the per-format fields and
 ``[efficiency."DEVICE".FORMAT]`` entries overriding any of them (each may carry a ``source``), and an optional
 ``[scheduler]`` table (``token_budget``: tokens one step schedules, fitted on loaded rows). The packaged
@@ -27,8 +28,14 @@ FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
 KERNEL_FIELD = "kernel_s"
 """Optional ``[framework]`` field (seconds per kernel, :mod:`sweepkit.costmodel.kernels`); kept by a refit."""
 SEED = "efficiency.toml"
-SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "vllm": "profile-vllm.toml", "sglang": "profile-sglang.toml"}
+SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "tensorrt-llm-triton": "profile-tensorrt-llm-triton.toml",
+           "vllm": "profile-vllm.toml", "sglang": "profile-sglang.toml"}
 """Framework key -> packaged fitted profile."""
+SERVED_BY = {("tensorrt-llm", "triton"): "tensorrt-llm-triton"}
+"""(framework key, a word of the framework's name) -> the key of that framework behind that server: TensorRT-LLM
+behind Triton's tensorrtllm_backend runs its C++ executor without CUDA graphs unless ``cuda_graph_mode`` is set
+(default false: github.com/triton-inference-server/tensorrtllm_backend docs/model_config.md), so its profile
+prices each kernel's launch (``kernel_s``) where trtllm-bench's runs do not."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,12 +71,19 @@ class Profile:
 
 
 def framework_key(name: str) -> str:
-    """A framework as a file key: 'TensorRT-LLM v0.20 (PyTorch backend)' -> 'tensorrt-llm'.
+    """A framework as a file key: its name's first word, lower case, or the key of that framework behind a server
+    its name names (:data:`SERVED_BY`).
 
     >>> framework_key("TensorRT-LLM (PyTorch backend)"), framework_key("vLLM"), framework_key("SGLang 0.4")
     ('tensorrt-llm', 'vllm', 'sglang')
+    >>> framework_key("TensorRT-LLM v0.14 + Triton tensorrtllm_backend")
+    'tensorrt-llm-triton'
     """
-    return name.strip().split(" ")[0].lower() if name.strip() else ""
+    words = name.strip().lower().split()
+    if not words:
+        return ""
+    served = [SERVED_BY[(words[0], w)] for w in words[1:] if (words[0], w) in SERVED_BY]
+    return served[0] if served else words[0]
 
 
 def _number(table: dict, key: str, where: str, lo: float, hi: float) -> float:

@@ -28,7 +28,9 @@ DeepSeek-V3 in FP8: 30 kernels per MoE layer, 22 per dense layer, n_k = 29.61 ov
 t_k is a framework's (``kernel_s`` in a profile's ``[framework]`` table; 0: not priced separately, the profile's
 fitted efficiencies absorb it), data that a refit keeps (:data:`KERNEL_S`). SGLang launches the kernels above
 unfused (its v0.4-v0.5 releases, which the measured rows ran); TensorRT-LLM and vLLM fuse more of them
-(TensorRT-LLM's plugins, vLLM's torch.compile fusion passes) and their profiles leave t_k at 0. On H100 a short
+(TensorRT-LLM's plugins, vLLM's torch.compile fusion passes) and their profiles leave t_k at 0, except
+TensorRT-LLM behind Triton's tensorrtllm_backend, which runs without CUDA graphs by default and whose profile
+fits t_k on its rows (:mod:`sweepkit.validation.kernel_fit`). On H100 a short
 kernel takes 3.6-3.8 us whatever it does: 7.168 us for an unfused RMSNorm + FP8 quantisation pair at 512 tokens
 x 4,096 (3.58 us each), 3.779 us fused (sglang PR #32994, H100 kernel benchmark); DeepSeek's FP8 GEMMs at
 M = 128 run 2.4-6 us longer than their bytes at full HBM bandwidth (DeepGEMM README, H800: N x K = 2,112 x 7,168

@@ -88,9 +88,11 @@ class RowInputs:
     run in waves (:func:`sweepkit.validation.steady.dataset_waves`); 0 otherwise."""
 
 
-KV_FREE_FRACTION = {"tensorrt-llm": 0.9}
+KV_FREE_FRACTION = {"tensorrt-llm": 0.9, "tensorrt-llm-triton": 0.9}
 """f_free per framework key: TensorRT-LLM's kv_cache_free_gpu_mem_fraction default (docs/source/performance/
-perf-benchmarking.md, github.com/NVIDIA/TensorRT-LLM); frameworks not listed use the engine's rule."""
+perf-benchmarking.md, github.com/NVIDIA/TensorRT-LLM) and the Triton backend's ``kv_cache_free_gpu_mem_fraction``
+(default 0.9, github.com/triton-inference-server/tensorrtllm_backend docs/model_config.md); frameworks not listed
+use the engine's rule."""
 
 
 METRIC_KINDS = {"max_output_throughput": 0, "output_throughput": 0, "total_throughput": 1, "tpot": 2, "itl": 2}

@@ -1,0 +1,72 @@
+"""A profile's per-kernel time fitted on rows the serving engine prices (a request rate or a concurrency sweep).
+
+Rows at a request rate (TTFT, ITL, throughput under load) are priced by the serving engine, not the analytic
+steady state ``calibrate --framework`` fits through, so their profile's one free term, the fixed time t_k of
+each kernel a decoder layer launches (:mod:`sweepkit.costmodel.kernels`), is fitted by a search over a grid of
+t_k, every other field held:
+
+    t_k* = argmin_{t_k in grid} median_i |ln(model_i(t_k) / measured_i)|
+
+(the median of |log error|: the validation figures are medians, and a few rows far off, such as a saturated
+load, must not pull t_k). A median is piecewise constant in t_k, so a grid, not a gradient; ties go to the
+smaller t_k.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from sweepkit.catalogue.efficiency import KERNEL_FIELD, Profile
+from sweepkit.errors import InputError
+from sweepkit.validation.measurements import Measurement
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelFit:
+    """The grid searched (s), the loss at each point (median |ln error|), the best t_k (s) and the rows used."""
+
+    grid_s: tuple[float, ...]
+    loss: tuple[float, ...]
+    kernel_s: float
+    rows: int
+
+
+def with_kernel(profile: Profile, kernel_s: float, source: str) -> Profile:
+    """``profile`` with ``kernel_s`` (seconds per kernel) in its framework table, ``source`` saying where from."""
+    if not (np.isfinite(kernel_s) and 0.0 <= kernel_s <= 1e-3):
+        raise InputError(f"kernel_s {kernel_s!r}: not allowed; allowed: seconds in [0, 1e-3]")
+    return dataclasses.replace(profile, overheads={**profile.overheads, KERNEL_FIELD: float(kernel_s)},
+                               kernel_source=source)
+
+
+def median_log_error(model: list[float | None], rows: list[Measurement]) -> float:
+    """median_i |ln(model_i / measured_i)| over the rows with a positive modelled value (inf when none)."""
+    errs = [abs(np.log(v / m.value_si)) for v, m in zip(model, rows) if v is not None and v > 0 and m.value_si > 0]
+    return float(np.median(errs)) if errs else float("inf")
+
+
+def refit_kernel(rows: list[Measurement], profile: Profile, grid_s, price) -> KernelFit:
+    """The t_k of ``grid_s`` whose profile prices ``rows`` with the smallest median |ln error| (module docstring).
+
+    Args:
+      rows: measured rows of one framework (value_si in tokens/s or s).
+      profile: the profile whose other fields are held.
+      grid_s: candidate t_k values, seconds, each in [0, 1e-3].
+      price: ``price(rows, profile) -> list[float | None]``, the modelled values in base SI
+        (:func:`sweepkit.validation.evaluate_points` with ``profile=``).
+
+    Returns:
+      :class:`KernelFit`.
+
+    Example:
+      A price that is the measured value times (1 + |t_k - 2 us| / 1 us) fits t_k = 2 us on a grid holding it
+      (tests/validation/test_kernel_fit.py); the shipped TensorRT-LLM + Triton profile's header names its fit.
+    """
+    grid = tuple(float(g) for g in grid_s)
+    if not rows or not grid:
+        raise InputError("kernel fit: no rows or an empty grid; allowed: at least one row and one t_k")
+    loss = tuple(median_log_error(price(rows, with_kernel(profile, g, "grid")), rows) for g in grid)
+    best = grid[int(np.argmin(loss))]
+    return KernelFit(grid, loss, best, len(rows))
