@@ -23,7 +23,9 @@ runs about four waves (one for a static batch of U = requests).
 
 Statistics: ``mean`` or the 50/90/99th percentile over the measured requests; TPOT_k = (E2E_k - TTFT_k) /
 (output - 1); ITL from the engine's inter-token histogram (mean = sum of bin centres x counts / gaps);
-total_throughput = output tokens/s x (input + output) / output (fixed lengths).
+total_throughput = output tokens/s x (input + output) / output (fixed lengths). Under Poisson arrivals output
+tokens/s is the benchmark's (:func:`benchmark_tok_s`: completed tokens over first arrival to last finish), so a
+rate the server cannot keep up with is priced at what it delivers.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def _itl_stats(st) -> dict[str, float]:
 def run_metrics(lanes, r: int, w, m: Measurement, whole: bool, closed: int | None = None) -> dict:
     """Per-request latency statistics and throughputs of lane ``r`` (configuration 0).
 
-    Returns a dict: ``output_tok_s`` (and everything :func:`lane_metrics` gives), ``total_tok_s``, and
+    Returns a dict: ``output_tok_s`` (Poisson arrivals: :func:`benchmark_tok_s`; else :func:`lane_metrics`'),
+    everything else :func:`lane_metrics` gives, ``total_tok_s``, and
     ``{ttft,tpot,itl,e2e_latency}_{mean,50,90,99}`` in seconds. ``closed``: U, the users of a closed loop (module
     docstring), None for arrivals as simulated; ``whole``: every request measured (no warm-up window).
     """
@@ -102,11 +105,47 @@ def run_metrics(lanes, r: int, w, m: Measurement, whole: bool, closed: int | Non
     ttft, e2e = f1 - s0, f2 - s0
     tpot = (f2 - f1) / max(o - 1.0, 1.0) if o >= 2 else np.zeros_like(f1)
     out = dict(base)
-    out["total_tok_s"] = base["output_tok_s"] * (m.input_tokens + m.output_tokens) / m.output_tokens
+    if closed is None and not whole:
+        out["output_tok_s"] = benchmark_tok_s(arr[came], fin[came], o)
+    out["total_tok_s"] = out["output_tok_s"] * (m.input_tokens + m.output_tokens) / m.output_tokens
     for name, x in (("ttft", ttft), ("tpot", tpot), ("e2e_latency", e2e)):
         out.update({f"{name}_{s}": v for s, v in _stats(x).items()})
     out.update({f"itl_{s}": v for s, v in _itl_stats(st).items()})
     return out
+
+
+def benchmark_tok_s(arrival_s: np.ndarray, finish_s: np.ndarray, output_tokens: float) -> float:
+    """Output tokens/s of a Poisson run as a serving benchmark reports it: the completed requests' output tokens
+    over the run's duration, first arrival to last finish.
+
+    .. math::
+        \text{tok/s} = \frac{o \, |\{k : f_k < \infty\}|}{\max_k f_k - \min_k a_k}
+
+    Where the server keeps up this is the offered load less the drain of the last requests; where it does not,
+    it is what the server delivers, not what was offered (the engine's windowed ``output_tok_s`` is the offered
+    load over the measured window, the reference simulator's goodput rule).
+
+    Args:
+      arrival_s: arrival times of the run's requests, s.
+      finish_s: their finish times, s (inf: not finished).
+      output_tokens: o, output tokens per request (fixed lengths).
+
+    Returns:
+      Output tokens per second; NaN when no request finished.
+
+    Example:
+      >>> benchmark_tok_s(np.array([0.0, 1.0, 2.0]), np.array([3.0, 4.0, 6.0]), 100.0)   # 300 tokens in 6 s
+      50.0
+
+    References:
+      vLLM, benchmarks/benchmark_serving.py (``output_throughput = total_output / dur_s``),
+      github.com/vllm-project/vllm; GenAI-Perf's output token throughput over the benchmark's duration,
+      github.com/triton-inference-server/perf_analyzer (genai-perf docs).
+    """
+    done = np.isfinite(finish_s)
+    if not done.any():
+        return float("nan")
+    return float(output_tokens * done.sum() / (np.max(finish_s[done]) - np.min(arrival_s)))
 
 
 def metric_value(m: Measurement, metrics: dict) -> float:
