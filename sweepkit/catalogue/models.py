@@ -118,7 +118,7 @@ class Model:
 
     @property
     def q_dim(self) -> int:
-        """H x d_h: width of the query / attention output (equals D for every catalogue model)."""
+        """H x d_h: width of the query / attention output (D for most catalogue models; MiniMax-M2.5: 6,144 = 2 D)."""
         return self.n_heads * self.head_dim
 
     @property
