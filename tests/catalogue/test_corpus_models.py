@@ -97,7 +97,7 @@ def test_kimi_k26_is_priced_with_kimi_k2_shapes():
 @pytest.mark.parametrize("hf_id, key", [
     ("tiiuae/falcon-180B", "falcon-180b"), ("EleutherAI/gpt-j-6b", "gpt-j-6b"), ("01-ai/Yi-34B", "yi-34b"),
     ("MiniMaxAI/MiniMax-M2.5", "minimax-m2.5"), ("zai-org/GLM-5.2-FP8", "glm-5.2"), ("zai-org/GLM-5.2", "glm-5.2"),
-    ("moonshotai/Kimi-K2.6", "kimi-k2"),
+    ("moonshotai/Kimi-K2.6", "kimi-k2"), ("moonshotai/Kimi-K2.5", "kimi-k2"),
 ])
 def test_the_corpus_hf_ids_resolve(hf_id, key):
     assert model_key(hf_id) == key
