@@ -17,6 +17,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweepkit.catalogue import device_key, get_device, get_model, model_from_hf_config, model_key
 from sweepkit.errors import InputError
@@ -111,6 +113,18 @@ def test_gated_mlp_counts_two_or_three_matrices():
     gated, plain = model_from_hf_config(BASE), model_from_hf_config({**BASE, "gated_mlp": False})
     assert gated.params_per_layer - plain.params_per_layer == 64 * 128        # one D x F matrix fewer
     assert plain.dense_mlp_params == 2 * 64 * 128 and gated.dense_mlp_params == 3 * 64 * 128
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(1, 512), f=st.integers(1, 2048), layers=st.integers(1, 64), heads=st.sampled_from([1, 2, 4]),
+       vocab=st.integers(1, 5000))
+def test_an_ungated_mlp_holds_one_d_by_f_matrix_fewer_per_layer(d, f, layers, heads, vocab):
+    cfg = {"hidden_size": d * heads, "num_hidden_layers": layers, "num_attention_heads": heads,
+           "intermediate_size": f, "vocab_size": vocab}
+    gated, plain = model_from_hf_config(cfg), model_from_hf_config({**cfg, "gated_mlp": False})
+    assert gated.resident_params - plain.resident_params == layers * d * heads * f
+    assert gated.matmul_params - plain.matmul_params == layers * d * heads * f
+    assert gated.kv_bytes_per_token(2.0) == plain.kv_bytes_per_token(2.0)
 
 
 def test_falcon_spellings():
