@@ -14,7 +14,8 @@ Attention sinks (gpt-oss) are one learned logit per head and layer: H parameters
 positions. MTP layers (``num_nextn_predict_layers``, DeepSeek-V3/R1, GLM-4.5) are stored with the checkpoint
 but are not part of the model cards' totals; sweepkit counts them apart (Model.mtp_layers).
 
-Family spellings mapped to the DeepSeek/Mixtral names the loader reads (:func:`canonical_config`):
+Family spellings mapped to the DeepSeek/Mixtral names the loader reads (:func:`canonical_config`; GPT-J,
+Falcon and MiniMax in :mod:`sweepkit.catalogue.config_families`):
 ``text_config`` (Llama-4, multimodal checkpoints) is read as the model; Llama-4's ``intermediate_size`` is
 the expert width and ``intermediate_size_mlp`` the dense FFN width, with one shared expert per MoE layer;
 gpt-oss's ``experts_per_token`` is ``num_experts_per_tok``; Qwen-MoE's ``shared_expert_intermediate_size``
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from sweepkit.catalogue.config_families import family_config
 from sweepkit.errors import InputError, bad_value
 
 _WINDOWED = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
@@ -52,7 +54,8 @@ def canonical_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
       config: the fields of a HF ``config.json`` (or a models.toml entry).  where: label for messages.
 
     Returns:
-      A new dict; a config without family spellings comes back unchanged.
+      A new dict; a config without family spellings comes back unchanged but for ``gated_mlp``
+      (:func:`sweepkit.catalogue.config_families.family_config`).
     """
     out = dict(config)
     text = out.get("text_config")
@@ -61,6 +64,7 @@ def canonical_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise bad_value("text_config", type(text).__name__, "a JSON object of the language model's fields",
                             where=where)
         out = {**{k: v for k, v in out.items() if k != "text_config"}, **text}
+    out = family_config(out, where)
     if out.get("intermediate_size_mlp") is not None and out.get("moe_intermediate_size") is None:
         out["moe_intermediate_size"] = out.get("intermediate_size")
         out["intermediate_size"] = out["intermediate_size_mlp"]

@@ -83,7 +83,7 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
     return Model(
         name=name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv_heads,
         head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),
-        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)), gated_mlp=config["gated_mlp"],
         qkv_bias=bool(config.get("attention_bias", False)),
         source=str(config.get("source", where)), official_params=config.get("official_params"),
         official_active_params=config.get("official_active_params"), **sparse,

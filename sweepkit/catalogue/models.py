@@ -3,11 +3,12 @@
 Loading configs, the catalogue's names and draft kinds: :mod:`sweepkit.catalogue.model_registry`.
 
 Notation (docs/notation.md): L layers, D d_model (hidden_size), H query heads, H_kv KV heads, d_h head dim,
-F FFN width (SwiGLU: gate, up, down), V vocab.
+F FFN width (SwiGLU: gate, up, down), V vocab, n_mlp matrices of D x F per FFN (3 gated, 2 ungated).
 
 Parameter count per layer (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): attention q,o: 2 D (H d_h); k,v: 2 D (H_kv d_h);
-SwiGLU MLP: 3 D F. Matmul parameters P_mm = L x per_layer + V D (LM head). Resident parameters add the input
-embedding V D unless it is tied to the LM head, plus QKV biases where present.
+SwiGLU MLP: 3 D F; an ungated GELU MLP (GPT-J, Falcon: up and down projections only) 2 D F. Matmul parameters
+P_mm = L x per_layer + V D (LM head). Resident parameters add the input embedding V D unless it is tied to the LM
+head, plus QKV biases where present.
 
 Mixture of experts (sweepkit.catalogue.sparse): a MoE layer holds E routed experts, S shared ones (each a
 SwiGLU of width F_e: 3 D F_e) and a router (E D); a token uses k routed experts. P_mm then counts the
@@ -40,6 +41,9 @@ class Model:
       name, source: catalogue key and where the numbers come from.
       n_layers (L), d_model (D), n_heads (H), n_kv_heads (H_kv), head_dim (d_h), d_ff (F), vocab (V).
       tied_embeddings: input embedding shares the LM head's matrix.
+      gated_mlp: the FFN is gated (SwiGLU: gate, up, down, n_mlp = 3); False: up and down only (GELU MLP of
+        GPT-J and Falcon, n_mlp = 2). A parallel attention + MLP block (GPT-J, Falcon) has the same FLOPs and
+        bytes as a sequential one.
       qkv_bias: attention q/k/v projections carry biases (Qwen2).
       n_experts (E), experts_per_token (k), n_shared_experts (S), moe_d_ff (F_e), dense_layers: the MoE
         part (E = 0: a dense model); dense_layers counts the layers with a dense FFN of width F.
@@ -68,6 +72,7 @@ class Model:
     d_ff: int
     vocab: int
     tied_embeddings: bool = False
+    gated_mlp: bool = True
     qkv_bias: bool = False
     source: str = ""
     official_params: float | None = None
@@ -113,7 +118,7 @@ class Model:
 
     @property
     def q_dim(self) -> int:
-        """H x d_h: width of the query / attention output (equals D for every catalogue model)."""
+        """H x d_h: width of the query / attention output (D for most catalogue models; MiniMax-M2.5: 6,144 = 2 D)."""
         return self.n_heads * self.head_dim
 
     @property
@@ -170,6 +175,16 @@ class Model:
         return 0.0
 
     @property
+    def mlp_matrices(self) -> int:
+        """n_mlp, the D x F matrices of one FFN (or expert): 3 for a gated (SwiGLU) MLP, 2 for an ungated one."""
+        return 3 if self.gated_mlp else 2
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """One dense FFN, n_mlp D F. GPT-J (D 4,096, F 16,384, ungated): 134.2 M."""
+        return self.mlp_matrices * self.d_model * self.d_ff
+
+    @property
     def n_dense_layers(self) -> int:
         return self.dense_layers if self.is_moe else self.n_layers
 
@@ -179,8 +194,8 @@ class Model:
 
     @property
     def expert_params(self) -> int:
-        """One expert of one MoE layer: 3 D F_e."""
-        return 3 * self.d_model * self.moe_d_ff
+        """One expert of one MoE layer: n_mlp D F_e (3 D F_e for the SwiGLU experts of every catalogue MoE)."""
+        return self.mlp_matrices * self.d_model * self.moe_d_ff
 
     def _moe_layer(self, experts: int) -> int:
         return self.attention_params + (experts + self.n_shared_experts) * self.expert_params \
@@ -188,9 +203,9 @@ class Model:
 
     @property
     def params_per_layer(self) -> int:
-        """One layer of the deepest kind: dense 2 D q_dim + 2 D kv_dim + 3 D F (+ biases); MoE: attention
+        """One layer of the deepest kind: dense 2 D q_dim + 2 D kv_dim + n_mlp D F (+ biases); MoE: attention
         + (E + S) experts + router. Llama-3-70B: 855.6 M (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim)."""
-        layer = self._moe_layer(self.n_experts) if self.is_moe else self.attention_params + 3 * self.d_model * self.d_ff
+        layer = self._moe_layer(self.n_experts) if self.is_moe else self.attention_params + self.dense_mlp_params
         return layer + self.indexer_params
 
     @property
@@ -203,7 +218,7 @@ class Model:
 
         A dense model streams all of them every pass; a MoE pass streams the experts its tokens touch
         (sweepkit.costmodel.passes)."""
-        dense = self.n_dense_layers * (self.attention_params + 3 * self.d_model * self.d_ff)
+        dense = self.n_dense_layers * (self.attention_params + self.dense_mlp_params)
         moe = self.n_moe_layers * self._moe_layer(self.experts_per_token) if self.is_moe else 0
         return dense + moe + self.indexer_layers * self.indexer_params + self.embedding_params
 

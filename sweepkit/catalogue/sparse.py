@@ -5,7 +5,8 @@ Field names by family (all optional; a config without them is a dense GQA model)
 - experts per MoE layer E: ``n_routed_experts`` (DeepSeek-V3), ``num_local_experts`` (Mixtral),
   ``num_experts`` (Qwen3-MoE); experts per token k: ``num_experts_per_tok``; shared experts:
   ``n_shared_experts`` (DeepSeek); expert FFN width: ``moe_intermediate_size`` (else ``intermediate_size``);
-- dense layers: the first ``first_k_dense_replace`` layers (DeepSeek), ``mlp_only_layers`` and every layer
+- dense layers: the first ``first_k_dense_replace`` layers (DeepSeek), the ``"dense"`` entries of
+  ``mlp_layer_types`` (GLM-5; it must agree with ``first_k_dense_replace``), ``mlp_only_layers`` and every layer
   i with (i + 1) mod ``decoder_sparse_step`` != 0 (Qwen-MoE; Llama-4's ``interleave_moe_layer_step`` is the
   same rule), or every layer not in an explicit ``moe_layers`` list (Llama-4);
 - MLA: ``kv_lora_rank`` d_c, ``q_lora_rank`` (null: full-rank queries), ``qk_rope_head_dim`` d_r,
@@ -47,12 +48,34 @@ def _layer_list(config: Mapping[str, Any], key: str, n_layers: int, where: str) 
     return value
 
 
+_MLP_TYPES = ("dense", "sparse")
+
+
+def _dense_from_types(config: Mapping[str, Any], first: int, n_layers: int, where: str) -> int:
+    """Dense layers of an ``mlp_layer_types`` list (GLM-5: "dense" / "sparse" per layer), which must agree with
+    ``first_k_dense_replace`` where the config gives both."""
+    types = config["mlp_layer_types"]
+    if not isinstance(types, list) or len(types) != n_layers or any(t not in _MLP_TYPES for t in types):
+        shown = types if not isinstance(types, list) else f"a list of {len(types)} entries"
+        raise bad_value("mlp_layer_types", shown, f"a list of num_hidden_layers = {n_layers} entries, each one of "
+                        f"{', '.join(_MLP_TYPES)}", where=where)
+    dense = types.count("dense")
+    if dense == n_layers:
+        raise InputError(f"{where}: mlp_layer_types has no 'sparse' layer among num_hidden_layers = {n_layers}")
+    if config.get("first_k_dense_replace") is not None and types != ["dense"] * first + ["sparse"] * (n_layers - first):
+        raise InputError(f"{where}: mlp_layer_types ({dense} dense layers) disagrees with first_k_dense_replace = "
+                         f"{first}; give one layer schedule")
+    return dense
+
+
 def _dense_layers(config: Mapping[str, Any], n_layers: int, where: str) -> int:
     """Layers with a dense FFN among ``n_layers`` (the others are MoE layers)."""
     first = _int(config, "first_k_dense_replace", where, minimum=0, default=0)
     if first >= n_layers:
         raise bad_value("first_k_dense_replace", first, f"an integer in [0, num_hidden_layers = {n_layers})",
                         where=where)
+    if config.get("mlp_layer_types") is not None:
+        return _dense_from_types(config, first, n_layers, where)
     if config.get("moe_layers"):
         return n_layers - len(set(_layer_list(config, "moe_layers", n_layers, where)))
     step_key = "interleave_moe_layer_step" if config.get("interleave_moe_layer_step") is not None \
