@@ -1,10 +1,11 @@
-"""Build sweepkit's packaged measured corpus (sweepkit/validation/data/measured.csv) from a measurement CSV.
+"""Build sweepkit's packaged measured corpus (sweepkit/validation/data/measured.csv) from measurement CSVs.
 
-    python benchmarks/data/build_measured.py SERVING_MEASUREMENTS.CSV [--out sweepkit/validation/data/measured.csv]
+    python benchmarks/data/build_measured.py SERVING_MEASUREMENTS.CSV [MORE.CSV ...] [--out sweepkit/validation/data/measured.csv]
 
-The input has the columns source, url, framework, device, gpus, tp, pp, ep, dp, model (Hugging Face id),
+Each input has the columns source, url, framework, device, gpus, tp, pp, ep, dp, model (Hugging Face id),
 weight_format, kv_format, input_tokens, output_tokens, concurrency, request_rate, scenario, metric, value, unit,
-percentile, lever, pair_id, notes: public measurements as their sources state them, with free-text cells
+percentile, lever, pair_id, notes, and optionally draft and gamma (speculative decoding: ``mtp`` and its
+draft length, copied as they are): public measurements as their sources state them, with free-text cells
 ("H100 SXM (80GB HBM3)", "tok/s (total across 4 GPUs)", "inf (all prompts at once)", "~20000 (+-15%)").
 Each row becomes one row of sweepkit's measurement format (docs/validation.md):
 
@@ -30,7 +31,10 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
 - split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
   every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
   even, so every metric, load, format and length of one model on one system falls on the same side, and
-  so do both sides of a lever pair.
+  so do both sides of a lever pair;
+- several inputs: each input's rows (its prefill node tests last) follow the previous input's, so the rows of
+  the first input keep their row numbers; benchmarks/data/measurements-blackwell-moe.csv is the second input
+  of the shipped corpus.
 """
 
 from __future__ import annotations
@@ -241,6 +245,7 @@ def convert(r: dict) -> tuple[dict | None, str]:
         out["pair_id"] = ""
     if out["lever"] and out["pair_id"] and not re.search(r":(with|without)$", out["lever"]):
         out["pair_id"] = ""
+    out["draft"], out["gamma"] = (r.get("draft") or "").strip(), (r.get("gamma") or "").strip()
     out["split"] = split_of(out)
     out["notes"] = "; ".join(n for n in notes if n)
     return out, ""
@@ -248,19 +253,22 @@ def convert(r: dict) -> tuple[dict | None, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("measurements", help="measurement CSV (the columns in this script's docstring)")
+    ap.add_argument("measurements", nargs="+", help="measurement CSVs (the columns in this script's docstring)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "sweepkit/validation/data/measured.csv"))
     args = ap.parse_args(argv)
-    with open(args.measurements, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    kept, nodes, dropped = [], [], Counter()
-    for r in rows:
-        out, why = convert(r)
-        if out is None:
-            dropped[why] += 1
-        else:
-            (nodes if prefill_node(r, out) else kept).append(out)
-    kept += nodes          # after the rest, so the row numbers earlier rows (and fitted profiles) cite stay
+    rows, kept, dropped = [], [], Counter()
+    for path in args.measurements:
+        with open(path, newline="", encoding="utf-8") as f:
+            part = list(csv.DictReader(f))
+        rows += part
+        here, nodes = [], []
+        for r in part:
+            out, why = convert(r)
+            if out is None:
+                dropped[why] += 1
+            else:
+                (nodes if prefill_node(r, out) else here).append(out)
+        kept += here + nodes   # nodes after the rest, so the row numbers earlier rows (and fitted profiles) cite stay
     with open(args.out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()

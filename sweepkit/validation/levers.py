@@ -106,6 +106,39 @@ def scheduler_scales(m: Measurement) -> tuple[float, float]:
             (1.0 if cap is None or not defaults[1] else cap / defaults[1]))
 
 
+def per_rank_settings(m: Measurement, ranks: float) -> tuple[float, float]:
+    """(N_tok, b_max) of one replica a TensorRT-LLM row states per rank, 0 where it states none.
+
+    trtllm-bench and trtllm-serve take ``--max_num_tokens`` and ``--max_batch_size`` per rank: under attention
+    data parallelism each of the replica's ``ranks`` attention ranks schedules its own batch, so
+
+        N_tok = ranks x max_num_tokens,   b_max = ranks x max_batch_size
+
+    (ranks = 1 without attention DP: the tensor-parallel group runs one batch). TensorRT-LLM's own defaults
+    are not among :func:`scheduler_defaults` (the shipped profile prices rows that state none), so these are
+    absolute settings, not ratios.
+
+    Args:
+      m: the row; its ``framework`` and the ``flags:`` of its notes are read.
+      ranks: attention data-parallel ranks of its replica (:mod:`sweepkit.validation.row_layout`).
+
+    Returns:
+      (tokens per step, running requests) per replica; 0 for a setting not stated or another framework.
+
+    Example:
+      DeepSeek-R1 FP4 on 8 B200, ``--tp 8 --ep 8 --max_batch_size 896 --max_num_tokens 2048`` with attention
+      DP: (16384, 7168), the 7,168 the run's ``--concurrency`` keeps in flight (tests/validation/test_levers.py).
+
+    References:
+      NVIDIA/TensorRT-LLM docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md
+      ("--max_batch_size: Max batch size in each rank").
+    """
+    if framework_key(m.framework) != "tensorrt-llm":
+        return 0.0, 0.0
+    budget, cap = stated(m, ("max-num-tokens",)), stated(m, ("max-batch-size",))
+    return (0.0 if budget is None else budget * ranks), (0.0 if cap is None else cap * ranks)
+
+
 def host_overlap(m: Measurement) -> bool:
     """Whether the row's host work overlaps its device work (vLLM's ``--async-scheduling``; SGLang's overlap
     scheduler, named in a ``:with`` row's lever)."""

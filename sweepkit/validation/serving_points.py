@@ -53,6 +53,8 @@ MAX_BATCH = 1024
 TOKEN_BUDGET = 8192
 """Tokens per mixed step (assumed: trtllm-bench's and vLLM's default max_num_tokens / max_num_batched_tokens)."""
 MODELLED = "modelled"
+ENGINE_BATCH_CAP = 4096
+"""Most running requests per instance a serving cluster takes (``batch_cap``, sweepkit/serving/cluster.py)."""
 
 
 def _has_load(m: Measurement) -> bool:
@@ -71,8 +73,13 @@ def serving_status(m: Measurement) -> str:
     try:
         cluster, cfg = point_config(m)
         check(cluster, cfg, "point")
+        users = -(-m.concurrency // row_layout(m).instances) if m.concurrency else 0
     except InputError as exc:
         return "not modelled: " + str(exc).split(": ", 1)[-1]
+    closed = m.metric != "max_output_throughput" and m.request_rate is None
+    if closed and users > ENGINE_BATCH_CAP:
+        return (f"not modelled: a closed loop of {users} users per instance (the serving engine runs at most "
+                f"{ENGINE_BATCH_CAP} requests per instance)")
     return MODELLED
 
 

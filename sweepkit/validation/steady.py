@@ -62,7 +62,9 @@ requests (one request per wave). A max-throughput row of a stated dataset size (
 fixed-length requests) runs in waves of n that finish together (:func:`dataset_waves`). The step token budget and
 batch cap are the
 framework's defaults on the row's device where :func:`sweepkit.validation.levers.scheduler_defaults` knows
-them (vLLM: 8,192 / 1,024, on A100 2,048 / 256), else the profile's fitted budget and the engine's cap.
+them (vLLM: 8,192 / 1,024, on A100 2,048 / 256), else the profile's fitted budget and the engine's cap; a
+TensorRT-LLM row that states ``--max_num_tokens`` / ``--max_batch_size`` (per rank) runs them times its
+attention-DP ranks (:func:`sweepkit.validation.levers.per_rank_settings`).
 
 t_step = t_device + t_host, the operator classes and the framework's host time per step; where the row's
 host work overlaps the device's (``--async-scheduling``) t_step = max(t_device, t_host). A row's stated token

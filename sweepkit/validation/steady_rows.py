@@ -40,8 +40,8 @@ from sweepkit.catalogue import get_device, get_format, get_model
 from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, Layout, make_layout
-from sweepkit.validation.levers import (host_overlap, perfectly_balanced, prefill_first, scheduler_defaults,
-                                       scheduler_scales)
+from sweepkit.validation.levers import (host_overlap, per_rank_settings, perfectly_balanced, prefill_first,
+                                       scheduler_defaults, scheduler_scales)
 
 
 @jax.tree_util.register_dataclass
@@ -200,8 +200,10 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         budget_scale=col([scheduler_scales(m)[0] for m in points]),
         cap_scale=col([scheduler_scales(m)[1] for m in points]),
         host_overlap=col([host_overlap(m) for m in points]),
-        framework_budget=col([(scheduler_defaults(m) or (0.0, 0.0))[0] for m in points]),
-        framework_cap=col([(scheduler_defaults(m) or (0.0, 0.0))[1] for m in points]),
+        framework_budget=col([(scheduler_defaults(m) or per_rank_settings(m, float(lay.dp)))[0]
+                              for m, (lay, _, _, _) in zip(points, lays)]),
+        framework_cap=col([(scheduler_defaults(m) or per_rank_settings(m, float(lay.dp)))[1]
+                           for m, (lay, _, _, _) in zip(points, lays)]),
         burst_requests=col([burst_requests(m) for m in points]),
         prefill_first=col([prefill_first(m) for m in points]),
         layout=jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[lay for lay, _, _, _ in lays]),

@@ -138,3 +138,30 @@ def test_builder_keeps_a_prefill_node_test_that_states_its_tokens_per_gpu_after_
     assert (r["metric"], r["unit"], r["concurrency"], r["output_tokens"], r["ep"]) == (
         "total_throughput", "tok/s/gpu", "4", "", "32")
     assert float(r["value"]) == pytest.approx(50302 / 8) and "4 prompts of 4096 per GPU" in r["notes"]
+
+
+def test_builder_appends_each_input_after_the_previous_and_copies_draft_and_gamma(tmp_path):
+    # the shared base file first (its prefill node test last among its rows), then a second file whose rows
+    # carry draft / gamma columns (benchmarks/data/measurements-blackwell-moe.csv); exclusions hold in both
+    node = ('lmsys,github.com/l/b,SGLang (TBO),"H100 (80GB), 8 per node",32,,,32,,deepseek-ai/DeepSeek-V3,FP8,,'
+            '4096,,16384 tokens per device,,prefill-only,total_throughput,50302,input tok/s per node (8 GPUs),,,,')
+    base = tmp_path / "base.csv"
+    base.write_text(SHARED_HEAD + node + "\n" +
+                    'b,github.com/x/w,vLLM,A100 80GB,1,1,,,,Qwen/Qwen3-8B,FP8,,128,4,,1,,tpot,3,ms,mean,,,\n')
+    extra = tmp_path / "extra.csv"
+    extra.write_text(SHARED_HEAD.rstrip("\n") + ",draft,gamma\n" + "\n".join([
+        'm,github.com/x/m,TensorRT-LLM (PyTorch backend),B200,8,8,,2,,deepseek-ai/DeepSeek-R1,NVFP4,BF16,1024,2048,1,,'
+        'batch 1,output_throughput,274.4168,tok/s (total across 8 GPUs),,,,MTP,mtp,3',
+        'n,github.com/x/n,TensorRT-LLM v1.0 (trtllm-bench),B200,8,8,,8,8,deepseek-ai/DeepSeek-R1,NVFP4,FP8,1024,2048,'
+        '64,,x,output_throughput,1,tok/s (total across 8 GPUs),,,,,,']) + "\n")
+    out = tmp_path / "out.csv"
+    assert _builder().main([str(base), str(extra), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["source"] for r in rows] == ["b", "lmsys", "m"]     # TensorRT-LLM 1.0 left out of the second file
+    assert (rows[2]["draft"], rows[2]["gamma"], rows[2]["ep"], rows[2]["compute_format"]) == ("mtp", "3", "2", "fp4")
+    assert rows[0]["draft"] == "" and rows[0]["split"] in ("train", "test")
+    parsed = parse_measurements(out.read_text(), "out.csv")
+    assert (parsed[2].draft, parsed[2].gamma, parsed[2].value_si) == ("mtp", 3, pytest.approx(274.4168))
+    one = tmp_path / "one.csv"
+    assert _builder().main([str(base), "--out", str(one)]) == 0
+    assert out.read_text().startswith(one.read_text())            # the first file's rows and row numbers stay

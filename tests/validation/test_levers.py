@@ -190,3 +190,28 @@ def test_levers_named_only_in_the_lever_text():
     assert host_overlap(ovl) and lever_family(ovl, base) == "async scheduling"
     router = _row(lever="cache-aware load balancer vs round-robin data parallel:with", pair="R")
     assert lever_family(router, _row(lever="x:without", pair="R")) == "routing"
+
+
+def test_tensorrt_llm_per_rank_settings_times_the_attention_dp_ranks():
+    # NVIDIA/TensorRT-LLM Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md, B200 max-throughput with FP8 KV:
+    # --tp 8 --ep 8 --max_batch_size 896 --max_num_tokens 2048, enable_attention_dp, --concurrency 7168
+    # ("--max_batch_size: Max batch size in each rank"): 8 x 896 = 7,168 requests and 8 x 2,048 tokens per step.
+    from sweepkit.validation.levers import per_rank_settings
+
+    notes = "flags: --tp 8 --ep 8 --max_batch_size 896 --max_num_tokens 2048 --concurrency 7168"
+    m = dataclasses.replace(_row(metric="max_output_throughput", notes=notes, framework="TensorRT-LLM (PyTorch)",
+                                 device="B200", tp=8, gpus=8, model="deepseek-v3", fmt="fp4", isl=1024, osl=2048),
+                            kv_format="fp8", ep=8, dp=8, concurrency=7168, request_rate=None, requests=114688)
+    assert per_rank_settings(m, 8.0) == (16384.0, 7168.0)
+    assert per_rank_settings(m, 1.0) == (2048.0, 896.0)
+    assert per_rank_settings(dataclasses.replace(m, notes="flags: --tp 8"), 8.0) == (0.0, 0.0)
+    assert per_rank_settings(dataclasses.replace(m, framework="vLLM v0.11.0"), 8.0) == (0.0, 0.0)
+    assert scheduler_scales(m) == (1.0, 1.0)          # absolute settings, not ratios to a default
+    with jax.enable_x64(True):
+        r = jax.tree_util.tree_map(lambda a: a[0], row_inputs([m], 1024.0, 8192.0))
+        # n = min(b_max 7,168, C / (I + O), N_tok / (1 + I / O) = 10,923, c = 7,168): the stated cap, where the
+        # engine's 1,024 per replica ran a seventh of the deployment's batch
+        assert float(r.framework_cap) == 7168.0 and float(r.framework_budget) == 16384.0
+        assert float(running(r)) == pytest.approx(7168.0)
+        unstated = jax.tree_util.tree_map(lambda a: a[0], row_inputs([dataclasses.replace(m, notes="")], 1024.0, 8192.0))
+        assert float(running(unstated)) == pytest.approx(1024.0)

@@ -135,3 +135,16 @@ def test_the_packaged_gpustack_sglang_rows_keep_the_dp_their_commands_set():
     assert all(m.dp == 8 for m in rows)                           # as the corpus states them
     assert {row_layout(m).dp for m in unset if m.input_tokens and m.output_tokens} == {1}
     assert not any(sglang_dp_unset(m) for m in rows if "--dp-size" in m.notes)
+
+
+def test_a_closed_loop_wider_than_the_engine_batch_is_not_modelled_with_why():
+    # TensorRT-LLM's DeepSeek-R1 DEP8 on 8 x B200 at --concurrency 7168 (NVIDIA/TensorRT-LLM
+    # Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md) as a closed loop: one instance of 7,168 users, more
+    # than the serving engine's 4,096 running requests per instance; 4,096 users is priced.
+    csv = ("source,device,model,metric,value,unit,weight_format,kv_format,compute_format,gpus,tp,ep,dp,"
+           "input_tokens,output_tokens,concurrency\n"
+           "demo,B200,deepseek-v3,output_throughput,43146,tok/s,fp4,fp8,fp4,8,8,8,8,1024,2048,{c}\n")
+    wide = parse_measurements(csv.format(c=7168), "demo.csv")[0]
+    assert serving_status(wide) == ("not modelled: a closed loop of 7168 users per instance (the serving engine "
+                                    "runs at most 4096 requests per instance)")
+    assert serving_status(parse_measurements(csv.format(c=4096), "demo.csv")[0]) == MODELLED
