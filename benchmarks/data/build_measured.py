@@ -1,11 +1,14 @@
 """Build sweepkit's packaged measured corpus (sweepkit/validation/data/measured.csv) from a measurement CSV.
 
-    python benchmarks/data/build_measured.py SERVING_MEASUREMENTS.CSV [--out sweepkit/validation/data/measured.csv]
+    python benchmarks/data/build_measured.py SERVING_MEASUREMENTS.CSV [MORE.CSV ...] \
+        [--out sweepkit/validation/data/measured.csv]
 
-The input has the columns source, url, framework, device, gpus, tp, pp, ep, dp, model (Hugging Face id),
-weight_format, kv_format, input_tokens, output_tokens, concurrency, request_rate, scenario, metric, value, unit,
-percentile, lever, pair_id, notes: public measurements as their sources state them, with free-text cells
-("H100 SXM (80GB HBM3)", "tok/s (total across 4 GPUs)", "inf (all prompts at once)", "~20000 (+-15%)").
+Several inputs are written one after another, in the order given, each whole (its prefill node tests after its
+other rows), so the rows of earlier inputs keep their numbers. Each input has the columns source, url,
+framework, device, gpus, tp, pp, ep, dp, model (Hugging Face id), weight_format, kv_format, input_tokens,
+output_tokens, concurrency, request_rate, scenario, metric, value, unit, percentile, lever, pair_id, notes:
+public measurements as their sources state them, with free-text cells ("H100 SXM (80GB HBM3)", "tok/s (total
+across 4 GPUs)", "inf (all prompts at once)", "~20000 (+-15%)").
 Each row becomes one row of sweepkit's measurement format (docs/validation.md):
 
 - excluded: TensorRT-LLM releases 1.0 and later, MLPerf Inference v5.x and InferenceX rows (kept out of
@@ -49,9 +52,11 @@ EXCLUDE = (re.compile(r"tensorrt-llm v?1\.\d", re.I), re.compile(r"mlperf.*v5", 
 """Framework or source text that keeps a row out (TensorRT-LLM >= 1.0, MLPerf v5.x, InferenceX)."""
 DEVICES = (("GH200", "GH200"), ("GB200", "GB200"), ("GB300", "GB300"), ("H100", "H100"), ("H200", "H200"),
            ("H800", "H800"), ("A100", "A100"), ("B200", "B200"), ("B300", "B300"), ("L40S", "L40S"),
-           ("MI355X", "MI355X"), ("MI300X", "MI300X"), ("Ascend 910B", "Ascend-910B"), ("RTX 3090", "RTX-3090"))
+           ("MI355X", "MI355X"), ("MI325X", "MI325X"), ("MI300X", "MI300X"), ("Ascend 910B", "Ascend-910B"),
+           ("RTX 3090", "RTX-3090"))
 """Device-name prefix -> catalogue-style name (first match)."""
-FP8_NATIVE = {"H100", "H200", "H800", "GH200", "L40S", "B200", "B300", "GB200", "GB300", "MI300X", "MI355X"}
+FP8_NATIVE = {"H100", "H200", "H800", "GH200", "L40S", "B200", "B300", "GB200", "GB300", "MI300X", "MI325X",
+              "MI355X"}
 FP4_NATIVE = {"B200", "B300", "GB200", "GB300", "MI355X"}
 INT8_NATIVE = FP8_NATIVE | {"A100", "Ascend-910B", "RTX-3090"}
 COLUMNS = REQUIRED + OPTIONAL
@@ -248,19 +253,22 @@ def convert(r: dict) -> tuple[dict | None, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("measurements", help="measurement CSV (the columns in this script's docstring)")
+    ap.add_argument("measurements", nargs="+", help="measurement CSVs (the columns in this script's docstring)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "sweepkit/validation/data/measured.csv"))
     args = ap.parse_args(argv)
-    with open(args.measurements, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    kept, nodes, dropped = [], [], Counter()
-    for r in rows:
-        out, why = convert(r)
-        if out is None:
-            dropped[why] += 1
-        else:
-            (nodes if prefill_node(r, out) else kept).append(out)
-    kept += nodes          # after the rest, so the row numbers earlier rows (and fitted profiles) cite stay
+    kept, rows, dropped = [], [], Counter()
+    for path in args.measurements:
+        with open(path, newline="", encoding="utf-8") as f:
+            part = list(csv.DictReader(f))
+        rows += part
+        nodes = []
+        for r in part:
+            out, why = convert(r)
+            if out is None:
+                dropped[why] += 1
+            else:
+                (nodes if prefill_node(r, out) else kept).append(out)
+        kept += nodes      # after the rest, so the row numbers earlier rows (and fitted profiles) cite stay
     with open(args.out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()

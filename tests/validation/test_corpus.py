@@ -138,3 +138,26 @@ def test_builder_keeps_a_prefill_node_test_that_states_its_tokens_per_gpu_after_
     assert (r["metric"], r["unit"], r["concurrency"], r["output_tokens"], r["ep"]) == (
         "total_throughput", "tok/s/gpu", "4", "", "32")
     assert float(r["value"]) == pytest.approx(50302 / 8) and "4 prompts of 4096 per GPU" in r["notes"]
+
+
+def test_builder_writes_several_inputs_in_order_and_maps_amd_devices(tmp_path):
+    # The first input stays a prefix of the output (its node test after its rows), so the row numbers fitted
+    # profiles cite stay; MI325X is CDNA 3 like MI300X: FP8 matrix cores (AMD MI325X datasheet, 2,614.9 TF FP8).
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    node = ('lmsys,github.com/l/b,SGLang,"H100 (80GB), 8 per node",32,,,32,,deepseek-ai/DeepSeek-V3,FP8,,4096,,'
+            '16384 tokens per device,,prefill-only,total_throughput,50302,input tok/s per node (8 GPUs),,,,')
+    first.write_text(SHARED_HEAD + node + "\n" + 'a,github.com/x/w,vLLM,H100,1,1,,,,Qwen/Qwen3-8B,FP8,,128,4,,1,,'
+                     'tpot,3,ms,mean,,,\n')
+    second.write_text(SHARED_HEAD + "\n".join(
+        f'amd,github.com/x/v,vLLM (ROCm),"{dev}",8,8,,,,meta-llama/Llama-3.1-70B-Instruct,FP8,FP8,128,2048,,inf,'
+        f'"offline, 1500 requests",max_output_throughput,9000,tok/s (total across 8 GPUs),,,,'
+        for dev in ("MI325X (256GB HBM3E)", "MI300X (192GB HBM3)")) + "\n")
+    out = tmp_path / "out.csv"
+    assert _builder().main([str(first), str(second), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["source"] for r in rows] == ["a", "lmsys", "amd", "amd"]
+    assert [(r["device"], r["compute_format"], r["requests"]) for r in rows[2:]] == [
+        ("MI325X", "fp8", "1500"), ("MI300X", "fp8", "1500")]
+    only_first = tmp_path / "first.csv"
+    assert _builder().main([str(first), "--out", str(only_first)]) == 0
+    assert out.read_text().startswith(only_first.read_text())
