@@ -31,9 +31,11 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
   perf-overview v0.17 and v0.20 max-throughput rows ran a dataset of $num_requests requests per (ISL, OSL)
   (:data:`TRTLLM_BENCH_REQUESTS`, the release's own table), so each gets that burst size as requests;
 - split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
-  every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
-  even, so every metric, load, format and length of one model on one system falls on the same side, and
-  so do both sides of a lever pair.
+  rows measured on a pre-release staging container (framework naming a ``-staging`` image, such as
+  rocm/vllm-dev:vllm-ds3-staging-0217) check: kept as independent checks that no fit uses; every other row
+  by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is even, so every
+  metric, load, format and length of one model on one system falls on the same side, and so do both sides of
+  a lever pair.
 """
 
 from __future__ import annotations
@@ -176,6 +178,8 @@ def split_of(out: dict) -> str:
         return "train"
     if out["source"] == "trtllm-perf-overview-v0.20":
         return "test"
+    if "-staging" in out["framework"]:
+        return "check"
     key = "|".join(out[k] for k in ("source", "model", "device", "gpus"))
     return "train" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "test"
 
