@@ -29,12 +29,13 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
   perf-overview v0.17 and v0.20 max-throughput rows ran a dataset of $num_requests requests per (ISL, OSL)
   (:data:`TRTLLM_BENCH_REQUESTS`, the release's own table), so each gets that burst size as requests;
 - split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
-  every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
+  rows measured on a pre-release staging container (framework naming a ``-staging`` image, such as
+  rocm/vllm-dev:vllm-ds3-staging-0217) check: kept as independent checks that no fit uses; every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
   even, so every metric, load, format and length of one model on one system falls on the same side, and
   so do both sides of a lever pair;
 - several inputs: each input's rows (its prefill node tests last) follow the previous input's, so the rows of
   the first input keep their row numbers; benchmarks/data/measurements-blackwell-moe.csv is the second input
-  of the shipped corpus.
+  of the shipped corpus, benchmarks/data/measurements-amd.csv the third.
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ EXCLUDE = (re.compile(r"tensorrt-llm v?1\.\d", re.I), re.compile(r"mlperf.*v5", 
 """Framework or source text that keeps a row out (TensorRT-LLM >= 1.0, MLPerf v5.x, InferenceX)."""
 DEVICES = (("GH200", "GH200"), ("GB200", "GB200"), ("GB300", "GB300"), ("H100", "H100"), ("H200", "H200"),
            ("H800", "H800"), ("A100", "A100"), ("B200", "B200"), ("B300", "B300"), ("L40S", "L40S"),
-           ("MI355X", "MI355X"), ("MI300X", "MI300X"), ("Ascend 910B", "Ascend-910B"), ("RTX 3090", "RTX-3090"))
+           ("MI355X", "MI355X"), ("MI325X", "MI325X"), ("MI300X", "MI300X"), ("Ascend 910B", "Ascend-910B"),
+           ("RTX 3090", "RTX-3090"))
 """Device-name prefix -> catalogue-style name (first match)."""
-FP8_NATIVE = {"H100", "H200", "H800", "GH200", "L40S", "B200", "B300", "GB200", "GB300", "MI300X", "MI355X"}
+FP8_NATIVE = {"H100", "H200", "H800", "GH200", "L40S", "B200", "B300", "GB200", "GB300", "MI300X", "MI325X",
+              "MI355X"}
 FP4_NATIVE = {"B200", "B300", "GB200", "GB300", "MI355X"}
 INT8_NATIVE = FP8_NATIVE | {"A100", "Ascend-910B", "RTX-3090"}
 COLUMNS = REQUIRED + OPTIONAL
@@ -175,6 +178,8 @@ def split_of(out: dict) -> str:
         return "train"
     if out["source"] == "trtllm-perf-overview-v0.20":
         return "test"
+    if "-staging" in out["framework"]:
+        return "check"
     key = "|".join(out[k] for k in ("source", "model", "device", "gpus"))
     return "train" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "test"
 

@@ -24,6 +24,8 @@ def test_new_devices_have_sources_and_dense_flops(name):
     ("GB300", 2500, 8.0, 288, 1400, 72, 800),
     # HGX B300: 36 PF bf16 sparse / 8 / 2; ConnectX-8 800 Gb/s.
     ("B300", 2250, 8.0, 288, 1100, 8, 800),
+    # MI300X datasheet: 1,307.4 TF bf16 dense, 5.3 TB/s, 192 GB, 750 W.
+    ("MI300X", 1307.4, 5.3, 192, 750, 8, 400),
     # MI325X datasheet: 1,307.4 TF bf16 dense, 6 TB/s, 256 GB, 1,000 W.
     ("MI325X", 1307.4, 6.0, 256, 1000, 8, 400),
     # MI355X datasheet: 2.5 PF bf16 dense, 8 TB/s, 288 GB, 1,400 W.
@@ -49,6 +51,7 @@ def test_native_formats():
     # MI355X: 10.1 PF MXFP6 / MXFP4 = 4x bf16; MI325X fp8 2x; Ada L40S fp8 2x; RTX PRO 6000 fp4 4x.
     assert (get_device("MI355X").speedup("fp6"), get_device("MI355X").speedup("fp4")) == (4.0, 4.0)
     assert get_device("MI325X").speedup("fp8") == 2.0 and get_device("MI325X").speedup("fp4") == 1.0
+    assert get_device("MI300X").speedup("fp8") == 2.0          # 2,614.9 / 1,307.4 TF dense (datasheet)
     assert get_device("L40S").speedup("fp8") == 2.0 and get_device("RTX-PRO-6000").speedup("fp4") == 4.0
     # NVLink5 1.8 TB/s per GPU is 900 GB/s each way; PCIe parts have no NVLink.
     assert get_device("GB200").link_bytes_per_s == 900e9 and get_device("L40S").link == "pcie4"

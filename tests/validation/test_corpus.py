@@ -52,7 +52,8 @@ def test_corpus_rows_cite_public_sources_and_leave_out_later_releases():
         assert "mlperf" not in text and "inferencex" not in text
         assert not any(f"tensorrt-llm v1.{k}" in text for k in range(10)), r["framework"]
         assert "/work/" not in ",".join(r.values())
-    assert {r["split"] for r in rows} == {"train", "test"}
+    assert {r["split"] for r in rows} == {"train", "test", "check"}
+    assert {r["split"] for r in rows if "-staging" in r["framework"]} == {"check"}
     v17 = {r["split"] for r in rows if r["source"] == "trtllm-perf-overview-v0.17"}
     v20 = {r["split"] for r in rows if r["source"] == "trtllm-perf-overview-v0.20"}
     assert v17 == {"train"} and v20 == {"test"}
@@ -165,3 +166,29 @@ def test_builder_appends_each_input_after_the_previous_and_copies_draft_and_gamm
     one = tmp_path / "one.csv"
     assert _builder().main([str(base), "--out", str(one)]) == 0
     assert out.read_text().startswith(one.read_text())            # the first file's rows and row numbers stay
+
+
+def test_builder_writes_several_inputs_in_order_and_maps_amd_devices(tmp_path):
+    # The first input stays a prefix of the output (its node test after its rows), so the row numbers fitted
+    # profiles cite stay; MI325X is CDNA 3 like MI300X: FP8 matrix cores (AMD MI325X datasheet, 2,614.9 TF FP8).
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    node = ('lmsys,github.com/l/b,SGLang,"H100 (80GB), 8 per node",32,,,32,,deepseek-ai/DeepSeek-V3,FP8,,4096,,'
+            '16384 tokens per device,,prefill-only,total_throughput,50302,input tok/s per node (8 GPUs),,,,')
+    first.write_text(SHARED_HEAD + node + "\n" + 'a,github.com/x/w,vLLM,H100,1,1,,,,Qwen/Qwen3-8B,FP8,,128,4,,1,,'
+                     'tpot,3,ms,mean,,,\n')
+    second.write_text(SHARED_HEAD + "\n".join(
+        f'amd,github.com/x/v,vLLM (ROCm),"{dev}",8,8,,,,meta-llama/Llama-3.1-70B-Instruct,FP8,FP8,128,2048,,inf,'
+        f'"offline, 1500 requests",max_output_throughput,9000,tok/s (total across 8 GPUs),,,,'
+        for dev in ("MI325X (256GB HBM3E)", "MI300X (192GB HBM3)")) + "\n"
+        + 'amd,github.com/x/v,"SGLang 0.4.2 (rocm/sglang-staging:20250212)",MI300X,8,8,,,,deepseek-ai/DeepSeek-R1,'
+        'FP8,,3200,800,4,,"500 requests",tpot,35,ms,mean,,,\n')
+    out = tmp_path / "out.csv"
+    assert _builder().main([str(first), str(second), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["source"] for r in rows] == ["a", "lmsys", "amd", "amd", "amd"]
+    assert [(r["device"], r["compute_format"], r["requests"]) for r in rows[2:4]] == [
+        ("MI325X", "fp8", "1500"), ("MI300X", "fp8", "1500")]
+    assert rows[4]["split"] == "check"                    # a pre-release staging container: no fit uses it
+    only_first = tmp_path / "first.csv"
+    assert _builder().main([str(first), "--out", str(only_first)]) == 0
+    assert out.read_text().startswith(only_first.read_text())
