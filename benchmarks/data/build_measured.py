@@ -30,9 +30,10 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
   (:data:`TRTLLM_BENCH_REQUESTS`, the release's own table), so each gets that burst size as requests;
 - split: TensorRT-LLM perf-overview v0.17 rows train, v0.20 rows test (a later release on newer devices);
   rows measured on a pre-release staging container (framework naming a ``-staging`` image, such as
-  rocm/vllm-dev:vllm-ds3-staging-0217) check: kept as independent checks that no fit uses; every other row by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is
-  even, so every metric, load, format and length of one model on one system falls on the same side, and
-  so do both sides of a lever pair;
+  rocm/vllm-dev:vllm-ds3-staging-0217) check: kept as independent checks that no fit uses; every other row
+  by a hash of (source, model, device, gpus): train when the first byte of its SHA-256 is even, so every
+  metric, load, format and length of one model on one system falls on the same side, and so do both sides of
+  a lever pair;
 - several inputs: each input's rows (its prefill node tests last) follow the previous input's, so the rows of
   the first input keep their row numbers; benchmarks/data/measurements-blackwell-moe.csv is the second input
   of the shipped corpus, benchmarks/data/measurements-amd.csv the third.

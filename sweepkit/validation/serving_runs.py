@@ -116,10 +116,10 @@ def run_metrics(lanes, r: int, w, m: Measurement, whole: bool, closed: int | Non
 
 def benchmark_tok_s(arrival_s: np.ndarray, finish_s: np.ndarray, output_tokens: float) -> float:
     """Output tokens/s of a Poisson run as a serving benchmark reports it: the completed requests' output tokens
-    over the run's duration, first arrival to last finish.
+    over the run's duration, first arrival to last finish (n_done requests finished, f finish and a arrival times).
 
     .. math::
-        \text{tok/s} = \frac{o \, |\{k : f_k < \infty\}|}{\max_k f_k - \min_k a_k}
+        \\text{tok/s} = \\frac{o \\, n_{done}}{\\max_k f_k - \\min_k a_k}
 
     Where the server keeps up this is the offered load less the drain of the last requests; where it does not,
     it is what the server delivers, not what was offered (the engine's windowed ``output_tok_s`` is the offered
