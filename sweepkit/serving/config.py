@@ -81,6 +81,16 @@ def grid_points(grid) -> tuple[list[Config], list[float], list[float]]:
             [get_device(c.device).idle_w for c in configs])
 
 
+def refuse_hybrid(model, where: str) -> None:
+    """The serving engine admits requests by KV blocks of the full-attention layers only: a model with Gated
+    DeltaNet layers (whose fixed state per request the block counts leave out) is refused, one line."""
+    if model.is_hybrid:
+        raise InputError(f"{where}: model {model.name!r} has {model.linear_layers} linear-attention (Gated "
+                         f"DeltaNet) layers of {model.n_layers}; the serving engine admits requests by KV blocks "
+                         f"alone and does not price their per-request state; use the decode grid, the plan "
+                         f"screen or validation for hybrid models")
+
+
 def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
     """Resolve and validate a configuration; one-line :class:`InputError` naming ``where`` and the lever."""
     res = resolve(cluster, cfg.lever)
@@ -92,6 +102,7 @@ def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
     check_lever(cfg.lever, res, cfg.device, where)
     at = f"{where}: lever {cfg.lever.name!r} on {cfg.device}"
     model, device = get_model(cluster.model), get_device(cfg.device)
+    refuse_hybrid(model, where)
     check_layout(model, device, res.tp, res.dp, res.ep, at, cluster.gpus_per_node, res.redundant_experts)
     if res.prefill_instances:
         check_layout(model, device, res.prefill_tp, res.prefill_dp, res.prefill_ep, f"{at} (prefill pool)",
@@ -197,6 +208,7 @@ def policy(cluster: Cluster, cfg: Config, res: Settings | None = None, workload:
     """The :class:`Policy` pytree of one configuration (float64 scalars; acceptance padded to ``gamma_max``,
     roles to ``instances_max``)."""
     res = res or resolve(cluster, cfg.lever)
+    refuse_hybrid(get_model(cluster.model), "cluster")
     alphas, _ = acceptance(cfg, workload)
     survival = np.zeros(max(cfg.lever.gamma if gamma_max is None else gamma_max, 1))
     survival[:alphas.size] = np.cumprod(alphas)
