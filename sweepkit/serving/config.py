@@ -18,6 +18,7 @@ paged watermark keeps 1% of the blocks free at admission.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +28,7 @@ from sweepkit.acceptance import workload_alphas
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.layout import Layout, check_layout, layout_kv_capacity_tokens, make_layout
-from sweepkit.costmodel.memory import kv_bytes_per_token
+from sweepkit.costmodel.memory import kv_bytes_per_token, state_positions
 from sweepkit.costmodel.steps import Instance, instance
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
@@ -81,14 +82,22 @@ def grid_points(grid) -> tuple[list[Config], list[float], list[float]]:
             [get_device(c.device).idle_w for c in configs])
 
 
-def refuse_hybrid(model, where: str) -> None:
-    """The serving engine admits requests by KV blocks of the full-attention layers only: a model with Gated
-    DeltaNet layers (whose fixed state per request the block counts leave out) is refused, one line."""
-    if model.is_hybrid:
-        raise InputError(f"{where}: model {model.name!r} has {model.linear_layers} linear-attention (Gated "
-                         f"DeltaNet) layers of {model.n_layers}; the serving engine admits requests by KV blocks "
-                         f"alone and does not price their per-request state; use the decode grid, the plan "
-                         f"screen or validation for hybrid models")
+def state_tokens(cluster: Cluster, cfg: Config, res: Settings) -> float:
+    """KV token positions one request's linear-attention state takes on an instance (target + draft state over
+    the KV bytes of a position, times the layout's KV copies: :func:`sweepkit.costmodel.memory.state_positions`);
+    0 on a model without Gated DeltaNet layers.
+
+    Example:
+      Qwen3.5-35B-A3B, bf16 KV, one GPU: 64,389,120 / 20,480 = 3,144 positions (197 blocks of 16).
+    """
+    target = get_model(cluster.model)
+    if not target.is_hybrid:
+        return 0.0
+    draft = get_draft(cfg.lever.draft, target)
+    with jax.enable_x64(True):
+        t, d = model_arrays(target, jnp.float64), model_arrays(draft, jnp.float64)
+        kv = get_format(res.kv_format).bytes_per_value
+        return float(state_positions(t, d, kv)) / float(pool_layout(cluster, cfg, res).kv_replicas)
 
 
 def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
@@ -102,7 +111,6 @@ def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
     check_lever(cfg.lever, res, cfg.device, where)
     at = f"{where}: lever {cfg.lever.name!r} on {cfg.device}"
     model, device = get_model(cluster.model), get_device(cfg.device)
-    refuse_hybrid(model, where)
     check_layout(model, device, res.tp, res.dp, res.ep, at, cluster.gpus_per_node, res.redundant_experts)
     if res.prefill_instances:
         check_layout(model, device, res.prefill_tp, res.prefill_dp, res.prefill_ep, f"{at} (prefill pool)",
@@ -208,7 +216,6 @@ def policy(cluster: Cluster, cfg: Config, res: Settings | None = None, workload:
     """The :class:`Policy` pytree of one configuration (float64 scalars; acceptance padded to ``gamma_max``,
     roles to ``instances_max``)."""
     res = res or resolve(cluster, cfg.lever)
-    refuse_hybrid(get_model(cluster.model), "cluster")
     alphas, _ = acceptance(cfg, workload)
     survival = np.zeros(max(cfg.lever.gamma if gamma_max is None else gamma_max, 1))
     survival[:alphas.size] = np.cumprod(alphas)
@@ -230,5 +237,6 @@ def policy(cluster: Cluster, cfg: Config, res: Settings | None = None, workload:
         prefill_kv_units=f(pre_units),
         prefill_watermark_units=f(int(WATERMARK * pre_units) if paged else 0),
         link_bytes_per_s=f(KV_LINK["bytes_per_s"]), link_latency_s=f(KV_LINK["latency_s"]),
-        link_j_per_bit=f(KV_LINK["j_per_bit"]))
+        link_j_per_bit=f(KV_LINK["j_per_bit"]),
+        state_units=f(math.ceil(state_tokens(cluster, cfg, res) / block)))
     return Policy(**{**derived, **policy_fields(res)})
