@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_draft, get_model
 from sweepkit.costmodel.arrays import model_arrays
+from sweepkit.costmodel.kernels import layer_kernels
 from sweepkit.costmodel.memory import kv_bytes_per_token, sequence_positions, state_positions
 from sweepkit.costmodel.passes import (attention_flops, chunk_work, combine, decode_work, flops_and_bytes,
                                       kv_bytes_read, verify_work)
@@ -123,3 +124,10 @@ def test_a_model_without_linear_layers_prices_exactly_as_before(name, b, ctx, pr
         f, by = flops_and_bytes(work, net, _f(2.0), _f(2.0))
         f0, by0 = flops_and_bytes(dataclasses.replace(work, rows=_f(0.0)), net, _f(2.0), _f(2.0))
         assert (float(f), float(by)) == (float(f0), float(by0))
+
+
+def test_kernels_of_a_hybrid_layer():
+    # 30 Gated DeltaNet mixers of 8 kernels and 10 gated attention blocks of 6 + 1, each with a MoE FFN of
+    # 4 + 4 routing + 3 shared-expert kernels; 4 quantisations + 1 for the shared experts (sweepkit.costmodel.kernels)
+    assert layer_kernels(get_model("qwen3.5-35b-a3b")) == ((30 * 8 + 10 * 7) / 40 + 4 + 4 + 3, 5.0) == (18.75, 5.0)
+    assert layer_kernels(get_draft("mtp", get_model("qwen3.5-9b")).model) == (7 + 4, 4.0)
