@@ -9,9 +9,10 @@ with C the KV positions the framework allocates: f_free (HBM x tp - weights) / k
 framework sizes its cache as a fraction f_free of the memory left after the weights (TensorRT-LLM's
 kv_cache_free_gpu_mem_fraction, 0.9 by default), else the serving engine's rule
 (:func:`sweepkit.costmodel.memory.kv_capacity_tokens`, 0.9 of HBM less the weights; f_free = 0)
-(each request holds up to I + O positions, plus s = s_lin L_lin / kv_token positions of linear-attention state on
-a hybrid model, :func:`sweepkit.costmodel.memory.state_positions`, 0 otherwise; every step gives each running request one output token and
-prefills, on average, n I / O prompt tokens of the requests that replace the finished ones). One step
+(each request holds up to I + O positions, plus s = s_lin L_lin / kv_token positions of linear-attention state
+on a hybrid model, :func:`sweepkit.costmodel.memory.state_positions`, 0 otherwise; every step gives each running
+request one output token and prefills, on average, n I / O prompt tokens of the requests that replace the
+finished ones). One step
 carries n decode rows at a mean context of I + O / 2 and the prompt chunks of n / O whole prompts:
 
     decode  = decode_work(n (I + O / 2), n)        prefill: T = n I / O, A = (n / O) I (I + 1), K = n I / O

@@ -102,8 +102,8 @@ def _all_full(model):
 def test_hybrid_cost_grows_with_context_slower_than_all_full_attention(name, b, ctx, more):
     hybrid = get_model(name)
     full = _all_full(hybrid)
-    grow = [tuple(x - y for x, y in zip(_price(m, decode_work, b * (ctx + more), b), _price(m, decode_work, b * ctx, b)))
-            for m in (hybrid, full)]
+    grow = [tuple(x - y for x, y in zip(_price(m, decode_work, b * (ctx + more), b),
+                                        _price(m, decode_work, b * ctx, b))) for m in (hybrid, full)]
     (f_h, b_h), (f_f, b_f) = grow
     assert 0.0 < f_h < f_f and 0.0 < b_h < b_f
     # the full layers' share: L_a / L of the all-full-attention growth, exactly

@@ -233,7 +233,8 @@ def step_chunks(done, c_part, part, hit, c_new, take) -> Work:
     return Work(tokens=jnp.sum(a.tokens) + jnp.sum(b.tokens), attn_pairs=jnp.sum(a.attn_pairs) + jnp.sum(b.attn_pairs),
                 kv_tokens=jnp.sum(jnp.where(part, a.kv_tokens, 0.0)) + jnp.sum(jnp.where(take, b.kv_tokens, 0.0)),
                 prefill_pairs=jnp.sum(a.prefill_pairs) + jnp.sum(b.prefill_pairs),
-                prefix_tokens=jnp.sum(a.prefix_tokens) + jnp.sum(b.prefix_tokens), rows=jnp.sum(a.rows) + jnp.sum(b.rows))
+                prefix_tokens=jnp.sum(a.prefix_tokens) + jnp.sum(b.prefix_tokens),
+                rows=jnp.sum(a.rows) + jnp.sum(b.rows))
 
 
 def left_behind(pol, req, iv, units_m, shape):
