@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweepkit.catalogue import get_draft, get_model
+from sweepkit.catalogue import get_device, get_draft, get_model
 from sweepkit.costmodel.arrays import model_arrays
 from sweepkit.costmodel.kernels import layer_kernels
+from sweepkit.costmodel.layout import layout_work, make_layout
 from sweepkit.costmodel.memory import kv_bytes_per_token, sequence_positions, state_positions
 from sweepkit.costmodel.passes import (attention_flops, chunk_work, combine, decode_work, flops_and_bytes,
                                       kv_bytes_read, verify_work)
@@ -131,3 +132,15 @@ def test_kernels_of_a_hybrid_layer():
     # 4 + 4 routing + 3 shared-expert kernels; 4 quantisations + 1 for the shared experts (sweepkit.costmodel.kernels)
     assert layer_kernels(get_model("qwen3.5-35b-a3b")) == ((30 * 8 + 10 * 7) / 40 + 4 + 4 + 3, 5.0) == (18.75, 5.0)
     assert layer_kernels(get_draft("mtp", get_model("qwen3.5-9b")).model) == (7 + 4, 4.0)
+
+
+def test_attention_tp_copies_the_kv_not_the_state():
+    # Qwen3.5-35B-A3B (H_kv = 2) on TP4: each token's KV on r_kv = 2 ranks; the state split by value heads
+    m = get_model("qwen3.5-35b-a3b")
+    with jax.enable_x64(True):
+        lay = make_layout(get_device("H200"), m, 4, dtype=jnp.float64)
+        assert float(lay.kv_replicas) == 2.0
+        net = _arrays(m)
+        work = decode_work(_f(8 * 4096.0), _f(8.0))
+        _, _, d_other = layout_work(lay, net, work, _f(2.0), _f(2.0))
+        assert float(d_other) == (8 * 4096 + 8) * 20_480.0
