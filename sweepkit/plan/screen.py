@@ -185,8 +185,9 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     # KV: a reserved row holds its whole sequence, a paged one grows (on average half its output)
     row_tokens = d.prompt_tokens + d.output_tokens * jnp.where(p.paged > 0, 0.5, 1.0)
     kv_cap = layout_kv_capacity_tokens(lay, dev, n * p.pp, target, draft, p.weight_bytes, p.kv_bytes)
-    # a hybrid model's rows also hold their linear-attention state (costmodel.memory.state_positions)
-    held = row_tokens + state_positions(target, draft, p.kv_bytes)
+    # a hybrid model's rows also hold their linear-attention state (costmodel.memory.state_positions), in
+    # capacity positions of r_kv KV copies each (the state itself is split over attention-TP, not copied)
+    held = row_tokens + state_positions(target, draft, p.kv_bytes) / lay.kv_replicas
     fits = kv_cap >= held
     positions = p.gamma * p.draft + 1.0
 

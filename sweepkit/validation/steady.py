@@ -112,7 +112,8 @@ def request_positions(row: RowInputs) -> jax.Array:
     """I + O + s: the capacity positions one request holds at its end, s its linear-attention state
     (:func:`sweepkit.costmodel.memory.state_positions`; 0 without Gated DeltaNet layers)."""
     absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
-    return row.isl + row.osl + state_positions(row.model, absent, row.kv_bytes)
+    copies = jnp.where(row.laid > 0, row.layout.kv_replicas, 1.0)     # a laid row's C counts r_kv KV copies
+    return row.isl + row.osl + state_positions(row.model, absent, row.kv_bytes) / copies
 
 
 def running(row: RowInputs) -> jax.Array:
