@@ -19,7 +19,8 @@ Falcon and MiniMax in :mod:`sweepkit.catalogue.config_families`):
 ``text_config`` (Llama-4, multimodal checkpoints) is read as the model; Llama-4's ``intermediate_size`` is
 the expert width and ``intermediate_size_mlp`` the dense FFN width, with one shared expert per MoE layer;
 gpt-oss's ``experts_per_token`` is ``num_experts_per_tok``; Qwen-MoE's ``shared_expert_intermediate_size``
-is a whole number of shared experts of ``moe_intermediate_size``.
+is a whole number of shared experts of ``moe_intermediate_size``; a MoE config with every layer MoE and no
+``intermediate_size`` (Qwen3.5 MoE) takes ``moe_intermediate_size`` for it (no dense FFN uses it).
 
 References:
   OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card", arXiv 2508.10925, sec. 2 (alternating banded window of
@@ -36,7 +37,8 @@ from sweepkit.catalogue.config_families import family_config
 from sweepkit.errors import InputError, bad_value
 
 _WINDOWED = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
-_LAYER_TYPES = ("full_attention", *_WINDOWED)
+_LAYER_TYPES = ("full_attention", "linear_attention", *_WINDOWED)
+"""``layer_types`` entries; ``linear_attention`` (Gated DeltaNet) layers are read by sweepkit.catalogue.linear."""
 _LLAMA4 = ("llama4", "llama4_text")
 
 
@@ -65,6 +67,9 @@ def canonical_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
                             where=where)
         out = {**{k: v for k, v in out.items() if k != "text_config"}, **text}
     out = family_config(out, where)
+    if out.get("intermediate_size") is None and out.get("moe_intermediate_size") is not None \
+            and not out.get("mlp_only_layers") and out.get("first_k_dense_replace") in (None, 0):
+        out["intermediate_size"] = out["moe_intermediate_size"]     # every layer MoE (Qwen3.5 MoE configs)
     if out.get("intermediate_size_mlp") is not None and out.get("moe_intermediate_size") is None:
         out["moe_intermediate_size"] = out.get("intermediate_size")
         out["intermediate_size"] = out["intermediate_size_mlp"]
@@ -141,8 +146,10 @@ def window_fields(config: Mapping[str, Any], n_layers: int, where: str) -> dict[
 
 
 def mtp_layers(config: Mapping[str, Any], where: str) -> int:
-    """Multi-token-prediction layers the checkpoint ships (``num_nextn_predict_layers``; 0 without)."""
-    return _int(config, "num_nextn_predict_layers", where, minimum=0, default=0)
+    """Multi-token-prediction layers the checkpoint ships (``num_nextn_predict_layers``, Qwen3.5's
+    ``mtp_num_hidden_layers``; 0 without)."""
+    key = "num_nextn_predict_layers" if config.get("num_nextn_predict_layers") is not None else "mtp_num_hidden_layers"
+    return _int(config, key, where, minimum=0, default=0)
 
 
 _QUANT_METHODS = {"mxfp4": "fp4", "fp8": "fp8"}

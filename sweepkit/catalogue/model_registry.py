@@ -3,7 +3,8 @@
 
 Any HF ``config.json`` loads the same way as a catalogue entry (:func:`model_from_hf_config`): the dense fields
 below, plus the mixture-of-experts, MLA and sparse-attention fields of :mod:`sweepkit.catalogue.sparse` and the
-windowed-attention and checkpoint-format fields of :mod:`sweepkit.catalogue.attention`.
+windowed-attention and checkpoint-format fields of :mod:`sweepkit.catalogue.attention` and the Gated DeltaNet fields
+of hybrid models (:mod:`sweepkit.catalogue.linear`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.aliases import resolve, unknown
 from sweepkit.catalogue.attention import (canonical_config, expert_weight_format, mtp_layers, native_weight_format,
                                          window_fields)
+from sweepkit.catalogue.linear import linear_fields
 from sweepkit.catalogue.models import Model
 from sweepkit.catalogue.sparse import dsa_fields, mla_fields, moe_fields
 from sweepkit.errors import InputError, bad_value
@@ -78,6 +80,11 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
     if sparse.get("index_topk") and sparse.get("window_layers"):
         raise InputError(f"{where}: index_topk = {sparse['index_topk']} on a model with {sparse['window_layers']} "
                          f"windowed layers; sweepkit models sparse attention (index_*) on full-attention models only")
+    sparse.update(linear_fields(config, layers, where))
+    mixed = [k for k in ("kv_lora_rank", "index_topk", "window_layers") if sparse.get(k)]
+    if sparse.get("linear_layers") and mixed:
+        raise InputError(f"{where}: {mixed[0]} = {sparse[mixed[0]]} on a model with {sparse['linear_layers']} "
+                         f"linear_attention layers; sweepkit models Gated DeltaNet beside full GQA attention only")
     sparse["expert_weight_format"] = expert_weight_format(config, sparse["native_weight_format"],
                                                           sparse.get("n_experts", 0) > 0, where)
     return Model(

@@ -19,6 +19,12 @@ DeepSeek Sparse Attention (sweepkit.catalogue.sparse): a lightning indexer of H_
 cached position on L_I layers and attention reads the k best; each indexer layer adds r_q H_I d_I + D d_I + D H_I
 parameters and caches d_I + 4 bytes of FP8 key and scale per token (whatever the KV format).
 
+Hybrid linear attention (sweepkit.catalogue.linear): L_lin of the L layers are Gated DeltaNet layers (Qwen3-Next,
+Qwen3.5), with H_k key heads of d_k, H_v value heads of d_v and a causal convolution of width K, P_lin weights
+each in place of the attention block's, no KV cache and a fixed state of s_lin bytes per sequence; the
+L_a = L - L_lin full-attention layers cache KV as above (their query projection also yields a sigmoid output
+gate: D q more weights where ``attn_output_gate``).
+
 Windowed attention (sweepkit.catalogue.attention): L_w of the L layers attend to at most the last W
 positions (sliding window or attention chunk); a pass then reads at most W + 1 KV positions per row on those
 layers. The cache is sized for every layer at the full context (a paged cache without per-layer eviction).
@@ -29,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweepkit.catalogue.formats import get_format
+from sweepkit.catalogue.linear import linear_flops_per_token, linear_layer_params, linear_state_bytes
 from sweepkit.catalogue.sparse import (fp8_latent_overhead_bytes, indexer_key_bytes, indexer_params,
                                       mla_attention_params)
 
@@ -54,6 +61,11 @@ class Model:
         Attention, every layer attends to the k positions a lightning indexer of H_I x d_I picks (its own on
         L_I layers); k = 0: dense attention.
       attention_sinks: one learned sink logit per head and layer (gpt-oss).
+      linear_layers (L_lin), linear_key_heads (H_k), linear_value_heads (H_v), linear_key_dim (d_k),
+        linear_value_dim (d_v), linear_conv_kernel (K), linear_state_bytes (s_ssm, B per state value): the
+        Gated DeltaNet layers of a hybrid model (L_lin = 0: every layer attends over the whole context).
+      attention_output_gate: the full-attention layers' query projection also yields a per-channel output gate
+        (Qwen3-Next, Qwen3.5: D x 2 H d_h query weights).
       mtp_layers: multi-token-prediction layers the checkpoint ships beside the L layers (not counted in
         the parameters; the ``mtp`` draft prices one).
       native_weight_format: the format the published checkpoint stores its quantised weights in
@@ -94,6 +106,14 @@ class Model:
     index_head_dim: int = 0
     indexer_layers: int = 0
     attention_sinks: bool = False
+    linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_kernel: int = 0
+    linear_state_bytes: int = 0
+    attention_output_gate: bool = False
     mtp_layers: int = 0
     native_weight_format: str = ""
     expert_weight_format: str = ""
@@ -112,6 +132,32 @@ class Model:
         return self.index_topk > 0
 
     @property
+    def is_hybrid(self) -> bool:
+        """Some layers are Gated DeltaNet (linear-attention) layers: no KV cache, a fixed state per sequence."""
+        return self.linear_layers > 0
+
+    @property
+    def attention_layers(self) -> int:
+        """L_a = L - L_lin: the layers that attend over the whole context and cache KV (L without linear layers)."""
+        return self.n_layers - self.linear_layers
+
+    @property
+    def linear_params(self) -> int:
+        """P_lin, one Gated DeltaNet token mixer's weights (0 without linear layers; Qwen3.5-35B-A3B: 33.72 M)."""
+        return linear_layer_params(self.d_model, self.__dict__) if self.is_hybrid else 0
+
+    @property
+    def linear_flops_per_token(self) -> int:
+        """F_lin L_lin: state-update, read and convolution FLOPs per token over the linear layers (0 without)."""
+        return self.linear_layers * linear_flops_per_token(self.__dict__) if self.is_hybrid else 0
+
+    @property
+    def linear_state_bytes_per_sequence(self) -> int:
+        """s_lin L_lin: bytes of recurrent and convolution state one sequence holds (0 without linear layers).
+        Qwen3.5-35B-A3B: 30 x 2,146,304 = 64,389,120 B."""
+        return self.linear_layers * linear_state_bytes(self.__dict__) if self.is_hybrid else 0
+
+    @property
     def indexer_params(self) -> int:
         """One layer's lightning indexer, r_q H_I d_I + D d_I + D H_I (0 without DSA; DeepSeek-V3.2: 13.96 M)."""
         return indexer_params(self.d_model, self.__dict__) if self.is_dsa else 0
@@ -128,12 +174,14 @@ class Model:
 
     @property
     def attention_params(self) -> int:
-        """One attention block: 2 D q_dim + 2 D kv_dim (+ q,k,v biases, + H sink logits), or the MLA projections."""
-        sinks = self.n_heads if self.attention_sinks else 0
+        """One attention block: 2 D q_dim + 2 D kv_dim (+ q,k,v biases, + H sink logits, + D q_dim of output
+        gate), or the MLA projections."""
+        extra = (self.n_heads if self.attention_sinks else 0) + (
+            self.d_model * self.q_dim if self.attention_output_gate else 0)
         if self.is_mla:
-            return mla_attention_params(self.d_model, self.n_heads, self.__dict__) + sinks
+            return mla_attention_params(self.d_model, self.n_heads, self.__dict__) + extra
         bias = (self.q_dim + 2 * self.kv_dim) if self.qkv_bias else 0
-        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias + sinks
+        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias + extra
 
     @property
     def attention_width(self) -> int:
@@ -220,7 +268,12 @@ class Model:
         (sweepkit.costmodel.passes)."""
         dense = self.n_dense_layers * (self.attention_params + self.dense_mlp_params)
         moe = self.n_moe_layers * self._moe_layer(self.experts_per_token) if self.is_moe else 0
-        return dense + moe + self.indexer_layers * self.indexer_params + self.embedding_params
+        return dense + moe + self.indexer_layers * self.indexer_params + self.embedding_params + self._mixer_delta
+
+    @property
+    def _mixer_delta(self) -> int:
+        """L_lin (P_lin - P_attn): what the linear layers' token mixers weigh beyond the attention blocks counted."""
+        return self.linear_layers * (self.linear_params - self.attention_params)
 
     @property
     def routed_expert_params(self) -> int:
@@ -256,10 +309,11 @@ class Model:
 
     @property
     def kv_values_per_token(self) -> int:
-        """KV values cached per token: 2 (K and V) x L x H_kv x d_h; MLA: L (d_c + d_r)."""
+        """KV values cached per token: 2 (K and V) x L_a x H_kv x d_h (L_a = L without linear layers); MLA:
+        L (d_c + d_r). Qwen3.5-35B-A3B: 2 x 10 x 2 x 256 = 10,240."""
         if self.is_mla:
             return self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
-        return 2 * self.n_layers * self.kv_dim
+        return 2 * self.attention_layers * self.kv_dim
 
     @property
     def index_kv_bytes_per_token(self) -> int:
@@ -294,11 +348,15 @@ class Model:
     def with_layers(self, n_layers: int, name: str | None = None) -> Model:
         """The same architecture with another depth (the MTP draft is the target with one layer).
 
-        The last ``n_layers`` layers are kept: a MoE target's one-layer copy is a MoE layer."""
+        The last ``n_layers`` layers are kept: a MoE target's one-layer copy is a MoE layer, a hybrid's (whose
+        last layer attends over the whole context) a full-attention layer, as Qwen3.5's MTP layer is."""
         dense = max(0, self.dense_layers - (self.n_layers - n_layers))
         windowed = max(0, self.window_layers - (self.n_layers - n_layers))
         indexed = max(int(self.is_dsa), self.indexer_layers - (self.n_layers - n_layers))
+        # the last n layers of a stack whose full layers close each group (Qwen3.5: every 4th): n - ceil(n L_a / L)
+        linear = n_layers - -(-n_layers * self.attention_layers // self.n_layers) if self.is_hybrid else 0
         fields = {**self.__dict__, "n_layers": n_layers, "dense_layers": dense, "mtp_layers": 0,
+                  "linear_layers": linear,
                   "indexer_layers": indexed,
                   "window_layers": windowed, "sliding_window": self.sliding_window if windowed else 0,
                   "name": name or f"{self.name}[{n_layers}L]"}

@@ -68,7 +68,10 @@ def models(fmt: str) -> None:
         "attention": [("mla" if m.is_mla else "gqa") + (f" window {m.sliding_window} on {m.window_layers}L"
                                                        if m.window_layers else "")
                       + (f" dsa top-{m.index_topk} ({m.index_n_heads}x{m.index_head_dim} indexer on "
-                         f"{m.indexer_layers}L)" if m.is_dsa else "") for m in ms],
+                         f"{m.indexer_layers}L)" if m.is_dsa else "")
+                      + (f" on {m.attention_layers}L + gated deltanet on {m.linear_layers}L "
+                         f"({m.linear_state_bytes_per_sequence:,} B state per sequence)" if m.is_hybrid else "")
+                      for m in ms],
         "mtp_layers": [m.mtp_layers for m in ms],
         "native_weight_format": [m.native_weight_format or "bf16" for m in ms],
         "expert_weight_format": [m.expert_weight_format for m in ms],

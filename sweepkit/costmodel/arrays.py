@@ -70,6 +70,11 @@ class ModelArrays:
         q_dim for GQA and DSA).
       prefix_flops_per_token: 2 L d_c H (d_nope + d_v), FLOPs a prompt chunk spends per cached prefix position
         up-projecting its latent (0 for GQA and DSA).
+      attention_layers: L_a, the layers that attend over the whole context (L without Gated DeltaNet layers).
+      linear_flops_per_token: F_lin L_lin, the Gated DeltaNet layers' state-update, read and convolution FLOPs
+        per new token (0 without linear layers; :mod:`sweepkit.catalogue.linear`).
+      linear_state_bytes: s_lin L_lin, bytes of recurrent and convolution state one sequence holds over the
+        linear layers, read and written once per pass a sequence takes part in (0 without linear layers).
       layer_kernels, quant_kernels: n_struct and n_q, kernels one decoder layer launches per pass and the
         activation quantisations its narrow-format GEMMs add (:func:`sweepkit.costmodel.kernels.layer_kernels`).
     """
@@ -97,6 +102,9 @@ class ModelArrays:
     prefix_flops_per_token: jax.Array
     layer_kernels: jax.Array
     quant_kernels: jax.Array
+    attention_layers: jax.Array
+    linear_flops_per_token: jax.Array
+    linear_state_bytes: jax.Array
 
 
 _DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
@@ -122,7 +130,8 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                     experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0,
                     window_layers=0.0, topk_tokens=0.0, index_flops_per_position=0.0, index_bytes_per_token=0.0,
                     fp8_latent_bytes=0.0, indexer_params=0.0, expert_weight_bytes=0.0, prefill_q_dim=0.0,
-                    prefix_flops_per_token=0.0, layer_kernels=0.0, quant_kernels=0.0)
+                    prefix_flops_per_token=0.0, layer_kernels=0.0, quant_kernels=0.0, attention_layers=0.0,
+                    linear_flops_per_token=0.0, linear_state_bytes=0.0)
     n_struct, n_quant = layer_kernels(model)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
@@ -141,7 +150,10 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                                      if model.expert_weight_format else 0.0),
                 prefill_q_dim=float(model.prefill_attention_width),
                 prefix_flops_per_token=float(model.prefix_upprojection_flops),
-                layer_kernels=float(n_struct), quant_kernels=float(n_quant))
+                layer_kernels=float(n_struct), quant_kernels=float(n_quant),
+                attention_layers=float(model.attention_layers),
+                linear_flops_per_token=float(model.linear_flops_per_token),
+                linear_state_bytes=float(model.linear_state_bytes_per_sequence))
 
 
 def model_arrays(model: Model | Draft | None | list, dtype=None, *, host: bool = False) -> ModelArrays:

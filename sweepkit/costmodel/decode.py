@@ -28,7 +28,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from sweepkit.costmodel.memory import kv_capacity_tokens, kv_positions_held, resident_bytes
+from sweepkit.costmodel.memory import kv_capacity_tokens, resident_bytes, sequence_positions
 from sweepkit.costmodel.passes import decode_work, verify_work
 from sweepkit.costmodel.roofline import PassCost
 from sweepkit.costmodel.steps import Instance, draft_pass_cost, target_pass_cost
@@ -120,7 +120,7 @@ def finish_gamma(p: DecodeInputs, hw: HardwareStage, verify: PassCost, gamma: ja
         "t_verify_pass_s": jnp.where(present, verify.t_s, hw.plain.t_s),
         "verify_bound": jnp.where(present, verify.bound, hw.plain.bound),
         "fits_in_memory": (hw.kv_capacity_tokens > 0)
-        & (p.batch * kv_positions_held(p.inst.target, p.inst.draft, p.context + positions)
+        & (p.batch * sequence_positions(p.inst.target, p.inst.draft, p.context + positions, p.inst.kv_bytes)
            <= hw.kv_capacity_tokens),
         # carried to finish_point, not an output column:
         "_energy_pass_j": jnp.where(present, verify.energy_j, hw.plain.energy_j) + hw.draft_cum_energy_j[g] * present,

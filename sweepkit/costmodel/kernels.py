@@ -15,6 +15,10 @@ format speed-up k > 1):
     attention, GQA    6   input RMSNorm, QKV GEMM, RoPE, KV-cache store, attention, output GEMM
     attention, MLA  + 7   q_a and kv_a RMSNorms, q_b GEMM, the two absorbed BMMs (W_UK, W_UV), the q
                           concatenation (no-PE | RoPE part), the split-KV attention's combine
+    Gated DeltaNet    8   instead of attention on a hybrid model's L_lin linear layers: input RMSNorm, q/k/v/z GEMM,
+                          beta/alpha GEMM, causal conv1d, gate (g, beta) kernel, recurrent (decode) or chunked
+                          (prefill) delta-rule kernel, gated RMSNorm, output GEMM
+    output gate     + 1   sigmoid gate x attention output on gated full-attention layers (Qwen3-Next, Qwen3.5)
     DSA indexer     + 9   q GEMM, key and head-weight GEMM, key LayerNorm, RoPE, Hadamard rotation + FP8
                           quantisation of the queries and of the key, key-cache store, logits, top-k
                           (on the L_I layers with their own indexer)
@@ -62,6 +66,11 @@ INDEXER_EXTRA = 9
 """Kernels a DeepSeek Sparse Attention lightning indexer adds: q GEMM, key + head-weight GEMM, key LayerNorm, RoPE,
 rotation + FP8 quantisation of the queries and of the key (2), key-cache store, logits, top-k (DeepSeek-V3.2-Exp
 inference/model.py ``Indexer.forward``; SGLang's NSA indexer fuses the key and head-weight projections)."""
+LINEAR_ATTENTION = 8
+"""Kernels of a Gated DeltaNet token mixer (vLLM / SGLang ``GatedDeltaNet`` forward: norm, two input GEMMs, conv1d,
+gating, FLA delta-rule kernel, gated norm, output GEMM)."""
+OUTPUT_GATE_EXTRA = 1
+"""The sigmoid output gate of a gated full-attention layer."""
 SHARED_EXPERT_EXTRA = 3
 """Kernels of the shared experts beside the routed ones: gate-up GEMM, SiLU x mul, down GEMM."""
 QUANT_BASE = 4
@@ -84,9 +93,14 @@ def layer_kernels(model: Model) -> tuple[float, float]:
 
     Example:
       DeepSeek-V3 (58 MoE + 3 dense layers, MLA, one shared expert): (24 x 58 + 17 x 3) / 61 = 23.66 and
-      5 + 58 / 61 = 5.95, 29.61 kernels per layer in FP8; Llama-3.1-8B: (10, 4) (tests/costmodel/test_kernels.py).
+      5 + 58 / 61 = 5.95, 29.61 kernels per layer in FP8; Llama-3.1-8B: (10, 4) (tests/costmodel/test_kernels.py);
+      Qwen3.5-35B-A3B (30 Gated DeltaNet + 10 gated attention layers, all MoE with a shared expert):
+      (30 x 8 + 10 x 7) / 40 + 4 + 4 + 3 = 18.75 and 5.
     """
-    attn = ATTENTION_GQA + (ATTENTION_MLA_EXTRA if model.is_mla else 0)
+    attn = ATTENTION_GQA + (ATTENTION_MLA_EXTRA if model.is_mla else 0) + (
+        OUTPUT_GATE_EXTRA if model.attention_output_gate else 0)
+    if model.is_hybrid:             # mixers averaged over the L_a full and L_lin Gated DeltaNet layers
+        attn = (model.attention_layers * attn + model.linear_layers * LINEAR_ATTENTION) / model.n_layers
     dense = attn + FFN_DENSE
     moe = dense + MOE_EXTRA + (SHARED_EXPERT_EXTRA if model.n_shared_experts else 0)
     layers = max(model.n_layers, 1)

@@ -49,7 +49,7 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token
-from sweepkit.costmodel.passes import Work, experts_read, index_flops, kv_bytes_read
+from sweepkit.costmodel.passes import Work, experts_read, index_flops, kv_bytes_read, linear_state_traffic
 from sweepkit.errors import InputError
 
 IMBALANCE = 1.3
@@ -211,7 +211,8 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
     A DSA model's lightning indexer is replicated on every attention-TP rank (vLLM's and SGLang's indexers
     use replicated projections and one key cache per rank), so r_kv copies also run its FLOPs
     (:func:`sweepkit.costmodel.passes.index_flops`), read its weights and read its keys: dF adds
-    (r_kv - 1) F_I (per token), dW dp (r_kv - 1) P_I w (per GPU).
+    (r_kv - 1) F_I (per token), dW dp (r_kv - 1) P_I w (per GPU). A hybrid model's Gated DeltaNet state is
+    split over the ranks by value heads, so dO copies the full-attention KV alone.
 
     Example:
       DeepSeek-V3 DEP8 (dp 8, ep 8, I 1): dW = 7 P_rep w (the non-expert weights, once per DP rank).
@@ -225,7 +226,8 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
                  + p_e * weight_bytes * (jnp.minimum(jnp.maximum(lay.expert_slots, net.n_experts), imb * e_read)
                                          - e_read)
                  + lay.dp * (lay.kv_replicas - 1.0) * net.indexer_params * weight_bytes)
-    d_other = kv_bytes_read(work, net, kv_bytes) * (lay.kv_replicas - 1.0)
+    # a hybrid model's linear-attention state is split by value heads over attention-TP, not copied with the KV
+    d_other = (kv_bytes_read(work, net, kv_bytes) - linear_state_traffic(work, net)) * (lay.kv_replicas - 1.0)
     return d_flops * net.present, d_weights * net.present, d_other * net.present
 
 

@@ -12,6 +12,17 @@ most W + 1 positions of a sequence, so a sequence of n positions takes the KV by
 
 full positions of the capacity (:func:`kv_positions_held`); kv_w = 0 gives n_held = n exactly.
 
+Hybrid linear attention (Gated DeltaNet layers, :mod:`sweepkit.catalogue.linear`): only the full-attention
+layers cache KV per token (kv counts L_a layers), and each sequence also holds s_lin L_lin bytes of recurrent
+state whatever its length, which the engines allocate from the same pool (vLLM's hybrid KV-cache manager gives
+each linear layer group one page per request, SGLang a mamba pool beside the KV pool). A sequence of n positions
+then takes
+
+    n_seq(n) = n_held(n) + (s_lin L_lin) / kv_token
+
+capacity positions (:func:`sequence_positions`; kv_token = :func:`kv_bytes_per_token`): the state lowers the
+number of sequences that fit, most where n is short. L_lin = 0 gives n_held exactly.
+
 DeepSeek Sparse Attention keeps every position (the indexer may pick any): its indexer keys, L_I (d_I + 4)
 bytes per token in FP8 with FP32 scales, add to the KV bytes per token whatever the KV format, and in a 1-byte
 KV format its latents take FlashMLA's FP8 sparse layout, L (d_c + 4 d_c / 128 + 2 d_r) bytes
@@ -96,3 +107,41 @@ def kv_positions_held(target: ModelArrays, draft: ModelArrays, positions: jax.Ar
     per_token = target.kv_values_per_token + draft.kv_values_per_token * draft.present
     share = target.window_kv_values_per_token / per_token
     return positions - share * jnp.maximum(positions - (target.window_tokens + 1.0), 0.0)
+
+
+def state_positions(target: ModelArrays, draft: ModelArrays, kv_bytes: jax.Array) -> jax.Array:
+    """Capacity positions one sequence's linear-attention state takes: (s_lin L_lin)_target+draft / kv_token.
+
+    Args:
+      target, draft: the networks (draft.present = 0: none); ``linear_state_bytes`` s_lin L_lin (B).
+      kv_bytes: kv, bytes per KV value of the KV format (B).
+
+    Returns:
+      Positions of :func:`kv_capacity_tokens` (tokens); exactly 0 without Gated DeltaNet layers.
+
+    Example:
+      Qwen3.5-35B-A3B in bf16 KV (64,389,120 B of state, 10 full layers x 2 x 2 x 256 x 2 B = 20,480 B per
+      token): 3,144 positions per sequence.
+
+    References:
+      vLLM hybrid KV-cache manager (one page per request and linear layer group, attention block size raised
+      to the state's page size); SGLang ``--max-mamba-cache-size`` (github.com/sgl-project/sglang pull 15337).
+    """
+    state = target.linear_state_bytes + draft.linear_state_bytes * draft.present
+    return state / kv_bytes_per_token(target, draft, kv_bytes)
+
+
+def sequence_positions(target: ModelArrays, draft: ModelArrays, positions: jax.Array,
+                       kv_bytes: jax.Array) -> jax.Array:
+    """n_seq = n_held(n) + :func:`state_positions`: capacity positions one sequence of n positions takes.
+
+    Args:
+      target, draft: the networks.  positions: n (tokens).  kv_bytes: bytes per KV value (B).
+
+    Returns:
+      n_seq (tokens); :func:`kv_positions_held` exactly on a model without linear layers.
+
+    Example:
+      Qwen3.5-35B-A3B, bf16 KV, a 1,024-token sequence: 1,024 + 3,144 = 4,168 positions.
+    """
+    return kv_positions_held(target, draft, positions) + state_positions(target, draft, kv_bytes)

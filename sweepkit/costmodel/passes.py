@@ -31,6 +31,16 @@ sparse layout adds to the latents in a 1-byte KV format, FP32 scales and a bf16 
 cached positions and per layer: main attention as MLA over min(ctx, k) positions, indexer 2 H_I d_I ctx FLOPs
 and ctx (d_I + 4) bytes.
 
+Hybrid linear attention (Qwen3-Next, Qwen3.5: L_lin Gated DeltaNet layers beside L_a = L - L_lin full-attention
+layers): only the L_a layers attend and cache KV, so 2 L q A and K kv above count L_a layers (kv = 2 L_a H_kv d_h
+x bytes), and each linear layer adds F_lin FLOPs per new token and reads and writes a state of s_lin bytes per
+sequence R of the pass (R = b decode or verify rows, one per prompt chunk):
+
+    F_attn += T F_lin L_lin,    KV bytes += 2 R s_lin L_lin
+
+(:mod:`sweepkit.catalogue.linear`; :func:`attention_flops`, :func:`kv_bytes_read`): linear in the context,
+where the full layers' work grows with it. L_lin = 0 gives the formulas above exactly.
+
 MLA prompt chunks (multi-head latent attention, without DSA) run in MHA form: the engines up-project the
 cached latents to per-head keys and values and run ordinary attention on the chunk (vLLM's MLA backend
 ``_forward_prefill``, SGLang's MHA and chunked-prefix-cache paths), while decode and verify rows attend over
@@ -72,32 +82,38 @@ ACTIVATION_BYTES = 2.0
 class Work:
     """Token positions T, attention pairs A and KV tokens read K of one pass (or of a mixed step); of those,
     the pairs A_p of prompt chunks and the cached prefix positions P those chunks attend to (0 for decode
-    and verify rows: the attention form an MLA model runs differs, :func:`attention_flops`)."""
+    and verify rows: the attention form an MLA model runs differs, :func:`attention_flops`); R, the sequences
+    the pass advances (decode or verify rows, one per prompt chunk), each reading and writing its
+    linear-attention state once (0: no state traffic; it matters only on hybrid models)."""
 
     tokens: jax.Array
     attn_pairs: jax.Array
     kv_tokens: jax.Array
     prefill_pairs: jax.Array = 0.0
     prefix_tokens: jax.Array = 0.0
+    rows: jax.Array = 0.0
 
 
 def decode_work(ctx: jax.Array, batch: jax.Array) -> Work:
-    """Decode step: ``batch`` rows, ``ctx`` cached tokens over all rows. T = b, A = 2 (ctx + b), K = ctx + b."""
-    return Work(tokens=batch, attn_pairs=2.0 * (ctx + batch), kv_tokens=ctx + batch)
+    """Decode step: ``batch`` rows, ``ctx`` cached tokens over all rows. T = b, A = 2 (ctx + b), K = ctx + b, R = b."""
+    return Work(tokens=batch, attn_pairs=2.0 * (ctx + batch), kv_tokens=ctx + batch, rows=batch)
 
 
 def verify_work(ctx: jax.Array, batch: jax.Array, positions: jax.Array) -> Work:
-    """Verify pass of c = gamma + 1 positions per row: T = b c, A = c (2 ctx + b (c + 1)), K = ctx + b c."""
+    """Verify pass of c = gamma + 1 positions per row: T = b c, A = c (2 ctx + b (c + 1)), K = ctx + b c, R = b."""
     c = positions
-    return Work(tokens=batch * c, attn_pairs=c * (2.0 * ctx + batch * (c + 1.0)), kv_tokens=ctx + batch * c)
+    return Work(tokens=batch * c, attn_pairs=c * (2.0 * ctx + batch * (c + 1.0)), kv_tokens=ctx + batch * c,
+                rows=batch)
 
 
 def chunk_work(cached: jax.Array, new: jax.Array) -> Work:
     """Prefill chunk of ``new`` tokens after ``cached`` ones: T = c, A = A_p = c (2 p0 + c + 1), K = p0 + c,
-    P = p0 (every pair a prompt pair, the p0 cached positions up-projected on an MLA model)."""
+    P = p0 (every pair a prompt pair, the p0 cached positions up-projected on an MLA model), R = 1 (0 if
+    c = 0)."""
     pairs = new * (2.0 * cached + new + 1.0)
+    one = jnp.where(new > 0, 1.0, 0.0)
     return Work(tokens=new, attn_pairs=pairs, kv_tokens=cached + new, prefill_pairs=pairs,
-                prefix_tokens=cached * jnp.where(new > 0, 1.0, 0.0))
+                prefix_tokens=cached * one, rows=one)
 
 
 def as_prefill(work: Work) -> Work:
@@ -106,10 +122,10 @@ def as_prefill(work: Work) -> Work:
 
 
 def combine(*parts: Work) -> Work:
-    """A mixed step: the parts' T, A, K, A_p and P add (the weights are read once: :func:`flops_and_bytes`)."""
+    """A mixed step: the parts' T, A, K, A_p, P and R add (the weights are read once: :func:`flops_and_bytes`)."""
     return Work(tokens=sum(p.tokens for p in parts), attn_pairs=sum(p.attn_pairs for p in parts),
                 kv_tokens=sum(p.kv_tokens for p in parts), prefill_pairs=sum(p.prefill_pairs for p in parts),
-                prefix_tokens=sum(p.prefix_tokens for p in parts))
+                prefix_tokens=sum(p.prefix_tokens for p in parts), rows=sum(p.rows for p in parts))
 
 
 def experts_read(tokens: jax.Array, model: ModelArrays) -> jax.Array:
@@ -219,7 +235,31 @@ def kv_bytes_read(work: Work, model: ModelArrays, kv_bytes: jax.Array) -> jax.Ar
     """
     fp8_layout = jnp.where(kv_bytes == 1.0, model.fp8_latent_bytes, 0.0)
     return (kv_values_read(work, model) * kv_bytes + work.kv_tokens * model.index_bytes_per_token
-            + sparse_positions(work.kv_tokens, work, model) * fp8_layout)
+            + sparse_positions(work.kv_tokens, work, model) * fp8_layout + linear_state_traffic(work, model))
+
+
+def linear_state_traffic(work: Work, model: ModelArrays) -> jax.Array:
+    """Bytes a pass moves of its sequences' linear-attention state: 2 R s_lin L_lin (each of the R sequences'
+    state read once and written once, whatever the KV format; 0 without Gated DeltaNet layers).
+
+    A decode step runs the recurrent kernel (state in HBM, updated in place); a prompt chunk the chunked
+    kernel, which starts from the stored state and writes the final one back.
+
+    Args:
+      work: the pass; R = ``work.rows`` sequences.
+      model: the network; ``linear_state_bytes`` s_lin L_lin (B per sequence).
+
+    Returns:
+      State bytes the pass reads and writes (B).
+
+    Example:
+      Qwen3.5-35B-A3B (30 linear layers, float32 state: 64,389,120 B per sequence), a decode step of 64 rows:
+      2 x 64 x 64,389,120 = 8.24 GB, against 64 x 4,096 x 10,240 x 2 = 5.37 GB of bf16 KV at 4,096 cached each.
+
+    References:
+      Yang et al., arXiv 2412.06464, sec. 3 (recurrent and chunked forms); vLLM pull 34489 (state dtypes).
+    """
+    return 2.0 * work.rows * model.linear_state_bytes
 
 
 def index_flops(work: Work, model: ModelArrays) -> jax.Array:
@@ -248,8 +288,9 @@ def index_flops(work: Work, model: ModelArrays) -> jax.Array:
 
 
 def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
-    """2 L q A', less what windowed layers skip: 2 L_w q (A - min(A, 2 T (W + 1))), plus :func:`index_flops`,
-    plus the MHA form of MLA prompt chunks: 2 L (q_p - q) A_p' + 2 L d_c H (d_nope + d_v) P (module docstring).
+    """2 L_a q A', less what windowed layers skip: 2 L_w q (A - min(A, 2 T (W + 1))), plus :func:`index_flops`,
+    plus the MHA form of MLA prompt chunks: 2 L (q_p - q) A_p' + 2 L d_c H (d_nope + d_v) P, plus the Gated
+    DeltaNet layers' T F_lin L_lin (module docstring; L_a = L without linear layers).
 
     A' = min(A, 2 T k) on a DSA model (every layer attends to at most k positions per new token), A otherwise;
     A_p' likewise from A_p. q_p = q and no up-projection for GQA and DSA models, so the prompt term is 0 there
@@ -275,10 +316,10 @@ def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
                        work.attn_pairs)
     prompt = jnp.where(model.topk_tokens > 0,
                        jnp.minimum(work.prefill_pairs, 2.0 * work.tokens * model.topk_tokens), work.prefill_pairs)
-    return (2.0 * model.n_layers * model.q_dim * sparse
+    return (2.0 * model.attention_layers * model.q_dim * sparse
             - 2.0 * model.window_layers * model.q_dim * (work.attn_pairs - capped) + index_flops(work, model)
-            + 2.0 * model.n_layers * (model.prefill_q_dim - model.q_dim) * prompt
-            + model.prefix_flops_per_token * work.prefix_tokens)
+            + 2.0 * model.attention_layers * (model.prefill_q_dim - model.q_dim) * prompt
+            + model.prefix_flops_per_token * work.prefix_tokens + model.linear_flops_per_token * work.tokens)
 
 
 def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):

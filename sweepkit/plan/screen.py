@@ -42,6 +42,7 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.layout import Layout, layout_kv_capacity_tokens, layout_work
+from sweepkit.costmodel.memory import state_positions
 from sweepkit.costmodel.moe_comm import moe_all_to_all
 from sweepkit.costmodel.passes import (
     ACTIVATION_BYTES,
@@ -184,7 +185,10 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     # KV: a reserved row holds its whole sequence, a paged one grows (on average half its output)
     row_tokens = d.prompt_tokens + d.output_tokens * jnp.where(p.paged > 0, 0.5, 1.0)
     kv_cap = layout_kv_capacity_tokens(lay, dev, n * p.pp, target, draft, p.weight_bytes, p.kv_bytes)
-    fits = kv_cap >= row_tokens
+    # a hybrid model's rows also hold their linear-attention state (costmodel.memory.state_positions), in
+    # capacity positions of r_kv KV copies each (the state itself is split over attention-TP, not copied)
+    held = row_tokens + state_positions(target, draft, p.kv_bytes) / lay.kv_replicas
+    fits = kv_cap >= held
     positions = p.gamma * p.draft + 1.0
 
     def step(b, mb=p.pp):
@@ -199,7 +203,7 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     c0, m0, a0 = c1_ - c1, m1_ - m1, a1_ - a1
     budget_s = d.tpot_slo_s * p.tokens_per_step
     b_tpot = jnp.minimum((budget_s - a0 - c0) / (c1 + a1), (budget_s - a0 - m0) / (m1 + a1))
-    b = jnp.floor(jnp.minimum(jnp.minimum(b_tpot, kv_cap / row_tokens), p.batch_cap))
+    b = jnp.floor(jnp.minimum(jnp.minimum(b_tpot, kv_cap / held), p.batch_cap))
     b = jnp.maximum(b, 1.0)
     t_b = jnp.maximum(c0 + c1 * b, m0 + m1 * b) + a0 + a1 * b
     per_req_decode_s = d.output_tokens * t_b / (b * p.tokens_per_step)
@@ -216,7 +220,8 @@ def bound(p: Point, target: ModelArrays, mtp: ModelArrays, d: Demand) -> Bound:
     t_p = jnp.maximum(pc, pm) + pa
     # a DSA model also sends its indexer keys and, in FP8, its latents' scales (costmodel.memory.kv_bytes_per_token)
     dsa_bytes = target.index_bytes_per_token + jnp.where(p.kv_bytes == 1.0, target.fp8_latent_bytes, 0.0)
-    kv_sent = d.prompt_tokens * target.kv_values_per_token * p.kv_bytes + d.prompt_tokens * dsa_bytes
+    kv_sent = (d.prompt_tokens * target.kv_values_per_token * p.kv_bytes + d.prompt_tokens * dsa_bytes
+               + target.linear_state_bytes)
     kv_s = jnp.where(p.disagg > 0, kv_sent / KV_LINK_BYTES_PER_S + KV_LINK_LATENCY_S, 0.0)
     r_d = 1.0 / per_req_decode_s
     r_sep = 1.0 / (t_p + per_req_decode_s)

@@ -110,7 +110,7 @@ def _bound(w: Workload, cluster: Cluster, cfg: Config, ses: Sessions) -> float:
     tau = 1.0 + float(np.sum(np.asarray(pol.accept_survival)[:g]))
     # decode pool: the most rows a step may hold under the TPOT SLO
     block = float(pol.block_tokens)
-    kv_rows = float(pol.kv_units) * block / max(prompt + out, 1.0)
+    kv_rows = float(pol.kv_units) * block / max(prompt + out + float(pol.state_units) * block, 1.0)
     cap = min(float(cluster.batch_cap), max(kv_rows, 1.0))
     b = BATCHES
     ctx = np.full_like(b, prompt + out / 2.0)

@@ -18,6 +18,7 @@ paged watermark keeps 1% of the blocks free at admission.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +28,7 @@ from sweepkit.acceptance import workload_alphas
 from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.layout import Layout, check_layout, layout_kv_capacity_tokens, make_layout
-from sweepkit.costmodel.memory import kv_bytes_per_token
+from sweepkit.costmodel.memory import kv_bytes_per_token, state_positions
 from sweepkit.costmodel.steps import Instance, instance
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import Cluster
@@ -79,6 +80,24 @@ def grid_points(grid) -> tuple[list[Config], list[float], list[float]]:
     configs = [Config(d, lv) for d in grid.devices for lv in grid.levers if not lv.devices or d in lv.devices]
     return (configs, [get_device(c.device).price_usd_per_gpu_hour for c in configs],
             [get_device(c.device).idle_w for c in configs])
+
+
+def state_tokens(cluster: Cluster, cfg: Config, res: Settings) -> float:
+    """KV token positions one request's linear-attention state takes on an instance (target + draft state over
+    the KV bytes of a position, times the layout's KV copies: :func:`sweepkit.costmodel.memory.state_positions`);
+    0 on a model without Gated DeltaNet layers.
+
+    Example:
+      Qwen3.5-35B-A3B, bf16 KV, one GPU: 64,389,120 / 20,480 = 3,144 positions (197 blocks of 16).
+    """
+    target = get_model(cluster.model)
+    if not target.is_hybrid:
+        return 0.0
+    draft = get_draft(cfg.lever.draft, target)
+    with jax.enable_x64(True):
+        t, d = model_arrays(target, jnp.float64), model_arrays(draft, jnp.float64)
+        kv = get_format(res.kv_format).bytes_per_value
+        return float(state_positions(t, d, kv)) / float(pool_layout(cluster, cfg, res).kv_replicas)
 
 
 def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
@@ -218,5 +237,6 @@ def policy(cluster: Cluster, cfg: Config, res: Settings | None = None, workload:
         prefill_kv_units=f(pre_units),
         prefill_watermark_units=f(int(WATERMARK * pre_units) if paged else 0),
         link_bytes_per_s=f(KV_LINK["bytes_per_s"]), link_latency_s=f(KV_LINK["latency_s"]),
-        link_j_per_bit=f(KV_LINK["j_per_bit"]))
+        link_j_per_bit=f(KV_LINK["j_per_bit"]),
+        state_units=f(math.ceil(state_tokens(cluster, cfg, res) / block)))
     return Policy(**{**derived, **policy_fields(res)})

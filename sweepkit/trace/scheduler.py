@@ -154,9 +154,9 @@ def _decode_step(inst: Instance, ctx, batch, gamma: int):
 
 
 @jax.jit
-def _prefill_step(inst: Instance, tokens, attn_pairs):
-    """(target PassCost, draft PassCost) of a prefill step of whole prompts."""
-    work = as_prefill(Work(tokens=tokens, attn_pairs=attn_pairs, kv_tokens=tokens))
+def _prefill_step(inst: Instance, tokens, attn_pairs, prompts):
+    """(target PassCost, draft PassCost) of a prefill step of ``prompts`` whole prompts."""
+    work = as_prefill(Work(tokens=tokens, attn_pairs=attn_pairs, kv_tokens=tokens, rows=prompts))
     return target_pass_cost(inst, work), draft_pass_cost(inst, work)
 
 
@@ -193,7 +193,8 @@ def run_mode(sc: Scenario, speculative: bool) -> dict[str, np.ndarray]:
                 budget += prompts[r]
             if admit:
                 p = prompts[admit].astype(np.float64)
-                ct, cd = _prefill_step(inst, jnp.asarray(p.sum()), jnp.asarray((p * (p + 1.0)).sum()))
+                ct, cd = _prefill_step(inst, jnp.asarray(p.sum()), jnp.asarray((p * (p + 1.0)).sum()),
+                                        jnp.asarray(float(p.size)))
                 t_d, t_v = float(cd.t_s), float(ct.t_s)
                 energy = float(ct.energy_j) + float(cd.energy_j)
                 for r in admit:

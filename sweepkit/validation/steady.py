@@ -3,14 +3,16 @@
 For one replica holding C KV token positions, a batch cap b_max and a step token budget N_tok, with ISL I and
 OSL O, the replica runs n requests at once,
 
-    n = min(b_max, C / (I + O), N_tok / (1 + I / O))
+    n = min(b_max, C / (I + O + s), N_tok / (1 + I / O))
 
 with C the KV positions the framework allocates: f_free (HBM x tp - weights) / kv per position where the
 framework sizes its cache as a fraction f_free of the memory left after the weights (TensorRT-LLM's
 kv_cache_free_gpu_mem_fraction, 0.9 by default), else the serving engine's rule
 (:func:`sweepkit.costmodel.memory.kv_capacity_tokens`, 0.9 of HBM less the weights; f_free = 0)
-(each request holds up to I + O positions; every step gives each running request one output token and
-prefills, on average, n I / O prompt tokens of the requests that replace the finished ones). One step
+(each request holds up to I + O positions, plus s = s_lin L_lin / kv_token positions of linear-attention state
+on a hybrid model, :func:`sweepkit.costmodel.memory.state_positions`, 0 otherwise; every step gives each running
+request one output token and prefills, on average, n I / O prompt tokens of the requests that replace the
+finished ones). One step
 carries n decode rows at a mean context of I + O / 2 and the prompt chunks of n / O whole prompts:
 
     decode  = decode_work(n (I + O / 2), n)        prefill: T = n I / O, A = (n / O) I (I + 1), K = n I / O
@@ -88,7 +90,7 @@ import jax.numpy as jnp
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import layout_kv_capacity_tokens, layout_work
 from sweepkit.costmodel.moe_comm import moe_all_to_all, overlap_microbatches
-from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes
+from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes, state_positions
 from sweepkit.costmodel.passes import Work, as_prefill, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
 from sweepkit.costmodel.steps import Instance, target_pass_cost
@@ -108,11 +110,19 @@ def kv_positions(row: RowInputs) -> jax.Array:
     return jnp.where(row.laid > 0, laid, cap)
 
 
+def request_positions(row: RowInputs) -> jax.Array:
+    """I + O + s: the capacity positions one request holds at its end, s its linear-attention state
+    (:func:`sweepkit.costmodel.memory.state_positions`; 0 without Gated DeltaNet layers)."""
+    absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
+    copies = jnp.where(row.laid > 0, row.layout.kv_replicas, 1.0)     # a laid row's C counts r_kv KV copies
+    return row.isl + row.osl + state_positions(row.model, absent, row.kv_bytes) / copies
+
+
 def running(row: RowInputs) -> jax.Array:
-    """n = min(b_max, C / (I + O), N_tok / (1 + I / O), c / replicas): requests one replica runs at once
+    """n = min(b_max, C / (I + O + s), N_tok / (1 + I / O), c / replicas): requests one replica runs at once
     (>= 1)."""
     cap = kv_positions(row)
-    n = jnp.minimum(jnp.minimum(batch_cap(row), cap / (row.isl + row.osl)),
+    n = jnp.minimum(jnp.minimum(batch_cap(row), cap / request_positions(row)),
                     token_budget(row) / (1.0 + row.isl / row.osl))
     node = (row.decode_only > 0) | (row.prefill_only > 0)
     n = jnp.where(node, row.concurrency / row.replicas, jnp.minimum(n, row.concurrency / row.replicas))
@@ -140,7 +150,7 @@ def step_work(row: RowInputs, n: jax.Array | None = None) -> tuple[Work, Work]:
     prompts = jnp.where(only, 0.0, jnp.where(pre, n, n / o))
     rows = jnp.where(pre, 0.0, n)
     return decode_work(rows * jnp.where(only, i, i + o / 2.0), rows), as_prefill(
-        Work(tokens=prompts * i, attn_pairs=prompts * i * (i + 1.0), kv_tokens=prompts * i))
+        Work(tokens=prompts * i, attn_pairs=prompts * i * (i + 1.0), kv_tokens=prompts * i, rows=prompts))
 
 
 def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
@@ -205,18 +215,21 @@ def burst(row: RowInputs, eff: Efficiency) -> tuple[jax.Array, jax.Array]:
     s_steady = jnp.maximum(r * o / n - s_ramp / 2.0 - o / 2.0, 0.0)
     half = decode_work(n / 2.0 * (i + o / 2.0), n / 2.0)
     none = Work(tokens=0.0 * n, attn_pairs=0.0 * n, kv_tokens=0.0 * n)
-    t_ramp = _step(row, eff, half, as_prefill(Work(tokens=prompt, attn_pairs=prompt * (i + 1.0), kv_tokens=prompt)))
+    t_ramp = _step(row, eff, half, as_prefill(Work(tokens=prompt, attn_pairs=prompt * (i + 1.0), kv_tokens=prompt,
+                                                   rows=prompt / i)))
     t_tail = _step(row, eff, half, none)
     t_steady = row_step_time(row, eff)
     total_s = s_ramp * t_ramp + s_steady * t_steady + o * t_tail
     tpot = (s_ramp * n / 2.0 * t_ramp + s_steady * n * t_steady + o * n / 2.0 * t_tail) / (r * o)
     # prefill-first: waves of n_w = min(b_max, C / (I + O), R_r) requests (the token budget bounds a step only);
     # a KV cache of fewer than two requests runs them one at a time under any scheduler (n_w = 1)
-    one_at_a_time = serial(kv_positions(row), i, o)
-    n_w = jnp.clip(jnp.minimum(batch_cap(row), kv_positions(row) / (i + o)), 1.0, jnp.maximum(r, 1.0))
+    held = request_positions(row)
+    one_at_a_time = serial(kv_positions(row), i, held - i)
+    n_w = jnp.clip(jnp.minimum(batch_cap(row), kv_positions(row) / held), 1.0, jnp.maximum(r, 1.0))
     n_w = jnp.where(one_at_a_time, 1.0, n_w)
     chunk = n_w * i / prefill_steps(n_w, i, token_budget(row))
-    t_p = _step(row, eff, none, as_prefill(Work(tokens=chunk, attn_pairs=chunk * (i + 1.0), kv_tokens=chunk)))
+    t_p = _step(row, eff, none, as_prefill(Work(tokens=chunk, attn_pairs=chunk * (i + 1.0), kv_tokens=chunk,
+                                                rows=chunk / i)))
     t_d = _step(row, eff, decode_work(n_w * (i + o / 2.0), n_w), none)
     pf_out, pf_tpot = prefill_first_burst(r, n_w, i, o, token_budget(row), t_p, t_d)
     first = (row.prefill_first > 0) | one_at_a_time

@@ -11,7 +11,10 @@ Card figures (as printed; the tolerance is 1% or half a unit of the last printed
   embedding);
 - Mixtral-8x22B: 141B / 39B (mistral.ai/news/mixtral-8x22b); Mistral-7B-v0.1 7.24B (HF safetensors total);
 - GLM-4.5-Air 106B / 12B, GLM-4.5 355B / 32B (huggingface.co/zai-org model cards; active without embeddings);
-- Llama-2-7B 6.74B (HF safetensors total).
+- Llama-2-7B 6.74B (HF safetensors total);
+- Qwen3.5-35B-A3B 35B / 3B, Qwen3.5-9B 9B, Qwen3.5-397B-A17B 397B / 17B (huggingface.co/Qwen model cards; the
+  totals include the vision encoder, which sweepkit does not model, and not the MTP layer: text-only 34.66B,
+  8.95B, 396.35B); Qwen3-Next-80B-A3B 80B / 3B (active without embeddings: 3.25B).
 """
 
 import json
@@ -38,6 +41,10 @@ CARDS = {
     "llama-4-maverick": ("400B", "17B", "both"),
     "kimi-k2": ("1T", "32B", "unembedding"),
     "mixtral-8x22b": ("141B", "39B", "both"),
+    "qwen3.5-35b-a3b": ("35B", "3B", "both"),
+    "qwen3.5-9b": ("9B", None, "both"),
+    "qwen3.5-397b-a17b": ("397B", "17B", "both"),
+    "qwen3-next-80b-a3b": ("80B", "3B", "none"),
     "mistral-7b": ("7.24B", None, "both"),
     "glm-4.5-air": ("106B", "12B", "none"),
     "glm-4.5": ("355B", "32B", "none"),

@@ -121,3 +121,18 @@ def test_a_looser_slo_never_lowers_the_bound(tpot, factor):
 def test_no_slo_leaves_only_memory():
     b = run_screen(TABLE, "llama-3.1-8b", get_workload("chat"), math.inf, math.inf)
     assert b["feasible"].all() and np.isfinite(b["usd_per_mtok"]).all()
+
+
+def test_a_hybrid_models_rows_hold_their_linear_attention_state():
+    """Qwen3.5-9B bf16 on one H100 without SLOs: b = floor(C / (I + O + s)), s = 51,511,296 B of Gated DeltaNet
+    state over 32,768 B of KV per token = 1,572 positions per row (sweepkit.costmodel.memory.state_positions)."""
+    w = get_workload("chat")
+    table = enumerate_space(make_space("qwen3.5-9b", ["H100"], 1, dict(ONE, tp=(1,), pp=(1,), batch_cap=(1 << 20,))))
+    b = run_screen(table, "qwen3.5-9b", w, math.inf, math.inf)
+    m = get_model("qwen3.5-9b")
+    cap = float(kv_capacity_tokens(device_arrays(get_device("H100")), jnp.float32(1), model_arrays(m),
+                                   model_arrays(get_draft("none", m)), 2.0, 2.0))
+    d = demand(w, math.inf, math.inf)
+    row = float(d.prompt_tokens + d.output_tokens)
+    assert bool(b["fits"][0]) and b["batch"][0] == pytest.approx(math.floor(cap / (row + 1572.0)), abs=1.0)
+    assert b["batch"][0] < math.floor(cap / row) / 2                  # the state more than halves the rows

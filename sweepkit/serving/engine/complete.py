@@ -118,7 +118,7 @@ def insert_prefix(pol, req, iv, on, units, t, shape, planned=False):
     and grew the rows from the shrunk allocation (:func:`sweepkit.serving.engine.schedule.cached_prompts`)."""
     r = iv.rows
     ids, valid, _, covered, alloc, need = prompt_chains(iv.c_in, req, r, on, units, pol.block_tokens, shape,
-                                                        offset(iv))
+                                                        offset(iv), pol.state_units)
     private, cache, pinned = kv_used(pol, iv, units)
     ok = (private + pinned + need <= pol.kv_units) | planned
     on = on & ok

@@ -100,7 +100,7 @@ def decode_run(pol, req, r, dec, accepted, other_units, cached, t, extend, first
     dt, en = jax.vmap(lambda c, b: step_cost(pol.inst, c, b, none, shape.gamma_max))(ctx, rows)
     ends = t + jnp.cumsum(dt)
     pos = jnp.minimum((p + r.out)[None, :] + before + pol.inst.gamma, (p + o)[None, :]) - r.hit[None, :]
-    grown = jnp.maximum(jnp.ceil(pos / pol.block_tokens), r.alloc[None, :])
+    grown = jnp.maximum(jnp.ceil(pos / pol.block_tokens) + pol.state_units, r.alloc[None, :])
     need = jnp.where((dec & (pol.paged > 0))[None, :], grown, r.alloc[None, :])
     held_all = jnp.sum(jnp.where(dec[None, :], need, 0.0), axis=1)   # by every row, finished ones at their last
     outside, left, strict = cached

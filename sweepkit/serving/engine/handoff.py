@@ -40,7 +40,8 @@ def start_transfers(pol: Policy, req: Requests, s: State, rid, dest, t, shape: S
     N, B = shape.requests, shape.sessions
     on = rid < N
     r = jnp.minimum(rid, N - 1)
-    kv_bytes = (req.prompt_tokens[r].astype(jnp.float64) + 1.0) * pol.kv_token_bytes
+    state = pol.state_units * pol.block_tokens               # a hybrid model's linear-attention state travels too
+    kv_bytes = (req.prompt_tokens[r].astype(jnp.float64) + 1.0 + state) * pol.kv_token_bytes
     start, land, free = link_transfers(t, s.link_free_s, pol.link_latency_s + kv_bytes / pol.link_bytes_per_s, on)
     ses = jnp.where(on, rid % req.stride, B)
     hand_s = set_at(s.hand_s, ses, land)

@@ -89,7 +89,7 @@ def grow(pol, req, iv, units_m, order, shape):
     p = req.prompt_tokens[rid].astype(jnp.float64)
     o = req.output_tokens[rid].astype(jnp.float64)
     pos = jnp.minimum(p + r.out + pol.inst.gamma, p + o) - r.hit
-    need = jnp.where(dec & (pol.paged > 0), jnp.ceil(pos / pol.block_tokens), r.alloc)
+    need = jnp.where(dec & (pol.paged > 0), jnp.ceil(pos / pol.block_tokens) + pol.state_units, r.alloc)
     alloc = jnp.maximum(need, r.alloc)
     private, cache, pinned = kv_used(pol, iv, units_m)
     other = pinned + parked_units(r)      # held and reserved hand-offs are never preempted

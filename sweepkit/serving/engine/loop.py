@@ -79,8 +79,8 @@ def _fits_empty(pol: Policy, req: Requests, rid, inst):
     p = req.prompt_tokens[rid].astype(jnp.float64)
     o = req.output_tokens[rid].astype(jnp.float64)
     paged = pol.paged > 0
-    whole = jnp.where(paged, jnp.ceil((p + o) / pol.block_tokens) + pol.watermark_units, p + o)
-    prompt = jnp.where(paged, jnp.ceil(p / pol.block_tokens) + pol.prefill_watermark_units, p)
+    whole = jnp.where(paged, jnp.ceil((p + o) / pol.block_tokens) + pol.watermark_units, p + o) + pol.state_units
+    prompt = jnp.where(paged, jnp.ceil(p / pol.block_tokens) + pol.prefill_watermark_units, p) + pol.state_units
     return (whole <= pol.kv_units) & ((pol.role[inst] != PREFILL_POOL) | (prompt <= pol.prefill_kv_units))
 
 

@@ -66,17 +66,18 @@ def unpinned_hit_units(c_refs, units, req, rid, nodes, shape, off=0):
     return jnp.sum(jnp.where(use & (c_refs[off + ids] <= 0), units[ids], 0.0), axis=-1)
 
 
-def prompt_chains(c_in, req, rows, on, units, block_tokens, shape, off=0):
+def prompt_chains(c_in, req, rows, on, units, block_tokens, shape, off=0, state_units=0.0):
     """What inserting the chains of the ``on`` rows' completed prompts into the cache means: (node ids
     [S, T+1], their validity, the entries not cached yet, the tokens the chain covers [S], each row's
     allocation after the insert [S] (the uncached rest of its prompt), and the KV units the insert needs
     beyond those it frees: new nodes' units less the rows' shrinkage; a node two rows bring counts twice,
-    so the room check is conservative)."""
+    so the room check is conservative). A row keeps its ``state_units`` (linear-attention state) private."""
     rid = jnp.maximum(rows.rid, 0)
     ids, toks, valid = chain_nodes(req, rid, shape)
     new = on[:, None] & valid & ~c_in[off + ids]
     covered = jnp.sum(jnp.where(valid, toks, 0.0), axis=-1)
-    alloc = jnp.where(on, jnp.ceil(jnp.maximum(rows.target - covered, 0.0) / block_tokens), rows.alloc)
+    alloc = jnp.where(on, jnp.ceil(jnp.maximum(rows.target - covered, 0.0) / block_tokens) + state_units,
+                      rows.alloc)
     need = jnp.sum(jnp.where(new, units[ids], 0.0)) - jnp.sum(rows.alloc - alloc)
     return ids, valid, new, covered, alloc, need
 

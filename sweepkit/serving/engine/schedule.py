@@ -59,7 +59,7 @@ def candidates(pol, req, iv, r_out, prefilled, handed, t, units_m, shape) -> Can
         hit = nodes = pinning = jnp.zeros_like(target)
     paged = pol.paged > 0
     whole = jnp.where(pol.role == PREFILL_POOL, target - hit, p + o - hit)   # a prefill instance holds the prompt
-    need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), whole)
+    need = jnp.where(paged, jnp.ceil((target - hit) / pol.block_tokens), whole) + pol.state_units
     return Candidates(valid=valid, rid=rid, target=target, hit=hit, nodes=nodes, need=need, prev=prev,
                       computed=computed, awaiting=awaiting, pinning=pinning)
 
@@ -233,7 +233,8 @@ def step_chunks(done, c_part, part, hit, c_new, take) -> Work:
     return Work(tokens=jnp.sum(a.tokens) + jnp.sum(b.tokens), attn_pairs=jnp.sum(a.attn_pairs) + jnp.sum(b.attn_pairs),
                 kv_tokens=jnp.sum(jnp.where(part, a.kv_tokens, 0.0)) + jnp.sum(jnp.where(take, b.kv_tokens, 0.0)),
                 prefill_pairs=jnp.sum(a.prefill_pairs) + jnp.sum(b.prefill_pairs),
-                prefix_tokens=jnp.sum(a.prefix_tokens) + jnp.sum(b.prefix_tokens))
+                prefix_tokens=jnp.sum(a.prefix_tokens) + jnp.sum(b.prefix_tokens),
+                rows=jnp.sum(a.rows) + jnp.sum(b.rows))
 
 
 def left_behind(pol, req, iv, units_m, shape):
@@ -273,7 +274,7 @@ def cached_prompts(pol, req, iv, rows, on, used, units_m, shape):
     the prompts' allocation, hit and pins, KV units the cache gains, whether the insert fits beside ``used``,
     the private and pinned units held now). Programs with the prefix cache only."""
     ids, valid, new, covered, alloc, need = prompt_chains(iv.c_in, req, rows, on, units_m, pol.block_tokens, shape,
-                                                          offset(iv))
+                                                          offset(iv), pol.state_units)
     # a node enters once: rows share only system prompts (the chain's first node; one row per session)
     systems = add_at(jnp.zeros((shape.systems,)), jnp.where(new[:, 0], ids[:, 0], shape.systems), 1.0) > 0
     gained = (jnp.sum(jnp.where(new[:, 1:], units_m[ids[:, 1:]], 0.0))

@@ -100,6 +100,9 @@ class Policy:
       pull: 1 for the pull hand-off (the decode instance reserves room before the transfer starts, the
       prefill instance holds the KV until it lands: a full decode pool backs pressure up into prefill
       admission), 0 for push (the transfer starts at once; the decode instance admits it once landed).
+      state_units: KV units each running request holds beside its tokens' KV: its linear-attention state on
+        a hybrid model (:func:`sweepkit.costmodel.memory.state_positions`, rounded up to whole units; 0
+        otherwise).
     """
 
     inst: Instance
@@ -128,6 +131,7 @@ class Policy:
     link_latency_s: jax.Array
     link_j_per_bit: jax.Array
     pull: jax.Array
+    state_units: jax.Array
 
 
 @jax.tree_util.register_dataclass
