@@ -62,7 +62,7 @@ def test_corpus_rows_cite_public_sources_and_leave_out_later_releases():
 def test_corpus_parses_and_unknown_names_stay_as_not_modelled():
     points, _, _ = load_measurements()
     reasons = {status(m) for m in points}
-    assert "not modelled: unknown model Qwen/Qwen3.5-9B" in reasons
+    assert "not modelled: unknown model deepseek-ai/DeepSeek-Coder-V2-Instruct" in reasons
     assert "not modelled: unknown device RTX-3090" in reasons
     assert any(m.model == "llama-3.1-70b" and m.model_as_written == "meta-llama/Llama-3.1-70B" for m in points)
 
