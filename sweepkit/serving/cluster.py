@@ -21,6 +21,8 @@ from sweepkit.costmodel.layout import INTERCONNECTS, check_layout, per_gpu_weigh
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import check_keys, number, read_toml, string
 
+MAX_BATCH_CAP = 4096
+"""Most running requests per instance a cluster file may set (``batch_cap``)."""
 _FIELDS = {"description", "source", "model", "gpus", "instances", "tp", "batch_cap", "prefill_token_budget",
            "step_overhead_s", "weight_format", "kv_format", "compute_format", "devices", "ep", "dp", "nodes",
            "scale_out", "expert_imbalance", "redundant_experts", "pp"}
@@ -116,7 +118,7 @@ def parse_cluster(raw: dict, where: str) -> Cluster:
     return Cluster(
         description=str(raw.get("description", "")), source=str(raw.get("source", "")), model=model,
         gpus=gpus, instances=instances, tp=tp,
-        batch_cap=number(raw, "batch_cap", where, lo=1, hi=4096, integer=True, default=256),
+        batch_cap=number(raw, "batch_cap", where, lo=1, hi=MAX_BATCH_CAP, integer=True, default=256),
         prefill_token_budget=number(raw, "prefill_token_budget", where, lo=1, hi=1 << 20, integer=True,
                                     default=8192),
         step_overhead_s=number(raw, "step_overhead_s", where, lo=0, hi=1.0, default=0.0005),

@@ -35,7 +35,7 @@ from sweepkit.catalogue import get_device
 from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for
 from sweepkit.costmodel.layout import IMBALANCE_EPLB
 from sweepkit.errors import InputError
-from sweepkit.serving.cluster import Cluster, make_cluster
+from sweepkit.serving.cluster import MAX_BATCH_CAP, Cluster, make_cluster
 from sweepkit.serving.config import Config, check
 from sweepkit.serving.lanes import run_configs
 from sweepkit.serving.levers import Lever
@@ -53,8 +53,6 @@ MAX_BATCH = 1024
 TOKEN_BUDGET = 8192
 """Tokens per mixed step (assumed: trtllm-bench's and vLLM's default max_num_tokens / max_num_batched_tokens)."""
 MODELLED = "modelled"
-ENGINE_BATCH_CAP = 4096
-"""Most running requests per instance a serving cluster takes (``batch_cap``, sweepkit/serving/cluster.py)."""
 
 
 def _has_load(m: Measurement) -> bool:
@@ -77,9 +75,9 @@ def serving_status(m: Measurement) -> str:
     except InputError as exc:
         return "not modelled: " + str(exc).split(": ", 1)[-1]
     closed = m.metric != "max_output_throughput" and m.request_rate is None
-    if closed and users > ENGINE_BATCH_CAP:
+    if closed and users > MAX_BATCH_CAP:
         return (f"not modelled: a closed loop of {users} users per instance (the serving engine runs at most "
-                f"{ENGINE_BATCH_CAP} requests per instance)")
+                f"{MAX_BATCH_CAP} requests per instance)")
     return MODELLED
 
 
