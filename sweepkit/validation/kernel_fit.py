@@ -61,8 +61,9 @@ def refit_kernel(rows: list[Measurement], profile: Profile, grid_s, price) -> Ke
       :class:`KernelFit`.
 
     Example:
-      A price that is the measured value times (1 + |t_k - 2 us| / 1 us) fits t_k = 2 us on a grid holding it
-      (tests/validation/test_kernel_fit.py); the shipped TensorRT-LLM + Triton profile's header names its fit.
+      Four Llama-3.1-8B rows whose measured values are the steady state's own at t_k = 2 us refit to 2 us on a
+      0.5 us grid, with zero loss there and a positive one elsewhere (tests/validation/test_kernel_fit.py); the
+      shipped TensorRT-LLM + Triton profile's header names its fit.
     """
     grid = tuple(float(g) for g in grid_s)
     if not rows or not grid:
