@@ -22,6 +22,7 @@ from sweepkit.catalogue import Device, get_device, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import pass_cost
+from sweepkit.validation.floor import below_floor
 from sweepkit.validation.measurements import PER_PASS, Measurement
 from sweepkit.validation.profiles import priced_by_profile, steady_row
 from sweepkit.validation.serving_points import MODELLED, serving_status
@@ -64,6 +65,8 @@ def status(m: Measurement) -> str:
         return SPEEDUP
     if m.draft != "none":
         return NEEDS_ACCEPTANCE
+    if below_floor(m):
+        return below_floor(m)
     if m.metric not in PER_PASS and node_test(m):     # the steady state alone prices a pool's node test
         return MODELLED if steady_row(m) else serving_status(m)
     if m.metric not in PER_PASS:
