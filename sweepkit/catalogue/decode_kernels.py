@@ -33,7 +33,11 @@ def release_of(framework: str) -> tuple[int, int] | None:
     ((0, 9), None)
     """
     words = framework.strip().split(maxsplit=1)
-    hit = _RELEASE.search(words[1]) if len(words) > 1 else None
+    return _version(words[1]) if len(words) > 1 else None
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    hit = _RELEASE.search(text)
     return (int(hit.group(1)), int(hit.group(2))) if hit else None
 
 
@@ -44,7 +48,7 @@ def kernel_table() -> dict[str, list[dict]]:
     for key, entries in read_packaged(FILE).get("framework", {}).items():
         for i, e in enumerate(entries):
             where = f"sweepkit:{FILE} [[framework.{key!r}]] #{i + 1}"
-            if release_of("x " + str(e.get("through", ""))) is None:
+            if _version(str(e.get("through", ""))) is None:
                 raise InputError(f"{where}: through = {e.get('through')!r} is not a release; expected 'MAJOR.MINOR'")
             effs = e.get("vector_eff", {})
             bad = [k for k, v in effs.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1]
@@ -87,7 +91,7 @@ def vector_decode_eff(framework: str, n_heads: int, n_kv_heads: int, head_dim: i
     if release is None or n_kv_heads <= 0 or n_heads % n_kv_heads:
         return 0.0
     for e in kernel_table().get(framework_key(framework), []):
-        if release <= release_of("x " + str(e["through"])):
+        if release <= _version(str(e["through"])):
             tensor = n_heads // n_kv_heads in e.get("tensor_core_groups", []) and head_dim in e.get(
                 "tensor_core_head_dims", [])
             return 0.0 if tensor else float(e.get("vector_eff", {}).get(kv_format, 0.0))
