@@ -35,7 +35,9 @@ class Device:
     position of a target pass beyond the roofline: sampling, scheduling; 0 unless calibrated),
     scaleup_domain_gpus (GPUs one NVLink/xGMI/PCIe switch domain joins at link_bytes_per_s: 8 for an HGX or
     OAM board, 72 for an NVL72 rack), scaleout_bytes_per_s (network bandwidth per GPU between domains, one
-    direction: 400 Gb/s InfiniBand/RoCE NDR = 50e9 B/s, 800 Gb/s ConnectX-8 = 100e9 B/s).
+    direction: 400 Gb/s InfiniBand/RoCE NDR = 50e9 B/s, 800 Gb/s ConnectX-8 = 100e9 B/s),
+    vector_flops_per_s (FP32 non-tensor CUDA-core peak, the rate of a CUDA-core decode-attention kernel:
+    :mod:`sweepkit.catalogue.decode_kernels`; 0 where the catalogue does not give it).
     """
 
     name: str
@@ -61,6 +63,7 @@ class Device:
     token_overhead_s: float = 0.0
     scaleup_domain_gpus: int = 8
     scaleout_bytes_per_s: float = 50e9
+    vector_flops_per_s: float = 0.0
 
     def speedup(self, compute_format: str) -> float:
         """Native compute multiple of ``compute_format`` over bf16 (1.0 where the format is not native)."""
@@ -86,6 +89,7 @@ def _device(name: str, raw: dict) -> Device:
                   price_illustrative=bool(raw.get("price_illustrative", True)),
                   token_overhead_s=float(raw.get("token_overhead_s", 0.0)),
                   scaleup_domain_gpus=_domain(raw), scaleout_bytes_per_s=float(raw.get("scaleout_bytes_per_s", 50e9)),
+                  vector_flops_per_s=float(raw.get("vector_flops_per_s", 0.0)),
                   compute_speedup=MappingProxyType({k: float(v) for k, v in raw.get("compute_speedup", {}).items()}),
                   **kw)
 

@@ -27,6 +27,10 @@ FIELDS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", 
 FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
 KERNEL_FIELD = "kernel_s"
 """Optional ``[framework]`` field (seconds per kernel, :mod:`sweepkit.costmodel.kernels`); kept by a refit."""
+VECTOR_FIELD = "vector_decode_eff"
+"""e_vec of a CUDA-core decode-attention kernel (:mod:`sweepkit.catalogue.decode_kernels`), set per priced row
+by the framework release and the model's attention shape, never read from a profile file (absent: 0, the
+tensor-core roofline)."""
 SEED = "efficiency.toml"
 SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "tensorrt-llm-triton": "profile-tensorrt-llm-triton.toml",
            "vllm": "profile-vllm.toml", "sglang": "profile-sglang.toml"}

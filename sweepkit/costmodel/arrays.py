@@ -37,6 +37,7 @@ class DeviceArrays:
     token_overhead_s: jax.Array
     scaleup_domain_gpus: jax.Array
     scaleout_bytes_per_s: jax.Array
+    vector_flops_per_s: jax.Array
 
 
 @jax.tree_util.register_dataclass

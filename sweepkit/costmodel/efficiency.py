@@ -10,6 +10,7 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     dense GEMM      t_g = max(2 P_d T / (P tp k eff(T; g)),      (P_d + T D) w / (B tp b_w))
     grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
+                    t_a,decode = max(t_a,decode, 2 L q A_d / (P_vec tp e_vec))   (CUDA-core decode kernel, e_vec > 0)
     communication   t_x = 2 L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
     kernels         t_k,all = L (n_struct + n_q [k > 1]) t_k                  (:mod:`sweepkit.costmodel.kernels`)
     t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_k,all + t_0 + t_tok T
@@ -22,7 +23,10 @@ and FP8 keys over every cached position). The prompt chunks' pairs are priced in
 run them: on an MLA model (without DSA) as multi-head attention, 4 q_p FLOPs per pair plus the up-projection
 of the cached prefix, decode rows over the latent (:func:`~sweepkit.costmodel.passes.attention_flops`). w_e = min(w, the experts' own bytes per weight) where the
 checkpoint stores its experts in a narrower format (gpt-oss: MXFP4, 0.53 B), else w, as in
-:func:`~sweepkit.costmodel.passes.expert_bytes_saved`. The attention classes run at the bf16 rate. The power cap of the reference roofline is not applied: the fitted
+:func:`~sweepkit.costmodel.passes.expert_bytes_saved`. The attention classes run at the bf16 rate, except decode attention where a framework
+release runs a CUDA-core kernel for the model's shape (TensorRT-LLM 0.9's masked MHA under GQA:
+:mod:`sweepkit.catalogue.decode_kernels`): P_vec is the device's FP32 CUDA-core peak and e_vec the kernel's
+fraction of it (``vector_decode_eff``; 0 leaves the tensor-core formula exactly). The power cap of the reference roofline is not applied: the fitted
 efficiencies are achieved rates and already include the clocks the devices ran at.
 
 References:
@@ -37,7 +41,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.catalogue.efficiency import KERNEL_FIELD
+from sweepkit.catalogue.efficiency import KERNEL_FIELD, VECTOR_FIELD
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, attention_flops, experts_read,
                                        kv_bytes_read)
@@ -63,6 +67,8 @@ class Efficiency:
         all-reduce adds beyond the link's latency (launch and synchronisation; 0 at tp = 1).
       step_overhead_s: host seconds per step; token_overhead_s: host seconds per token position.
       kernel_s: t_k, fixed device seconds of each kernel a decoder layer launches per pass (0: not priced).
+      vector_decode_eff: e_vec, the fraction of the FP32 CUDA-core peak a CUDA-core decode-attention kernel
+        reaches (:mod:`sweepkit.catalogue.decode_kernels`; 0: a tensor-core kernel, the ordinary roofline).
     """
 
     gemm_eff_max: jax.Array
@@ -78,6 +84,7 @@ class Efficiency:
     step_overhead_s: jax.Array
     token_overhead_s: jax.Array
     kernel_s: jax.Array
+    vector_decode_eff: jax.Array = 0.0
 
 
 def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) -> jax.Array:
@@ -145,6 +152,10 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
         return jnp.maximum(attention_flops(work, model) / (peak * flops_eff),
                            kv_bytes_read(work, model, kv_bytes) / (bw * eff.kv_bw_eff))
 
+    # a CUDA-core decode kernel (catalogue.decode_kernels) does the decode FLOPs at e_vec of the FP32 peak
+    vec = dev.vector_flops_per_s * tp * eff.vector_decode_eff
+    t_vec = jnp.where(vec > 0.0, attention_flops(decode, model) / jnp.where(vec > 0.0, vec, 1.0), 0.0)
+
     n_ar = 2.0 * model.n_layers if allreduces is None else allreduces
     r = tp if ring is None else ring
     size = tokens * ring_share * model.d_model * ACTIVATION_BYTES
@@ -153,7 +164,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     shard = 1.0 + eff.tp_loss * (tp - 1.0)
     n_kernels = model.layer_kernels + jnp.where(compute_speedup > 1.0, model.quant_kernels, 0.0)
     t_kernels = jnp.where(tokens > 0.0, model.n_layers * n_kernels * eff.kernel_s, 0.0)
-    return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=attention(decode, eff.attn_prefill_eff) * shard,
+    return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=jnp.maximum(attention(decode, eff.attn_prefill_eff), t_vec) * shard,
                 attn_prefill=attention(as_prefill(prefill), eff.attn_prefill_eff) * shard, comm=t_comm, kernels=t_kernels,
                 overhead=eff.step_overhead_s + eff.token_overhead_s * tokens)
 
@@ -178,4 +189,5 @@ def efficiency_arrays(fields: dict | list[dict], dtype=None) -> Efficiency:
     rows = fields if isinstance(fields, list) else [fields]
     cols = {k: jnp.asarray([float(r[k]) for r in rows], dtype) for k in PARAMS + FRAMEWORK_PARAMS}
     cols[KERNEL_FIELD] = jnp.asarray([float(r.get(KERNEL_FIELD, 0.0)) for r in rows], dtype)   # 0: not priced
+    cols[VECTOR_FIELD] = jnp.asarray([float(r.get(VECTOR_FIELD, 0.0)) for r in rows], dtype)   # 0: tensor cores
     return Efficiency(**{k: v if isinstance(fields, list) else v[0] for k, v in cols.items()})

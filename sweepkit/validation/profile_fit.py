@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweepkit.catalogue.efficiency import FIELDS, FRAMEWORK_FIELDS, KERNEL_FIELD, Profile
+from sweepkit.catalogue.efficiency import FIELDS, FRAMEWORK_FIELDS, KERNEL_FIELD, VECTOR_FIELD, Profile
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.validation.steady import row_value
 from sweepkit.validation.steady_rows import RowInputs
@@ -92,6 +92,7 @@ def _efficiency(u, slice_of_row, n_slices, lo, hi, kernel_s: float = 0.0) -> Eff
     cols = {k: per[:, j] for j, k in enumerate(FIELDS)}
     cols.update({k: jnp.full(slice_of_row.shape, fw[j]) for j, k in enumerate(FRAMEWORK_FIELDS)})
     cols[KERNEL_FIELD] = jnp.full(slice_of_row.shape, kernel_s, dtype=per.dtype)
+    cols[VECTOR_FIELD] = jnp.zeros(slice_of_row.shape, dtype=per.dtype)   # fitted rows: tensor-core decode
     return Efficiency(**cols)
 
 
@@ -100,7 +101,8 @@ def _identified(rows: RowInputs, keys: list[tuple[str, str]], slices: list, per,
     index = {k: i for i, k in enumerate(slices)}
     with jax.enable_x64(True):
         slice_of_row = jnp.asarray([index[k] for k in keys])
-        fw = {f: jnp.full(slice_of_row.shape, float(overheads.get(f, 0.0))) for f in FRAMEWORK_FIELDS + (KERNEL_FIELD,)}
+        fw = {f: jnp.full(slice_of_row.shape, float(overheads.get(f, 0.0)))
+              for f in FRAMEWORK_FIELDS + (KERNEL_FIELD, VECTOR_FIELD)}
 
         def log_model(theta):
             cols = {f: theta[slice_of_row, j] for j, f in enumerate(FIELDS)}

@@ -23,6 +23,7 @@ from sweepkit.catalogue import get_model
 from sweepkit.catalogue.efficiency import SHIPPED, Profile, framework_key, profile_for, profile_toml
 from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.errors import InputError
+from sweepkit.validation.decode_kernel import with_decode_kernel
 from sweepkit.validation.measurements import Measurement, row_ranges
 from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import MAX_BATCH, MODELLED, TOKEN_BUDGET, serving_status
@@ -73,7 +74,7 @@ def row_profile(m: Measurement, profile: Profile | str | None) -> Profile | None
     else:
         chosen = profile_for(m.framework) if framework_key(m.framework) in SHIPPED else None
     loaded = m.metric != "max_output_throughput"
-    return None if chosen is None or (loaded and not chosen.token_budget) else chosen
+    return None if chosen is None or (loaded and not chosen.token_budget) else with_decode_kernel(chosen, m)
 
 
 _vmapped = jax.jit(jax.vmap(row_value))

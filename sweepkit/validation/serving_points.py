@@ -42,6 +42,7 @@ from sweepkit.serving.levers import Lever
 from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.profile import REFERENCE
 from sweepkit.serving.workloads import Workload, fixed_workload
+from sweepkit.validation.decode_kernel import with_decode_kernel
 from sweepkit.validation.measurements import LATENCIES, Measurement
 from sweepkit.validation.row_layout import row_layout
 
@@ -98,8 +99,8 @@ def engine_profile(m: Measurement, profile: Profile | str | None = None) -> Prof
         return None
     if isinstance(profile, Profile) and (not profile.framework
                                          or framework_key(profile.framework) == framework_key(m.framework)):
-        return profile
-    return profile_for(m.framework) if framework_key(m.framework) in SHIPPED else None
+        return with_decode_kernel(profile, m)
+    return with_decode_kernel(profile_for(m.framework), m) if framework_key(m.framework) in SHIPPED else None
 
 
 def point_config(m: Measurement, max_batch: int = MAX_BATCH, profile: Profile | None = None
