@@ -41,8 +41,12 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
+
+from sweepkit.costmodel.passes import Work, as_prefill
 
 
 def prompt_chunks(n: jax.Array, isl: jax.Array, osl: jax.Array, token_budget: jax.Array
@@ -71,3 +75,26 @@ def prompt_chunks(n: jax.Array, isl: jax.Array, osl: jax.Array, token_budget: ja
     per_step = n * isl / osl
     p = jnp.maximum(chunk, per_step)
     return p, per_step / p
+
+
+def chunked_step_s(step: Callable[[Work, Work], jax.Array], decode: Work, n: jax.Array, isl: jax.Array,
+                   osl: jax.Array, token_budget: jax.Array) -> jax.Array:
+    """The mean step (s) of n decode rows whose prompts come in chunks: f step(decode, p prompt tokens) + (1 - f)
+    step(decode, none), (p, f) from :func:`prompt_chunks`; a chunk's p tokens carry p (I + 1) attention pairs,
+    p / I prompts' worth (the pairs of whole prompts, I (I + 1) each, in every n I / O tokens).
+
+    Args:
+      step: seconds of one step of (decode rows, prompt chunks) Work.
+      decode: the n decode rows' Work.  n, isl, osl, token_budget: as :func:`prompt_chunks`.
+
+    Returns:
+      Seconds; ``step`` of the spread step (n I / O prompt tokens in every step) where f = 1.
+
+    Example:
+      A step priced linearly in its tokens costs the same spread or in chunks; a convex one (max of compute and
+      weight reading) at least as much in chunks (tests/validation/test_prompt_chunks.py).
+    """
+    p, f = prompt_chunks(n, isl, osl, token_budget)
+    chunk = as_prefill(Work(tokens=p, attn_pairs=p * (isl + 1.0), kv_tokens=p, rows=p / isl))
+    none = Work(tokens=0.0 * p, attn_pairs=0.0 * p, kv_tokens=0.0 * p)
+    return f * step(decode, chunk) + (1.0 - f) * step(decode, none)

@@ -98,7 +98,7 @@ from sweepkit.costmodel.passes import Work, as_prefill, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
 from sweepkit.costmodel.steps import Instance, target_pass_cost
 from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
-from sweepkit.validation.prompt_chunks import prompt_chunks
+from sweepkit.validation.prompt_chunks import chunked_step_s
 from sweepkit.validation.steady_rows import RowInputs
 
 
@@ -159,7 +159,7 @@ def step_work(row: RowInputs, n: jax.Array | None = None) -> tuple[Work, Work]:
 
 def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
     """t_step of the row's mean steady step under ``eff`` (s): f t(n rows, p prompt tokens) + (1 - f) t(n rows)
-    (:func:`sweepkit.validation.prompt_chunks.prompt_chunks`; a node test's :func:`step_work` step), each step
+    (:func:`sweepkit.validation.prompt_chunks.chunked_step_s`; a node test's :func:`step_work` step), each step
     the device's operator classes plus the host time, or the larger of the two where the host work overlaps
     (``host_overlap``, asynchronous scheduling).
 
@@ -169,12 +169,9 @@ def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
       (tests/validation/test_levers.py, tests/validation/test_prompt_chunks.py).
     """
     decode, spread = step_work(row)
-    i = row.isl
-    p, f = prompt_chunks(running(row), i, row.osl, token_budget(row))
-    chunk = as_prefill(Work(tokens=p, attn_pairs=p * (i + 1.0), kv_tokens=p, rows=p / i))
-    none = Work(tokens=0.0 * p, attn_pairs=0.0 * p, kv_tokens=0.0 * p)
-    mixed = f * _step(row, eff, decode, chunk) + (1.0 - f) * _step(row, eff, decode, none)
-    return jnp.where((row.decode_only > 0) | (row.prefill_only > 0), _step(row, eff, decode, spread), mixed)
+    step = lambda d, p: _step(row, eff, d, p)  # noqa: E731
+    mixed = chunked_step_s(step, decode, running(row), row.isl, row.osl, token_budget(row))
+    return jnp.where((row.decode_only > 0) | (row.prefill_only > 0), step(decode, spread), mixed)
 
 
 def _instance(row: RowInputs, eff: Efficiency | None) -> Instance:
@@ -289,8 +286,8 @@ def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
     """What the row measures under ``eff`` (SI): output or total tokens/s, or TPOT / ITL in seconds.
 
     Example:
-      A burst of 8 requests of 1000 in, 1000 out prices TPOT as the step time of 8 decode rows plus
-      8 / 1000 of a prompt (tests/validation/test_loaded_rows.py).
+      8 users of 1000 in, 1000 out price TPOT as the mean step of 8 decode rows, a whole 1000-token prompt
+      beside them in 8 / 1000 of the steps (tests/validation/test_loaded_rows.py).
     """
     t = row_step_time(row, eff)
     out = row.replicas * running(row) / t

@@ -14,7 +14,7 @@ from sweepkit.catalogue.efficiency import profile_for
 from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.costmodel.passes import Work, as_prefill, decode_work
 from sweepkit.validation import Measurement
-from sweepkit.validation.prompt_chunks import prompt_chunks
+from sweepkit.validation.prompt_chunks import chunked_step_s, prompt_chunks
 from sweepkit.validation.steady import _step, burst, row_step_time, running, step_work
 from sweepkit.validation.steady_rows import row_inputs
 
@@ -57,6 +57,21 @@ def test_the_prompt_tokens_per_step_are_kept_and_a_chunk_fits_the_budget(n, isl,
     assert p <= max(isl, n * isl / osl) * (1 + 1e-12)              # a chunk is at most one prompt
     if n * (1.0 + isl / osl) <= budget:                             # the steady state's n (token budget bound)
         assert p + n <= budget * (1 + 1e-12)                       # decode rows and the chunk fit one step
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.floats(1.0, 500.0), isl=st.sampled_from([128.0, 2000.0, 32000.0]), osl=st.sampled_from([4.0, 100.0, 2000.0]))
+def test_a_linear_step_costs_the_same_spread_or_in_chunks_and_a_convex_one_no_less(n, isl, osl):
+    # step(T) = a + b T (linear in the step's tokens) against max(a, b T) (a weight read hiding compute)
+    dec = decode_work(n * isl, n)
+    spread = n * isl / osl
+    with jax.enable_x64(True):
+        linear = lambda d, p: 0.01 + 1e-5 * (d.tokens + p.tokens)  # noqa: E731
+        convex = lambda d, p: jax.numpy.maximum(0.01, 1e-5 * (d.tokens + p.tokens))  # noqa: E731
+        got_l = float(chunked_step_s(linear, dec, n, isl, osl, 8192.0))
+        got_c = float(chunked_step_s(convex, dec, n, isl, osl, 8192.0))
+    assert got_l == pytest.approx(0.01 + 1e-5 * (n + spread), rel=1e-9)
+    assert got_c >= max(0.01, 1e-5 * (n + spread)) * (1 - 1e-12)
 
 
 def test_the_mean_step_mixes_chunk_steps_and_decode_steps():
