@@ -18,7 +18,10 @@ carries n decode rows at a mean context of I + O / 2 and the prompt chunks of n 
     decode  = decode_work(n (I + O / 2), n)        prefill: T = n I / O, A = (n / O) I (I + 1), K = n I / O
     throughput = replicas x n / t_step            (output tokens/s)
 
-t_step is the measured profile's step time (:func:`sweepkit.costmodel.efficiency.step_time`) or the
+Those prompt tokens come in chunks of the step's budget, as a chunked-prefill scheduler takes them: a share f of
+the steps computes p of them beside the decode rows, the others none, t_step = f t(decode, p) + (1 - f)
+t(decode, 0) (:mod:`sweepkit.validation.prompt_chunks`; f = 1 where every step needs more than one chunk).
+Each step's time is the measured profile's (:func:`sweepkit.costmodel.efficiency.step_time`) or the
 reference roofline's target pass over the combined work (:func:`reference_throughput`, what the serving
 engine prices each step with). Written for ONE row; ``jax.vmap`` stacks rows; differentiable in the
 efficiencies (n depends on memory only).
@@ -95,6 +98,7 @@ from sweepkit.costmodel.passes import Work, as_prefill, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
 from sweepkit.costmodel.steps import Instance, target_pass_cost
 from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
+from sweepkit.validation.prompt_chunks import chunked_step_s
 from sweepkit.validation.steady_rows import RowInputs
 
 
@@ -154,14 +158,20 @@ def step_work(row: RowInputs, n: jax.Array | None = None) -> tuple[Work, Work]:
 
 
 def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
-    """t_step of the row's mean steady step under ``eff`` (s): the device's operator classes plus the host
-    time, or the larger of the two where the host work overlaps (``host_overlap``, asynchronous scheduling).
+    """t_step of the row's mean steady step under ``eff`` (s): f t(n rows, p prompt tokens) + (1 - f) t(n rows)
+    (:func:`sweepkit.validation.prompt_chunks.chunked_step_s`; a node test's :func:`step_work` step), each step
+    the device's operator classes plus the host time, or the larger of the two where the host work overlaps
+    (``host_overlap``, asynchronous scheduling).
 
     Example:
-      With host_overlap = 0 this is :func:`sweepkit.costmodel.efficiency.step_time`; with 1 and a host time
-      below the device time, the device time alone (tests/validation/test_levers.py).
+      With f = 1 and host_overlap = 0 this is :func:`sweepkit.costmodel.efficiency.step_time` of
+      :func:`step_work`; with 1 and a host time below the device time, the device time alone
+      (tests/validation/test_levers.py, tests/validation/test_prompt_chunks.py).
     """
-    return _step(row, eff, *step_work(row))
+    decode, spread = step_work(row)
+    step = lambda d, p: _step(row, eff, d, p)  # noqa: E731
+    mixed = chunked_step_s(step, decode, running(row), row.isl, row.osl, token_budget(row))
+    return jnp.where((row.decode_only > 0) | (row.prefill_only > 0), step(decode, spread), mixed)
 
 
 def _instance(row: RowInputs, eff: Efficiency | None) -> Instance:
@@ -276,8 +286,8 @@ def row_value(row: RowInputs, eff: Efficiency) -> jax.Array:
     """What the row measures under ``eff`` (SI): output or total tokens/s, or TPOT / ITL in seconds.
 
     Example:
-      A burst of 8 requests of 1000 in, 1000 out prices TPOT as the step time of 8 decode rows plus
-      8 / 1000 of a prompt (tests/validation/test_loaded_rows.py).
+      8 users of 1000 in, 1000 out price TPOT as the mean step of 8 decode rows, a whole 1000-token prompt
+      beside them in 8 / 1000 of the steps (tests/validation/test_loaded_rows.py).
     """
     t = row_step_time(row, eff)
     out = row.replicas * running(row) / t

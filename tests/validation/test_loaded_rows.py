@@ -51,8 +51,9 @@ def test_concurrency_of_a_row():
 
 
 def test_loaded_row_closed_form_and_littles_law():
-    # 8 requests of 1000 in / 1000 out on one H100: n = 8; a step is 8 decode rows at 1500 mean context plus
-    # 8 / 1000 of a 1000-token prompt. TPOT = t_step, output = 8 / t_step, total = output x 2000 / 1000.
+    # 8 requests of 1000 in / 1000 out on one H100: n = 8; a step is 8 decode rows at 1500 mean context, and
+    # 8 / 1000 of the steps compute a whole 1000-token prompt beside them (sweepkit.validation.prompt_chunks).
+    # TPOT = t_step, output = 8 / t_step, total = output x 2000 / 1000.
     seed = packaged_profile()
     rows = [_row(k, 1000, 1000, conc=8) for k in ("output_throughput", "total_throughput", "tpot", "itl")]
     vals, n = _values(rows, seed)
@@ -60,8 +61,10 @@ def test_loaded_row_closed_form_and_littles_law():
     with jax.enable_x64(True):
         r = jax.tree_util.tree_map(lambda x: x[0], row_inputs(rows[:1], 1024, 8192))
         eff = jax.tree_util.tree_map(lambda x: x[0], efficiency_arrays([seed.fields("H100", "fp8")]))
-        t = float(step_time(decode_work(8.0 * 1500.0, 8.0), Work(8.0, 8.0 * 1001.0, 8.0), r.model, r.device, eff,
-                            r.tp, r.weight_bytes, r.kv_bytes, r.compute_speedup))
+        t_chunk, t_dec = (float(step_time(decode_work(8.0 * 1500.0, 8.0), w, r.model, r.device, eff, r.tp,
+                                          r.weight_bytes, r.kv_bytes, r.compute_speedup))
+                          for w in (Work(1000.0, 1000.0 * 1001.0, 1000.0), Work(0.0, 0.0, 0.0)))
+        t = 0.008 * t_chunk + 0.992 * t_dec
     assert vals == pytest.approx([8 / t, 16 / t, t, t], rel=1e-9)
 
 
