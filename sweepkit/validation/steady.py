@@ -32,7 +32,8 @@ divides ``--chunked-prefill-size`` and ``--max-running-requests`` over its DP at
 (python/sglang/srt/server_args.py, github.com/sgl-project/sglang). Under attention DP the step lasts as long as
 its busiest rank: the mean step's n / O prompts each run on one rank (at most N_tok / dp tokens a rank), so the
 rank-local work prices P_max = max(P / dp, min(P, I, N_tok / dp)) prompt tokens on one rank
-(:mod:`sweepkit.costmodel.rank_balance`). Any other row carries the identity layout
+(:mod:`sweepkit.costmodel.rank_balance`); a prefill-first row's prompts run in prefill steps of their own, spread
+over the ranks. Any other row carries the identity layout
 (dp = ep = r_kv = 1), under which t_step is exactly :func:`sweepkit.costmodel.efficiency.step_time`.
 
 A loaded row (a fixed concurrency c, or a burst of c requests: ``request_rate = inf``) runs at most c / replicas
@@ -171,8 +172,11 @@ def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
 
 
 def _layout(row: RowInputs):
-    """The row's layout, each attention-DP rank scheduling N_tok / dp tokens a step (:func:`token_budget`)."""
-    return dataclasses.replace(row.layout, rank_budget=token_budget(row) / row.layout.dp)
+    """The row's layout, each attention-DP rank scheduling N_tok / dp tokens a step (:func:`token_budget`); under a
+    prefill-first scheduler 0: its prompts run in prefill steps of their own that batch every rank's waiting
+    prompts, so the mean step spreads them evenly (N_r = 0 gives P_max = P / dp, s = 1)."""
+    rank = jnp.where(row.prefill_first > 0, 0.0, token_budget(row) / row.layout.dp)
+    return dataclasses.replace(row.layout, rank_budget=rank)
 
 
 def _instance(row: RowInputs, eff: Efficiency | None) -> Instance:
