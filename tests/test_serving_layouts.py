@@ -13,7 +13,7 @@ from sweepkit.catalogue import get_device, get_model
 from sweepkit.costmodel.arrays import device_arrays
 from sweepkit.costmodel.memory import kv_capacity_tokens
 from sweepkit.costmodel.passes import chunk_work, decode_work
-from sweepkit.costmodel.steps import target_pass
+from sweepkit.costmodel.steps import step_cost, target_pass
 from sweepkit.errors import InputError
 from sweepkit.serving.cluster import load_cluster, make_cluster
 from sweepkit.serving.config import Config, check, kv_tokens, policy, resolve
@@ -111,10 +111,17 @@ def test_simulated_dep8_run_prices_its_steps_with_the_layout():
     with jax.enable_x64(True):
         for m, cfg in zip(ms, cfgs):
             inst = policy(DS, cfg).inst
-            t_pf = target_pass(inst, chunk_work(jnp.float64(0.0), jnp.float64(1000.0)))[0]
+            # the prompt runs on its request's attention rank (costmodel.rank_balance): a prefill step of one chunk
+            zero = jnp.float64(0.0)
+            t_pf = step_cost(inst, zero, zero, chunk_work(zero, jnp.float64(1000.0)), 0)[0]
             t_dec = np.mean([float(target_pass(inst, decode_work(jnp.float64(1000.0 + k), jnp.float64(1.0)))[0])
                              for k in range(0, 49, 8)])
             assert m["ttft_p50_s"] == pytest.approx(float(t_pf), rel=1e-9)
             assert m["tpot_p50_s"] == pytest.approx(t_dec, rel=2e-3)
     # one request at a time: DEP8 runs it on one attention rank's GPU and re-reads the shared weights
     assert ms[1]["tpot_p50_s"] != ms[0]["tpot_p50_s"]
+    # its prompt too: one rank's dense and attention work, not an eighth of it on each
+    with jax.enable_x64(True):
+        dep8 = policy(DS, cfgs[1]).inst
+        spread = target_pass(dep8, chunk_work(jnp.float64(0.0), jnp.float64(1000.0)))[0]
+    assert ms[1]["ttft_p50_s"] > 1.5 * float(spread)

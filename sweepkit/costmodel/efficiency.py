@@ -101,7 +101,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
                        tp: jax.Array, weight_bytes: jax.Array, kv_bytes: jax.Array,
                        compute_speedup: jax.Array, *, allreduces: jax.Array | None = None,
                        ring: jax.Array | None = None, ring_share: jax.Array = 1.0,
-                       dp: jax.Array = 1.0) -> dict[str, jax.Array]:
+                       dp: jax.Array = 1.0, expert_tokens: jax.Array | None = None) -> dict[str, jax.Array]:
     """Seconds of each operator class of one step (module docstring): the decode rows' and the prompt
     chunks' work, one model replica on ``tp`` devices.
 
@@ -124,6 +124,8 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
       allreduces: all-reduces in the step (None: 2 L).  ring: devices of each (None: ``tp``).
       ring_share: share of the step's tokens each carries (1 without attention data parallelism).
       dp: attention data-parallel ranks among the ``tp`` devices (1 without attention data parallelism).
+      expert_tokens: tokens the routed experts process (None: the step's); the grouped MoE class alone reads it
+        (the busiest attention-DP rank's step, :mod:`sweepkit.costmodel.rank_balance`, scales the rest).
 
     Returns:
       dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, kernels, overhead (each >= 0; kernels 0
@@ -137,13 +139,14 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     g_eff = saturating(tokens / dp, eff.gemm_eff_max, eff.gemm_tokens_half)
     t_gemm = jnp.maximum(2.0 * dense * tokens / (peak * compute_speedup * g_eff),
                          (dp * dense + tokens * model.d_model) * weight_bytes / (bw * eff.weight_bw_eff))
-    per_expert = tokens * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
+    routed = tokens if expert_tokens is None else expert_tokens
+    per_expert = routed * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
     e_eff = saturating(per_expert, eff.moe_eff_max, eff.moe_tokens_half)
     # experts stored in their own narrower format (gpt-oss's MXFP4 experts beside bf16 attention)
     expert_w = jnp.where(model.expert_weight_bytes > 0, jnp.minimum(weight_bytes, model.expert_weight_bytes),
                          weight_bytes)
-    expert_bytes = model.routed_expert_params * experts_read(tokens, model) * expert_w
-    t_moe = jnp.maximum(2.0 * routed_active * tokens / (peak * compute_speedup * e_eff),
+    expert_bytes = model.routed_expert_params * experts_read(routed, model) * expert_w
+    t_moe = jnp.maximum(2.0 * routed_active * routed / (peak * compute_speedup * e_eff),
                         expert_bytes / (bw * eff.weight_bw_eff))
 
     def attention(work: Work, flops_eff):

@@ -85,7 +85,9 @@ class Layout:
       domain_gpus: GPUs of the replica per scale-up domain.  scale_out_bytes_per_s, scale_out_latency_s:
         the network between domains, per GPU.  expert_slots: S = E + R, routed experts plus redundant
         replicas.  overlap: 1 with two-batch overlap, else 0.  moe_tp: GPUs sharing each expert, n / ep
-        (n under attention DP with ep = 1: the gathered tensor-parallel MoE layer).
+        (n under attention DP with ep = 1: the gathered tensor-parallel MoE layer).  rank_budget: tokens one
+        attention-DP rank schedules per step, N_tok / dp (inf: not bounded), the most prompt tokens the busiest
+        rank holds (:mod:`sweepkit.costmodel.rank_balance`).
     """
 
     dp: jax.Array
@@ -101,6 +103,7 @@ class Layout:
     expert_slots: jax.Array
     overlap: jax.Array
     moe_tp: jax.Array
+    rank_budget: jax.Array = float("inf")
 
 
 def scale_up_domain(device: Device) -> int:
@@ -124,7 +127,8 @@ def kv_replicas(model: Model, tp: int) -> float:
 
 def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int = 1, imbalance: float | None = None,
                 compute_format: str = "bf16", gpus_per_node: int | None = None, interconnect: str | None = None,
-                redundant_experts: int = 0, two_batch_overlap: bool = False, dtype=None) -> Layout:
+                redundant_experts: int = 0, two_batch_overlap: bool = False, token_budget: float | None = None,
+                dtype=None) -> Layout:
     """The :class:`Layout` of a replica (host values; :func:`check_layout` validates them first).
 
     Args:
@@ -133,6 +137,7 @@ def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int =
         domain (default the device's domain).  interconnect: a key of :data:`INTERCONNECTS` (default the
         device's scale-out network).  redundant_experts: R, expert replicas beyond the routed experts.
       two_batch_overlap: overlap the all-to-alls of two micro-batches with each other's compute.
+      token_budget: N_tok, tokens the replica schedules per step (None: not bounded); each DP rank N_tok / dp.
 
     Example:
       >>> from sweepkit.catalogue import get_device, get_model
@@ -149,7 +154,8 @@ def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int =
                   dispatch_bytes=f(1.0 if low else 2.0), combine_bytes=f(2.0), domain_gpus=f(domain),
                   scale_out_bytes_per_s=f(bw), scale_out_latency_s=f(lat),
                   expert_slots=f(model.n_experts + redundant_experts), overlap=f(1.0 if two_batch_overlap else 0.0),
-                  moe_tp=f(tp * dp / max(ep, 1)))
+                  moe_tp=f(tp * dp / max(ep, 1)),
+                  rank_budget=f(float("inf") if token_budget is None else token_budget / dp))
 
 
 def check_layout(model: Model, device: Device, tp: int, dp: int, ep: int, where: str,

@@ -10,6 +10,11 @@ divided by mb, on n GPUs, a 1 / pp share of the layers:
     t_layout = max(dF / (mb pp) / (P n k eff(T / mb; g)),  (dW' / pp + dO / (mb pp)) / (B n b_w))
     t = (mb + pp - 1) t_slot + t_0 + t_tok T / dp
 
+Under attention data parallelism the step lasts as long as its busiest rank: the classes a rank runs on its
+own requests (dense GEMMs, attention, the attention-TP all-reduces, the host's per-token work) price the prompt
+chunks scaled by s = dp P_max / P (:mod:`sweepkit.costmodel.rank_balance`: a chunk runs on its request's
+rank), the grouped MoE class the step's own T tokens; s = 1 at dp = 1.
+
 The dense GEMM class is one attention-DP rank's roofline (T / (mb dp) tokens against that rank's copy of the
 dense weights, :func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``dp``), so dW' = dW - (dp - 1)
 P_rep w leaves out the copies that class already reads. Each DP rank schedules its own requests, so the host
@@ -43,6 +48,7 @@ import jax.numpy as jnp
 from sweepkit.costmodel.efficiency import saturating, step_time_by_class
 from sweepkit.costmodel.moe_comm import a2a_busy_s, overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, as_prefill, combine
+from sweepkit.costmodel.rank_balance import busiest_rank_scale, layout_rank_budget, scaled
 
 
 def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple) -> jax.Array:
@@ -71,9 +77,12 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     per_mb = lambda w: jax.tree_util.tree_map(lambda x: x / mb, w)  # noqa: E731
     n = tp * dp
     a2a_layers, a2a_s = a2a
-    parts = step_time_by_class(per_mb(decode), per_mb(prefill), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
+    # the busiest attention-DP rank's prompt chunks (rank_balance); the experts take the step's own tokens
+    busiest = scaled(prefill, busiest_rank_scale(dp, prefill, layout_rank_budget(inst.layout)))
+    parts = step_time_by_class(per_mb(decode), per_mb(busiest), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
                                inst.compute_speedup, allreduces=(2.0 * net.n_layers - a2a_layers) / pp, ring=tp,
-                               ring_share=1.0 / dp, dp=dp)
+                               ring_share=1.0 / dp, dp=dp,
+                               expert_tokens=per_mb(decode).tokens + per_mb(prefill).tokens)
     compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"] + parts["kernels"]) / pp
     d_f, d_w, d_o = extra
     dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
@@ -85,7 +94,7 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0)
     a2a = a2a_layers / pp * a2a_s
     slots = mb + pp - 1.0
-    host = eff.step_overhead_s + eff.token_overhead_s * tokens / dp
+    host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + busiest.tokens) / dp
     t = slots * (compute + parts["comm"] + hop_s + a2a + t_layout) + host
     if inst.layout is not None:
         busy = slots * a2a_layers / pp * a2a_busy_s(inst.layout)

@@ -21,7 +21,9 @@ latency, and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is 
 the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`). An instance with a
 :class:`~sweepkit.costmodel.layout.Layout` spreads each slot over tp x dp GPUs, adds the layout's work
 (expert imbalance, weights copied per attention-DP rank, KV copied over attention-TP) and prices the MoE
-all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none. The
+all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none. Under
+attention DP a prompt chunk runs on its request's rank and the step waits for the busiest rank
+(:mod:`sweepkit.costmodel.rank_balance`: its dense and attention work, all-to-all sends and host work). The
 per-token host overhead counts the T / dp tokens of one attention-DP rank: each rank schedules its own requests
 (SGLang's data-parallel controller starts a scheduler per DP rank, python/sglang/srt/managers/
 data_parallel_controller.py; vLLM runs an engine core per DP rank, docs.vllm.ai "Data Parallel Deployment").
@@ -62,6 +64,7 @@ from sweepkit.costmodel.moe_comm import a2a_busy_s, moe_all_to_all, overlap_micr
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved,
                                        expert_params_read, flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.profiled import measured_pass_s, split
+from sweepkit.costmodel.rank_balance import busiest_rank_extra, layout_rank_budget, rank_tokens
 from sweepkit.costmodel.roofline import PassCost, roofline
 
 
@@ -182,12 +185,17 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     work, decode, prefill = split(work, prefill)
     dev, net, tp = inst.device, inst.target, inst.tp
     flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
-    pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops, bytes_)
+    # the busiest attention-DP rank's prompt chunks (costmodel.rank_balance; nothing added at dp = 1)
+    budget = layout_rank_budget(inst.layout)
+    d_f, d_o = busiest_rank_extra(inst.dp, net, prefill, inst.weight_bytes, inst.kv_bytes, budget)
+    busiest = rank_tokens(inst.dp, decode, prefill, budget)
+    pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops + d_f, bytes_ + d_o)
     n = tp * inst.dp
     slot = roofline(slot_flops, slot_bytes, dev, n, inst.compute_speedup, 0.0)
     size = work.tokens / mb * net.d_model * ACTIVATION_BYTES
-    a2a_layers, a2a_s, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n),
-                                               jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
+    extend = jnp.where(prefill.tokens > 0.0, 1.0, 0.0)
+    a2a_layers, a2a_s, _ = _all_to_all(inst, busiest / (mb * n), extend)    # the busiest rank's sends
+    _, _, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n), extend)          # the bytes all GPUs send
     n_ar = (2.0 * net.n_layers - a2a_layers) / pp * net.present
     ar_size = size / inst.dp
     ar_s = n_ar * (2.0 * (tp - 1.0) / tp * ar_size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)
@@ -195,7 +203,7 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     moe_s = a2a_layers / pp * a2a_s * net.present
     slots = mb + pp - 1.0
     # host work per token runs on each attention-DP rank's own scheduler, over its T / dp tokens
-    fixed = (dev.pass_overhead_s + dev.token_overhead_s * work.tokens / inst.dp) * net.present
+    fixed = (dev.pass_overhead_s + dev.token_overhead_s * busiest / inst.dp) * net.present
     t = slots * (slot.t_s + ar_s + hop_s + moe_s) + fixed
     if inst.layout is not None:                   # two-batch overlap (sweepkit.costmodel.moe_comm.overlapped)
         busy = slots * a2a_layers / pp * a2a_busy_s(inst.layout) * net.present

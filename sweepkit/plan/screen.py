@@ -16,6 +16,8 @@ each slot over tp x dp GPUs, adds the layout's work (:func:`~sweepkit.costmodel.
 imbalance, weights copied per DP rank, KV copied over attention-TP) and, with dp > 1, prices the MoE layers'
 all-to-alls (:func:`~sweepkit.costmodel.moe_comm.moe_all_to_all`) in place of their all-reduces, as the
 serving engine's target pass does; its KV capacity is :func:`~sweepkit.costmodel.layout.layout_kv_capacity_tokens`.
+Its prompts stay spread evenly over the DP ranks (the engine prices the busiest rank,
+:mod:`sweepkit.costmodel.rank_balance`): a balanced scheduler (TensorRT-LLM's ADP balance) reaches that bound.
 The request rate of one instance is
 
     decode:      r_d = b* E / (t(b*) y)                     (y output tokens per request)

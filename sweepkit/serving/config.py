@@ -161,7 +161,7 @@ def pool_layout(cluster: Cluster, cfg: Config, res: Settings, prefill: bool = Fa
                        dp=getattr(res, f"{pre}dp"), ep=ep, imbalance=res.expert_imbalance,
                        compute_format=res.compute_format, gpus_per_node=cluster.gpus_per_node,
                        interconnect=res.scale_out, redundant_experts=res.redundant_experts if ep > 1 else 0,
-                       two_batch_overlap=res.two_batch_overlap, dtype=jnp.float64)
+                       two_batch_overlap=res.two_batch_overlap, token_budget=res.token_budget, dtype=jnp.float64)
 
 
 def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, str]:

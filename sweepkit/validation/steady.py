@@ -32,7 +32,11 @@ replica of tp x dp GPUs under its :class:`~sweepkit.costmodel.layout.Layout`: C 
 t_step the profiled pass of that replica (:func:`sweepkit.costmodel.profiled.measured_pass_s`: the layout's
 extra work, its all-to-alls at the profile's link efficiency). b_max and N_tok stay per replica: SGLang
 divides ``--chunked-prefill-size`` and ``--max-running-requests`` over its DP attention ranks
-(python/sglang/srt/server_args.py, github.com/sgl-project/sglang). Any other row carries the identity layout
+(python/sglang/srt/server_args.py, github.com/sgl-project/sglang). Under attention DP the step lasts as long as
+its busiest rank: the mean step's n / O prompts each run on one rank (at most N_tok / dp tokens a rank), so the
+rank-local work prices P_max = max(P / dp, min(P, I, N_tok / dp)) prompt tokens on one rank
+(:mod:`sweepkit.costmodel.rank_balance`); a prefill-first row's prompts run in prefill steps of their own, spread
+over the ranks. Any other row carries the identity layout
 (dp = ep = r_kv = 1), under which t_step is exactly :func:`sweepkit.costmodel.efficiency.step_time`.
 
 A loaded row (a fixed concurrency c, or a burst of c requests: ``request_rate = inf``) runs at most c / replicas
@@ -87,6 +91,8 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
@@ -96,6 +102,7 @@ from sweepkit.costmodel.moe_comm import moe_all_to_all, overlap_microbatches
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes, state_positions
 from sweepkit.costmodel.passes import Work, as_prefill, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
+from sweepkit.costmodel.rank_balance import rank_tokens
 from sweepkit.costmodel.steps import Instance, target_pass_cost
 from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
 from sweepkit.validation.prompt_chunks import chunked_step_s
@@ -174,12 +181,20 @@ def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
     return jnp.where((row.decode_only > 0) | (row.prefill_only > 0), step(decode, spread), mixed)
 
 
+def _layout(row: RowInputs):
+    """The row's layout, each attention-DP rank scheduling N_tok / dp tokens a step (:func:`token_budget`); under a
+    prefill-first scheduler 0: its prompts run in prefill steps of their own that batch every rank's waiting
+    prompts, so the mean step spreads them evenly (N_r = 0 gives P_max = P / dp, s = 1)."""
+    rank = jnp.where(row.prefill_first > 0, 0.0, token_budget(row) / row.layout.dp)
+    return dataclasses.replace(row.layout, rank_budget=rank)
+
+
 def _instance(row: RowInputs, eff: Efficiency | None) -> Instance:
     absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
     one = jnp.ones_like(row.tp)
     return Instance(device=row.device, target=row.model, draft=absent, tp=row.tp, pp=one, microbatches=one,
                     weight_bytes=row.weight_bytes, kv_bytes=row.kv_bytes, compute_speedup=row.compute_speedup,
-                    gamma=0.0 * one, layout=row.layout, efficiency=eff, pipelined=False)
+                    gamma=0.0 * one, layout=_layout(row), efficiency=eff, pipelined=False)
 
 
 def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.Array:
@@ -187,14 +202,15 @@ def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.A
     all-to-alls included; :func:`sweepkit.costmodel.efficiency.step_time` under the identity layout), its host
     time overlapped where ``host_overlap``."""
     inst = _instance(row, eff)
-    lay, n = row.layout, row.tp * row.layout.dp
+    lay, n = inst.layout, row.tp * row.layout.dp
     extra = layout_work(lay, row.model, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
     tokens = decode.tokens + prefill.tokens
     mb = overlap_microbatches(lay, 1.0, tokens)           # 2 under two-batch overlap: each call moves half
-    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, tokens / (mb * n), jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
+    busiest = rank_tokens(lay.dp, decode, prefill, lay.rank_budget)   # the busiest DP rank's sends, host work
+    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, busiest / (mb * n), jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
     a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
     t = measured_pass_s(inst, decode, prefill, extra, (a2a_layers, a2a_s))
-    host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + prefill.tokens) / lay.dp
+    host = eff.step_overhead_s + eff.token_overhead_s * busiest / lay.dp
     return jnp.where(row.host_overlap > 0, jnp.maximum(t - host, host), t)
 
 
