@@ -97,9 +97,8 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.efficiency import Efficiency
-from sweepkit.costmodel.layout import layout_kv_capacity_tokens, layout_work
+from sweepkit.costmodel.layout import layout_work
 from sweepkit.costmodel.moe_comm import moe_all_to_all, overlap_microbatches
-from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes, state_positions
 from sweepkit.costmodel.passes import Work, as_prefill, combine, decode_work
 from sweepkit.costmodel.profiled import measured_pass_s
 from sweepkit.costmodel.rank_balance import rank_tokens
@@ -107,49 +106,8 @@ from sweepkit.costmodel.steps import Instance, target_pass_cost
 from sweepkit.validation.prefill_first import prefill_first_burst, prefill_steps, serial
 from sweepkit.validation.prompt_chunks import chunked_step_s
 from sweepkit.validation.steady_rows import RowInputs
-
-
-def kv_positions(row: RowInputs) -> jax.Array:
-    """C: the KV token positions one replica holds (module docstring)."""
-    absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
-    engine = kv_capacity_tokens(row.device, row.tp, row.model, absent, row.weight_bytes, row.kv_bytes)
-    free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
-    framework = row.kv_free_fraction * free / kv_bytes_per_token(row.model, absent, row.kv_bytes)
-    cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
-    laid = layout_kv_capacity_tokens(row.layout, row.device, row.tp * row.layout.dp, row.model, absent,
-                                     row.weight_bytes, row.kv_bytes)
-    return jnp.where(row.laid > 0, laid, cap)
-
-
-def request_positions(row: RowInputs) -> jax.Array:
-    """I + O + s: the capacity positions one request holds at its end, s its linear-attention state
-    (:func:`sweepkit.costmodel.memory.state_positions`; 0 without Gated DeltaNet layers)."""
-    absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
-    copies = jnp.where(row.laid > 0, row.layout.kv_replicas, 1.0)     # a laid row's C counts r_kv KV copies
-    return row.isl + row.osl + state_positions(row.model, absent, row.kv_bytes) / copies
-
-
-def running(row: RowInputs) -> jax.Array:
-    """n = min(b_max, C / (I + O + s), N_tok / (1 + I / O), c / replicas): requests one replica runs at once
-    (>= 1)."""
-    cap = kv_positions(row)
-    n = jnp.minimum(jnp.minimum(batch_cap(row), cap / request_positions(row)),
-                    token_budget(row) / (1.0 + row.isl / row.osl))
-    node = (row.decode_only > 0) | (row.prefill_only > 0)
-    n = jnp.where(node, row.concurrency / row.replicas, jnp.minimum(n, row.concurrency / row.replicas))
-    return jnp.maximum(n, 1.0)
-
-
-def token_budget(row: RowInputs) -> jax.Array:
-    """N_tok: the framework's default on the row's device where known (``framework_budget`` > 0), else the
-    profile's (``token_budget``), times the row's stated ratio (``budget_scale``)."""
-    return jnp.where(row.framework_budget > 0, row.framework_budget, row.token_budget) * row.budget_scale
-
-
-def batch_cap(row: RowInputs) -> jax.Array:
-    """b_max: the framework's default where known (``framework_cap`` > 0), else ``batch_cap``, times
-    ``cap_scale``."""
-    return jnp.where(row.framework_cap > 0, row.framework_cap, row.batch_cap) * row.cap_scale
+from sweepkit.validation.steady_sizes import (  # the module docstring's C, n, N_tok, b_max
+    batch_cap, kv_positions, request_positions, running, token_budget)
 
 
 def step_work(row: RowInputs, n: jax.Array | None = None) -> tuple[Work, Work]:
