@@ -102,7 +102,7 @@ def test_masked_mha_prices_the_decode_flops_on_the_fp32_peak():
 
 
 @settings(max_examples=25, deadline=None)
-@given(ctx=st.floats(0.0, 1e6), batch=st.floats(1.0, 1024.0), e=st.floats(0.01, 1.0), tp=st.sampled_from([1.0, 8.0]))
+@given(ctx=st.floats(0.0, 1e6, allow_subnormal=False), batch=st.floats(1.0, 1024.0), e=st.floats(0.01, 1.0), tp=st.sampled_from([1.0, 8.0]))
 def test_a_cuda_core_kernel_never_prices_decode_below_the_tensor_core_roofline(ctx, batch, e, tp):
     base = _attn_decode("falcon-180b", ctx, batch, 0.0, tp=tp)
     vec = _attn_decode("falcon-180b", ctx, batch, e, tp=tp)

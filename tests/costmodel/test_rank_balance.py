@@ -44,7 +44,9 @@ def test_the_scale_of_the_docstring_examples():
 
 
 @settings(max_examples=60, deadline=None)
-@given(dp=st.sampled_from([1.0, 2.0, 4.0, 8.0, 16.0]), tokens=st.floats(0.0, 1e6), chunks=st.floats(0.0, 64.0))
+# token counts of at least 1e-6 (or none): XLA flushes subnormal floats to zero, which no count is
+@given(dp=st.sampled_from([1.0, 2.0, 4.0, 8.0, 16.0]), tokens=st.one_of(st.just(0.0), st.floats(1e-6, 1e6)),
+       chunks=st.one_of(st.just(0.0), st.floats(1e-6, 64.0)))
 def test_the_busiest_rank_holds_between_an_even_share_and_every_prompt_token(dp, tokens, chunks):
     # Property: P / dp <= P_max <= P, so 1 <= s <= dp; s = 1 exactly with one rank, and with at least dp
     # equal chunks (every rank has its share).
