@@ -65,8 +65,8 @@ def status(m: Measurement) -> str:
         return SPEEDUP
     if m.draft != "none":
         return NEEDS_ACCEPTANCE
-    if below_floor(m):
-        return below_floor(m)
+    if floor := below_floor(m):
+        return floor
     if m.metric not in PER_PASS and node_test(m):     # the steady state alone prices a pool's node test
         return MODELLED if steady_row(m) else serving_status(m)
     if m.metric not in PER_PASS:
