@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 
 from sweepkit.catalogue.efficiency import SHIPPED, framework_key, profile_for
+from sweepkit.errors import bad_value
 from sweepkit.validation.measurements import Measurement
 
 GIB = 2.0 ** 30
@@ -65,6 +66,35 @@ def stated(m: Measurement, names: tuple[str, ...]) -> float | None:
         if found:
             return float(found.group(1))
     return None
+
+
+def stated_kv_free_fraction(m: Measurement) -> float | None:
+    """f_free a TensorRT-LLM row states (``--kv_cache_free_gpu_mem_fraction F``), None where it states none or
+    the row is another framework's (vLLM's ``--gpu-memory-utilization`` is a share of the whole memory, not of
+    what the weights leave).
+
+    TensorRT-LLM sizes its KV pool per GPU as F x (memory - the peak of its profiling pass) (``cal_max_tokens``,
+    tensorrt_llm/_torch/pyexecutor/_util.py), F = 0.9 unless stated.
+
+    Example:
+      ``flags: --tp 8 --ep 8 --max_batch_size 896 --kv_cache_free_gpu_mem_fraction 0.93`` gives 0.93.
+
+    Raises:
+      InputError: the stated fraction is not in (0, 1].
+    """
+    if framework_key(m.framework) not in ("tensorrt-llm", "tensorrt-llm-triton"):
+        return None
+    found = re.search(r"--kv-cache-free-gpu-mem-fraction[ =]([0-9.eE+-]+)", flags(m).replace("_", "-"))
+    if not found:
+        return None
+    try:
+        value = float(found.group(1))
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 1.0:
+        raise bad_value("notes: --kv_cache_free_gpu_mem_fraction", found.group(1), "a number in (0, 1]",
+                        where=f"{m.file or m.source} row {m.row}")
+    return value
 
 
 def scheduler_defaults(m: Measurement) -> tuple[float, float] | None:

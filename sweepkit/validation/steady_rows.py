@@ -6,7 +6,8 @@
     c      = concurrency, else R when all R requests arrive at once (request_rate = inf, or a max-throughput
              row, whose requests are all queued at t = 0), else inf
     R      = requests of such a burst (no concurrency stated), else 0 (the steady state alone)
-    f_free = the framework's KV free-memory fraction (:data:`KV_FREE_FRACTION`), 0 for the engine's rule
+    f_free = the KV free-memory fraction the row states, else its framework's (:func:`kv_free_fraction`), 0 for
+             the engine's rule
 
 A decode pool's node test (:func:`decode_only`) states its batch per GPU b_gpu: c = b_gpu x GPUs; a prefill
 pool's (:func:`prefill_only`) its prompts per GPU in one step: c = prompts x GPUs. A row with
@@ -41,7 +42,7 @@ from sweepkit.catalogue.efficiency import framework_key
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, Layout, make_layout
 from sweepkit.validation.levers import (host_overlap, per_rank_settings, perfectly_balanced, prefill_first,
-                                       scheduler_defaults, scheduler_scales)
+                                       scheduler_defaults, scheduler_scales, stated_kv_free_fraction)
 
 
 @jax.tree_util.register_dataclass
@@ -93,6 +94,19 @@ KV_FREE_FRACTION = {"tensorrt-llm": 0.9, "tensorrt-llm-triton": 0.9}
 perf-benchmarking.md, github.com/NVIDIA/TensorRT-LLM) and the Triton backend's ``kv_cache_free_gpu_mem_fraction``
 (default 0.9, github.com/triton-inference-server/tensorrtllm_backend docs/model_config.md); frameworks not listed
 use the engine's rule."""
+
+
+def kv_free_fraction(m) -> float:
+    """f_free of a row: the fraction it states (``--kv_cache_free_gpu_mem_fraction``,
+    :func:`sweepkit.validation.levers.stated_kv_free_fraction`), else its framework's default
+    (:data:`KV_FREE_FRACTION`), else 0 (the serving engine's rule).
+
+    Example:
+      A TensorRT-LLM row stating ``--kv_cache_free_gpu_mem_fraction 0.93`` gives 0.93; one stating none 0.9; a
+      vLLM row 0 (tests/validation/test_kv_free_fraction.py).
+    """
+    stated = stated_kv_free_fraction(m)
+    return stated if stated is not None else KV_FREE_FRACTION.get(framework_key(m.framework), 0.0)
 
 
 METRIC_KINDS = {"max_output_throughput": 0, "output_throughput": 0, "total_throughput": 1, "tpot": 2, "itl": 2}
@@ -194,7 +208,7 @@ def row_inputs(points, batch_cap: float, token_budget: float, dtype=jnp.float64)
         kv_bytes=col([get_format(m.kv_format).bytes_per_value for m in points]),
         compute_speedup=col([d.speedup(m.compute_format) for d, m in zip(devs, points)]),
         batch_cap=col([batch_cap] * len(points)), token_budget=col([token_budget] * len(points)),
-        kv_free_fraction=col([KV_FREE_FRACTION.get(framework_key(m.framework), 0.0) for m in points]),
+        kv_free_fraction=col([kv_free_fraction(m) for m in points]),
         concurrency=col([concurrency(m) for m in points]),
         metric_kind=col([METRIC_KINDS.get(m.metric, 0) for m in points]),
         budget_scale=col([scheduler_scales(m)[0] for m in points]),

@@ -10,20 +10,41 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sweepkit.costmodel.layout import layout_kv_capacity_tokens
+from sweepkit.costmodel.layout import layout_kv_capacity_tokens, layout_resident_bytes
 from sweepkit.costmodel.memory import kv_bytes_per_token, kv_capacity_tokens, resident_bytes, state_positions
 from sweepkit.validation.steady_rows import RowInputs
 
 
 def kv_positions(row: RowInputs) -> jax.Array:
-    """C: the KV token positions one replica holds (module docstring)."""
+    """C: the KV token positions one replica holds (module docstring).
+
+    Under a layout (``laid``) the replica's tp x dp GPUs hold its weights as the layout places them
+    (:func:`sweepkit.costmodel.layout.layout_resident_bytes`: the non-expert weights once per DP rank) and r_kv
+    copies of each position's KV; a framework that sizes its pool as f_free of the memory left (TensorRT-LLM,
+    per GPU) then holds
+
+        C = f_free (HBM x tp x dp - W_layout) / (r_kv kv_token)
+
+    and any other the engine's rule (:func:`sweepkit.costmodel.layout.layout_kv_capacity_tokens`).
+
+    Example:
+      DeepSeek-R1 NVFP4 on 8 B200 as DEP8, FP8 KV (35,136 B a position), f_free = 0.93: 0.93 x (8 x 180 GB -
+      420.1 GB) / 35,136 B = 27.0 M positions, 1,099 requests of 3,072 per rank (tests/validation/
+      test_kv_free_fraction.py).
+    """
     absent = jax.tree_util.tree_map(jnp.zeros_like, row.model)
     engine = kv_capacity_tokens(row.device, row.tp, row.model, absent, row.weight_bytes, row.kv_bytes)
     free = row.device.hbm_capacity_bytes * row.tp - resident_bytes(row.model, absent, row.weight_bytes)
     framework = row.kv_free_fraction * free / kv_bytes_per_token(row.model, absent, row.kv_bytes)
     cap = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework, 0.0), engine)
-    laid = layout_kv_capacity_tokens(row.layout, row.device, row.tp * row.layout.dp, row.model, absent,
-                                     row.weight_bytes, row.kv_bytes)
+    gpus = row.tp * row.layout.dp
+    engine_laid = layout_kv_capacity_tokens(row.layout, row.device, gpus, row.model, absent, row.weight_bytes,
+                                            row.kv_bytes)
+    free_laid = row.device.hbm_capacity_bytes * gpus - layout_resident_bytes(row.layout, row.model, absent,
+                                                                             row.weight_bytes)
+    framework_laid = row.kv_free_fraction * free_laid / (kv_bytes_per_token(row.model, absent, row.kv_bytes)
+                                                         * row.layout.kv_replicas)
+    laid = jnp.where(row.kv_free_fraction > 0, jnp.maximum(framework_laid, 0.0), engine_laid)
     return jnp.where(row.laid > 0, laid, cap)
 
 

@@ -98,7 +98,7 @@ def test_dp_attention_without_ep_gathers_its_tokens_for_tensor_parallel_experts(
 
 
 def test_the_mean_step_of_a_dep_row_waits_for_the_rank_that_prefills():
-    # DEP8 DeepSeek-V3, 2,000 / 2,000: the mean step prefills n / O < 1 prompt, all of it on one rank
+    # DEP8 DeepSeek-V3, 2,000 / 4,000: the mean step prefills n / O < 1 prompt, all of it on one rank
     # (costmodel.rank_balance, s = 8) under TensorRT-LLM's in-flight batching; under SGLang's prefill-first
     # scheduler prompts run in prefill steps of their own, batched over the ranks (s = 1).
     from sweepkit.costmodel.rank_balance import busiest_rank_scale
@@ -106,7 +106,7 @@ def test_the_mean_step_of_a_dep_row_waits_for_the_rank_that_prefills():
 
     with jax.enable_x64(True):
         eff = efficiency_arrays(profile_for("tensorrt-llm").fields("H200", "fp8"), F)
-        trt, sgl = (_one([_row(8, 8, 8, framework=f)]) for f in ("TensorRT-LLM", "SGLang"))
+        trt, sgl = (_one([_row(8, 8, 8, osl=4000, framework=f)]) for f in ("TensorRT-LLM", "SGLang"))
         assert float(trt.prefill_first) == 0.0 and float(sgl.prefill_first) == 1.0
         _, prefill = step_work(trt)
         assert 0.0 < float(prefill.rows) < 1.0
