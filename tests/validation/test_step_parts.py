@@ -40,3 +40,18 @@ def test_the_parts_add_up_to_the_step(m):
             assert float(sum(parts.values())) == pytest.approx(float(_step(row, eff, decode, p)), rel=1e-12)
         # the all-to-alls are the layout's alone; a dense replica of one GPU has none
         assert (float(step_parts(row, eff, decode, prefill)["a2a"]) > 0.0) == (m is DEP8)
+
+
+def test_the_breakdown_script_prints_each_row_of_a_source(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_step_breakdown.py"
+    spec = importlib.util.spec_from_file_location("bench_step_breakdown", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--source", "trtllm-blog-dsr1-best-perf"]) == 0
+    out = capsys.readouterr().out
+    # rows 1471-1473 of the packaged corpus: per rank 896, 384 and 128 running requests
+    assert out.count("modelled") == 3 and "n 896.0" in out and "n 384.0" in out and "n 128.0" in out
+    assert mod.main(["--source", "no-such-source"]) == 2
