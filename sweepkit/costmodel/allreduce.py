@@ -17,7 +17,7 @@ since ROCm/vllm PR #27, May 2024, upstream vLLM PR #14125, March 2025):
 
     one-shot (r = 2, or S < S_1(r))      t = lat + S (G_up - 1) / (B c_x)
     two-shot (S_1(r) <= S < S_max)       t = 2 lat + 2 S (G_up - 1) / (r B c_x)
-    S >= S_max                           the ring above (vLLM falls back to RCCL / NCCL)
+    S >= S_max, r odd, r > 8 or r > G_up the ring above (vLLM falls back to RCCL / NCCL)
 
 S_1 = 512 KiB for r <= 4 and 256 KiB for r <= 8 (``cross_device_reduce_1stage`` below it,
 ``cross_device_reduce_2stage`` above); S_max = 8 MiB (``CustomAllreduce(max_size=8192 * 1024)`` in
@@ -49,6 +49,8 @@ ONE_SHOT_MAX_BYTES_R8 = 256.0 * 1024.0
 """S_1 at 4 < r <= 8."""
 CUSTOM_MAX_BYTES = 8.0 * 1024.0 * 1024.0
 """S_max: vLLM's custom all-reduce takes messages below 8 MiB; larger ones go to the collective library."""
+MAX_WORLD = 8.0
+"""The custom kernels serve 2, 4, 6 or 8 GPUs (``CustomAllreduce._SUPPORTED_WORLD_SIZES``), all in one domain."""
 
 
 def ring_allreduce_s(size_bytes: jax.Array, ring: jax.Array, dev: DeviceArrays,
@@ -76,7 +78,9 @@ def mesh_allreduce_s(size_bytes: jax.Array, ring: jax.Array, dev: DeviceArrays,
     one_max = jnp.where(r <= 4.0, ONE_SHOT_MAX_BYTES_R4, ONE_SHOT_MAX_BYTES_R8)
     one_shot = (r <= 2.0) | (size_bytes < one_max)
     custom = jnp.where(one_shot, lat + size_bytes / peer_bw, 2.0 * lat + 2.0 * size_bytes / (r * peer_bw))
-    t = jnp.where(size_bytes < CUSTOM_MAX_BYTES, custom, ring_allreduce_s(size_bytes, r, dev, link_eff))
+    # the custom kernels serve 2, 4, 6 or 8 GPUs of one domain (_SUPPORTED_WORLD_SIZES); others use the library
+    served = (size_bytes < CUSTOM_MAX_BYTES) & (r <= jnp.minimum(MAX_WORLD, dev.scaleup_domain_gpus)) & (r % 2.0 == 0.0)
+    t = jnp.where(served, custom, ring_allreduce_s(size_bytes, r, dev, link_eff))
     return jnp.where(r > 1.0, t, 0.0)
 
 

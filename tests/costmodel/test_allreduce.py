@@ -74,6 +74,13 @@ def test_eight_mib_and_up_fall_back_to_the_ring_and_one_gpu_costs_nothing():
         assert float(mesh_allreduce_s(size, 1.0, MI300X)) == 0.0
 
 
+def test_odd_or_larger_groups_take_the_ring():
+    # CustomAllreduce._SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]; a group beyond the 8-GPU domain spans nodes
+    for r in (3.0, 5.0, 7.0, 16.0):
+        assert float(allreduce_s(16 * KIB, r, MI300X)) == pytest.approx(float(ring_allreduce_s(16 * KIB, r, MI300X)))
+    assert float(allreduce_s(16 * KIB, 6.0, MI300X)) == pytest.approx(LAT + 16 * KIB / PEER, rel=1e-6)
+
+
 def test_published_mi355x_tp8_times():
     # vllm-project/vllm PR #39080: vLLM's TP8 custom all-reduce on MI355X, bf16 x 3,072 wide:
     # 4 tokens (24,576 B) 6.3 us, 32 tokens (196,608 B) 10.0 us; 537.6 GB/s over 7 links (76.8 GB/s each)
