@@ -37,7 +37,9 @@ class Device:
     OAM board, 72 for an NVL72 rack), scaleout_bytes_per_s (network bandwidth per GPU between domains, one
     direction: 400 Gb/s InfiniBand/RoCE NDR = 50e9 B/s, 800 Gb/s ConnectX-8 = 100e9 B/s),
     vector_flops_per_s (FP32 non-tensor CUDA-core peak, the rate of a CUDA-core decode-attention kernel:
-    :mod:`sweepkit.catalogue.decode_kernels`; 0 where the catalogue does not give it).
+    :mod:`sweepkit.catalogue.decode_kernels`; 0 where the catalogue does not give it), link_topology
+    ("ring", the default: the all-reduce is a ring; "full-mesh": each GPU of the domain links directly to
+    every other, AMD Instinct's Infinity Fabric, :mod:`sweepkit.costmodel.allreduce`).
     """
 
     name: str
@@ -64,6 +66,14 @@ class Device:
     scaleup_domain_gpus: int = 8
     scaleout_bytes_per_s: float = 50e9
     vector_flops_per_s: float = 0.0
+    link_topology: str = "ring"
+
+    @property
+    def full_mesh(self) -> float:
+        """1.0 where every GPU of the scale-up domain has its own link to every other (``link_topology =
+        "full-mesh"``: the all-reduce is priced as the frameworks' one- and two-shot kernels,
+        :mod:`sweepkit.costmodel.allreduce`), else 0.0 (a ring)."""
+        return 1.0 if self.link_topology == "full-mesh" else 0.0
 
     def speedup(self, compute_format: str) -> float:
         """Native compute multiple of ``compute_format`` over bf16 (1.0 where the format is not native)."""
@@ -83,13 +93,24 @@ def _domain(raw: dict) -> int:
     return value
 
 
+TOPOLOGIES = ("ring", "full-mesh")
+"""Allowed ``link_topology`` values."""
+
+
+def _topology(raw: dict) -> str:
+    value = raw.get("link_topology", "ring")
+    if value not in TOPOLOGIES:
+        raise ValueError(f"link_topology = {value!r} is not allowed; expected one of {', '.join(TOPOLOGIES)}")
+    return value
+
+
 def _device(name: str, raw: dict) -> Device:
     kw = {k: float(raw[k]) for k in _NUMERIC}
     return Device(name=name, description=raw["description"], source=raw["source"], link=raw["link"],
                   price_illustrative=bool(raw.get("price_illustrative", True)),
                   token_overhead_s=float(raw.get("token_overhead_s", 0.0)),
                   scaleup_domain_gpus=_domain(raw), scaleout_bytes_per_s=float(raw.get("scaleout_bytes_per_s", 50e9)),
-                  vector_flops_per_s=float(raw.get("vector_flops_per_s", 0.0)),
+                  vector_flops_per_s=float(raw.get("vector_flops_per_s", 0.0)), link_topology=_topology(raw),
                   compute_speedup=MappingProxyType({k: float(v) for k, v in raw.get("compute_speedup", {}).items()}),
                   **kw)
 

@@ -38,6 +38,7 @@ class DeviceArrays:
     scaleup_domain_gpus: jax.Array
     scaleout_bytes_per_s: jax.Array
     vector_flops_per_s: jax.Array
+    full_mesh: jax.Array = 0.0
 
 
 @jax.tree_util.register_dataclass

@@ -12,6 +12,8 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
                     t_a,decode = max(t_a,decode, 2 L q A_d / (P_vec tp e_vec))   (CUDA-core decode kernel, e_vec > 0)
     communication   t_x = 2 L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
+                    (a ring; on a fully connected mesh the frameworks' one- and two-shot kernels in place of
+                    the first two terms: :mod:`sweepkit.costmodel.allreduce`)
     kernels         t_k,all = L (n_struct + n_q [k > 1]) t_k                  (:mod:`sweepkit.costmodel.kernels`)
     t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_k,all + t_0 + t_tok T
 
@@ -42,6 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.catalogue.efficiency import KERNEL_FIELD, VECTOR_FIELD
+from sweepkit.costmodel.allreduce import allreduce_s
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, attention_flops, experts_read,
                                        kv_bytes_read)
@@ -162,8 +165,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     n_ar = 2.0 * model.n_layers if allreduces is None else allreduces
     r = tp if ring is None else ring
     size = tokens * ring_share * model.d_model * ACTIVATION_BYTES
-    t_comm = n_ar * (2.0 * (r - 1.0) / r * size / (dev.link_bytes_per_s * eff.link_eff)
-                     + 2.0 * (r - 1.0) * dev.link_latency_s + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))
+    t_comm = n_ar * (allreduce_s(size, r, dev, eff.link_eff) + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))
     shard = 1.0 + eff.tp_loss * (tp - 1.0)
     n_kernels = model.layer_kernels + jnp.where(compute_speedup > 1.0, model.quant_kernels, 0.0)
     t_kernels = jnp.where(tokens > 0.0, model.n_layers * n_kernels * eff.kernel_s, 0.0)

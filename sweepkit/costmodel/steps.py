@@ -17,7 +17,8 @@ micro-batch re-reads its stage's weights; O the KV and activation bytes), and
     t = (mb + pp - 1) (t_slot + t_allreduce_slot + t_hop) + overhead,   bubble = (pp - 1) / (mb + pp - 1)
 
 with 2 L / pp ring all-reduces of S = (T / mb) D x 2 bytes per slot, each 2 (tp-1)/tp x S / link + 2 (tp-1) x
-latency, and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is one tensor-parallel pass:
+latency (on a device whose links form a full mesh, the frameworks' one- and two-shot kernels:
+:mod:`sweepkit.costmodel.allreduce`), and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is one tensor-parallel pass:
 the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`). An instance with a
 :class:`~sweepkit.costmodel.layout.Layout` spreads each slot over tp x dp GPUs, adds the layout's work
 (expert imbalance, weights copied per attention-DP rank, KV copied over attention-TP) and prices the MoE
@@ -57,6 +58,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
+from sweepkit.costmodel.allreduce import allreduce_s
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import Layout, layout_work
@@ -198,7 +200,7 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     _, _, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n), extend)          # the bytes all GPUs send
     n_ar = (2.0 * net.n_layers - a2a_layers) / pp * net.present
     ar_size = size / inst.dp
-    ar_s = n_ar * (2.0 * (tp - 1.0) / tp * ar_size / dev.link_bytes_per_s + 2.0 * (tp - 1.0) * dev.link_latency_s)
+    ar_s = n_ar * allreduce_s(ar_size, tp, dev)
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0) * net.present
     moe_s = a2a_layers / pp * a2a_s * net.present
     slots = mb + pp - 1.0
