@@ -10,7 +10,11 @@ Mapped to the Llama/DeepSeek names :func:`sweepkit.catalogue.model_registry.mode
   under ``multi_query`` otherwise, H without either; ``ffn_hidden_size`` F (absent: 4 D); an ungated GELU MLP
   (dense_h_to_4h, dense_4h_to_h); the LM head tied to the word embedding unless ``tie_word_embeddings`` says
   otherwise (transformers ``FalconForCausalLM``); an ALiBi model (``alibi`` true) is priced like a RoPE one
-  (ALiBi adds no weights and no cached values);
+  (ALiBi adds no weights and no cached values); under ``new_decoder_architecture`` or ``parallel_attn``
+  (transformers' default: true) attention and MLP read the same input and their outputs are summed before ONE
+  tensor-parallel all-reduce per layer (``shared_allreduce``; TensorRT-LLM ``FalconDecoderLayer`` builds both
+  without a TP group and all-reduces their sum, vLLM ``FalconAttention`` / ``FalconMLP`` skip the row-parallel
+  reduction, ``reduce_row_parallel_results``), where a sequential block all-reduces after each;
 - MiniMax (``attn_type_list``): one entry per layer, 1 for softmax attention, 0 for lightning (linear)
   attention. Every MiniMax-M2 layer is 1 (full GQA attention); a model with lightning layers (MiniMax-01,
   MiniMax-M1) is refused: its linear-attention layers keep a fixed-size state instead of a KV cache, which the
@@ -18,12 +22,20 @@ Mapped to the Llama/DeepSeek names :func:`sweepkit.catalogue.model_registry.mode
 
 ``gated_mlp`` (true / false) is read from any config: true (the default) for a gated MLP of gate, up and down
 projections (3 D F parameters), false for up and down only (2 D F); GPT-J and Falcon default to false.
+``shared_allreduce`` (true / false) is read from any config, by default false but for the Falcon blocks above:
+GPT-J's parallel block still all-reduces attention and MLP outputs separately in both engines (TensorRT-LLM
+``GPTJDecoderLayer`` builds both with the TP group, vLLM ``GPTJAttention.out_proj`` and ``GPTJMLP.fc_out`` reduce
+their results).
 
 References:
   Wang and Komatsuzaki, GPT-J-6B (github.com/kingoflolz/mesh-transformer-jax; huggingface.co/EleutherAI/gpt-j-6b
   model card: 6,053,381,344 parameters, d_ff 16,384, rotary dimension 64 of 256);
   Almazrouei et al., "The Falcon Series of Open Language Models", arXiv 2311.16867, sec. 4 (multigroup
   attention, parallel attention and MLP, GELU MLP of 4 D); huggingface.co/tiiuae/falcon-180B config.json;
+  github.com/NVIDIA/TensorRT-LLM tensorrt_llm/models/falcon/model.py (v0.9: ``is_parallel_attention``, one
+  ``allreduce`` of the MLP + attention sum) and tensorrt_llm/models/gptj/model.py; github.com/vllm-project/vllm
+  vllm/model_executor/models/falcon.py (``reduce_row_parallel_results``, one ``tensor_model_parallel_all_reduce``)
+  and gpt_j.py; transformers ``FalconConfig`` (``parallel_attn`` defaults to true);
   MiniMax, huggingface.co/MiniMaxAI/MiniMax-M2.5 config.json (attn_type_list of 62 ones) and MiniMax-01,
   arXiv 2501.08313 (lightning attention, attn_type_list 0).
 """
@@ -89,21 +101,22 @@ def _minimax_layers(out: dict[str, Any], where: str) -> None:
 
 
 def family_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The config with GPT-J, Falcon and MiniMax spellings mapped, and ``gated_mlp`` set.
+    """The config with GPT-J, Falcon and MiniMax spellings mapped, and ``gated_mlp`` and ``shared_allreduce`` set.
 
     Args:
       config: the fields of a HF ``config.json`` (or a models.toml entry).  where: label for messages.
 
     Returns:
-      A new dict; ``gated_mlp`` is a bool in it (False for GPT-J and Falcon unless the config says otherwise).
+      A new dict; ``gated_mlp`` is a bool in it (False for GPT-J and Falcon unless the config says otherwise),
+      and so is ``shared_allreduce`` (True for a Falcon block with parallel attention, else False).
 
     Raises:
-      InputError: a non-boolean ``gated_mlp`` / ``new_decoder_architecture`` / ``multi_query``, a malformed
-        ``attn_type_list`` or one with lightning-attention layers.
+      InputError: a non-boolean ``gated_mlp`` / ``shared_allreduce`` / ``new_decoder_architecture`` /
+        ``multi_query`` / ``parallel_attn``, a malformed ``attn_type_list`` or one with lightning-attention layers.
 
     Example:
       tiiuae/falcon-180B (hidden_size 14,848, num_kv_heads 8, new_decoder_architecture true): H_kv = 8,
-      intermediate_size = 59,392, gated_mlp false, tie_word_embeddings true.
+      intermediate_size = 59,392, gated_mlp false, tie_word_embeddings true, shared_allreduce true.
     """
     out = dict(config)
     family = out.get("model_type")
@@ -114,4 +127,8 @@ def family_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
     if out.get("attn_type_list") is not None:
         _minimax_layers(out, where)
     out["gated_mlp"] = _bool(out, "gated_mlp", family not in _UNGATED, where)
+    # both engines all-reduce the sum of a parallel Falcon block's attention and MLP once (module docstring)
+    parallel = family == "falcon" and (_bool(out, "new_decoder_architecture", False, where)
+                                       or _bool(out, "parallel_attn", True, where))
+    out["shared_allreduce"] = _bool(out, "shared_allreduce", parallel, where)
     return out

@@ -11,7 +11,7 @@ with the group g = H / H_kv:
 
 (P_vec: the device's FP32 CUDA-core peak, ``vector_flops_per_s``; e_vec: :func:`vector_decode_eff`). Under MHA
 (g = 1) the KV term dominates on the devices catalogued (H100 fp8 KV: 2 FLOPs per KV byte against
-P_vec e_vec / (B b_kv) = 67e12 x 0.12 / 2.75e12 = 2.9), so the kernel choice moves only GQA models.
+P_vec e_vec / (B b_kv) = 67e12 x 0.1 / 2.75e12 = 2.4), so the kernel choice moves only GQA models.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def vector_decode_eff(framework: str, n_heads: int, n_kv_heads: int, head_dim: i
     Example:
       >>> fw = "TensorRT-LLM v0.9.0 (gptSessionBenchmark, static batching)"
       >>> vector_decode_eff(fw, 32, 8, 128, "fp8"), vector_decode_eff(fw, 64, 8, 128, "fp8")   # Mistral, Llama-2-70B
-      (0.12, 0.0)
+      (0.1, 0.0)
 
     References:
       TensorRT-LLM v0.9 DecoderXQARunner::shouldUse and docs/source/advanced/gpt-attention.md, 'XQA

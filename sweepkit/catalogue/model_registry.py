@@ -87,10 +87,14 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
                          f"linear_attention layers; sweepkit models Gated DeltaNet beside full GQA attention only")
     sparse["expert_weight_format"] = expert_weight_format(config, sparse["native_weight_format"],
                                                           sparse.get("n_experts", 0) > 0, where)
+    if config["shared_allreduce"] and sparse.get("n_experts", 0) > 0:
+        raise InputError(f"{where}: shared_allreduce (one all-reduce of attention + MLP per layer) on a model with "
+                         f"{sparse['n_experts']} experts; sweepkit prices a shared all-reduce on dense models only")
     return Model(
         name=name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv_heads,
         head_dim=head_dim, d_ff=positive_int("intermediate_size"), vocab=positive_int("vocab_size"),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), gated_mlp=config["gated_mlp"],
+        shared_allreduce=config["shared_allreduce"],
         qkv_bias=bool(config.get("attention_bias", False)),
         source=str(config.get("source", where)), official_params=config.get("official_params"),
         official_active_params=config.get("official_active_params"), **sparse,

@@ -50,6 +50,9 @@ class Model(CacheShape):
       gated_mlp: the FFN is gated (SwiGLU: gate, up, down, n_mlp = 3); False: up and down only (GELU MLP of
         GPT-J and Falcon, n_mlp = 2). A parallel attention + MLP block (GPT-J, Falcon) has the same FLOPs and
         bytes as a sequential one.
+      shared_allreduce: attention and MLP outputs are summed before one tensor-parallel all-reduce per layer
+        (Falcon's parallel attention in TensorRT-LLM and vLLM: :mod:`sweepkit.catalogue.config_families`);
+        False: one all-reduce after each (:attr:`allreduces_per_layer`). A dense model only.
       qkv_bias: attention q/k/v projections carry biases (Qwen2).
       n_experts (E), experts_per_token (k), n_shared_experts (S), moe_d_ff (F_e), dense_layers: the MoE
         part (E = 0: a dense model); dense_layers counts the layers with a dense FFN of width F.
@@ -84,6 +87,7 @@ class Model(CacheShape):
     vocab: int
     tied_embeddings: bool = False
     gated_mlp: bool = True
+    shared_allreduce: bool = False
     qkv_bias: bool = False
     source: str = ""
     official_params: float | None = None
@@ -120,6 +124,12 @@ class Model(CacheShape):
     @property
     def is_moe(self) -> bool:
         return self.n_experts > 0
+
+    @property
+    def allreduces_per_layer(self) -> int:
+        """n_ar, tensor-parallel all-reduces of one layer's output: 2 (after attention, after the MLP), 1 where
+        attention and MLP outputs are summed first (``shared_allreduce``; Falcon-180B: 80 per pass, not 160)."""
+        return 1 if self.shared_allreduce else 2
 
     @property
     def is_mla(self) -> bool:

@@ -79,6 +79,8 @@ class ModelArrays:
         linear layers, read and written once per pass a sequence takes part in (0 without linear layers).
       layer_kernels, quant_kernels: n_struct and n_q, kernels one decoder layer launches per pass and the
         activation quantisations its narrow-format GEMMs add (:func:`sweepkit.costmodel.kernels.layer_kernels`).
+      allreduces_per_layer: n_ar, tensor-parallel all-reduces of one layer (2; 1 where attention and MLP outputs
+        are summed before one, ``Model.shared_allreduce``); a pass over tp > 1 devices runs n_ar L of them.
     """
 
     n_layers: jax.Array
@@ -107,6 +109,7 @@ class ModelArrays:
     attention_layers: jax.Array
     linear_flops_per_token: jax.Array
     linear_state_bytes: jax.Array
+    allreduces_per_layer: jax.Array
 
 
 _DEVICE_FIELDS = [f.name for f in dataclasses.fields(DeviceArrays)]
@@ -133,7 +136,7 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                     window_layers=0.0, topk_tokens=0.0, index_flops_per_position=0.0, index_bytes_per_token=0.0,
                     fp8_latent_bytes=0.0, indexer_params=0.0, expert_weight_bytes=0.0, prefill_q_dim=0.0,
                     prefix_flops_per_token=0.0, layer_kernels=0.0, quant_kernels=0.0, attention_layers=0.0,
-                    linear_flops_per_token=0.0, linear_state_bytes=0.0)
+                    linear_flops_per_token=0.0, linear_state_bytes=0.0, allreduces_per_layer=0.0)
     n_struct, n_quant = layer_kernels(model)
     return dict(n_layers=float(model.n_layers), d_model=float(model.d_model), q_dim=float(model.attention_width),
                 matmul_params=float(model.matmul_params),
@@ -155,7 +158,8 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                 layer_kernels=float(n_struct), quant_kernels=float(n_quant),
                 attention_layers=float(model.attention_layers),
                 linear_flops_per_token=float(model.linear_flops_per_token),
-                linear_state_bytes=float(model.linear_state_bytes_per_sequence))
+                linear_state_bytes=float(model.linear_state_bytes_per_sequence),
+                allreduces_per_layer=float(model.allreduces_per_layer))
 
 
 def model_arrays(model: Model | Draft | None | list, dtype=None, *, host: bool = False) -> ModelArrays:

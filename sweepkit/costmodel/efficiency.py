@@ -11,7 +11,7 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
                     t_a,decode = max(t_a,decode, 2 L q A_d / (P_vec tp e_vec))   (CUDA-core decode kernel, e_vec > 0)
-    communication   t_x = 2 L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
+    communication   t_x = n_ar L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
                     (a ring; on a fully connected mesh the frameworks' one- and two-shot kernels in place of
                     the first two terms: :mod:`sweepkit.costmodel.allreduce`)
     kernels         t_k,all = L (n_struct + n_q [k > 1]) t_k                  (:mod:`sweepkit.costmodel.kernels`)
@@ -110,7 +110,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
 
     Decode rows of a speculative verify pass (:func:`~sweepkit.costmodel.passes.verify_work`) are decode
     work; a mixed step passes its decode rows and its prompt chunks (combined) separately. Under a layout
-    (:mod:`sweepkit.costmodel.layout`) the all-reduces differ from the default 2 L rings over all ``tp``
+    (:mod:`sweepkit.costmodel.layout`) the all-reduces differ from the default n_ar L rings over all ``tp``
     devices carrying every token: ``allreduces`` rings of ``ring`` devices each carry ``ring_share`` of the
     step's tokens (the attention-TP group and 1 / dp of the tokens under attention data parallelism).
     Under attention data parallelism (``dp`` ranks of tp / dp devices) each rank runs the dense GEMMs on its
@@ -124,7 +124,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
       decode, prefill: the step's decode rows and prompt chunks (:mod:`sweepkit.costmodel.passes` Work).
       model, dev: the network and the device (per chip).  eff: the efficiencies.
       tp: devices of the replica.  weight_bytes, kv_bytes: bytes per value.  compute_speedup: k.
-      allreduces: all-reduces in the step (None: 2 L).  ring: devices of each (None: ``tp``).
+      allreduces: all-reduces in the step (None: n_ar L).  ring: devices of each (None: ``tp``).
       ring_share: share of the step's tokens each carries (1 without attention data parallelism).
       dp: attention data-parallel ranks among the ``tp`` devices (1 without attention data parallelism).
       expert_tokens: tokens the routed experts process (None: the step's); the grouped MoE class alone reads it
@@ -162,7 +162,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     vec = dev.vector_flops_per_s * tp * eff.vector_decode_eff
     t_vec = jnp.where(vec > 0.0, attention_flops(decode, model) / jnp.where(vec > 0.0, vec, 1.0), 0.0)
 
-    n_ar = 2.0 * model.n_layers if allreduces is None else allreduces
+    n_ar = model.allreduces_per_layer * model.n_layers if allreduces is None else allreduces
     r = tp if ring is None else ring
     size = tokens * ring_share * model.d_model * ACTIVATION_BYTES
     t_comm = n_ar * (allreduce_s(size, r, dev, eff.link_eff) + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))

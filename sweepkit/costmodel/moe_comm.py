@@ -1,8 +1,8 @@
 """Communication of a mixture-of-experts layout: the all-to-alls of expert parallelism, the gathered MoE
 tensor-parallel layer and two-batch overlap (the layouts: :mod:`sweepkit.costmodel.layout`).
 
-Communication per pipeline slot: 2 L - L_moe a all-reduces over tp of (T / dp) D x 2 bytes, and with
-a = [dp > 1] two all-to-alls (dispatch, combine) per MoE layer. A GPU sends t = T / n tokens, each to the c
+Communication per pipeline slot: n_ar L - L_moe a all-reduces over tp of (T / dp) D x 2 bytes (n_ar = 2 on a
+MoE model), and with a = [dp > 1] two all-to-alls (dispatch, combine) per MoE layer. A GPU sends t = T / n tokens, each to the c
 distinct remote ranks its k experts live on, c_ep = ep (1 - (1 - 1/ep)^k) (ep - 1) / ep (uniform routing);
 the busiest rank moves I times the mean. Of its peers, (g - 1)/(ep - 1) share its scale-up domain of
 g = min(ep, domain) GPUs and (ep - g)/(ep - 1) sit across the scale-out network; both fabrics move at once:

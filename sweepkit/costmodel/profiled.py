@@ -25,7 +25,7 @@ all-to-alls overlap their compute: (mb + pp - 1) t_slot becomes overlapped(S C, 
 t_busy) + S (t_allreduce + t_hop), S = mb + pp - 1, C = the compute classes plus t_layout, A = L_a2a / pp x
 t_a2a, t_busy the SM-occupying seconds of one layer's all-to-alls (:func:`sweepkit.costmodel.moe_comm.a2a_busy_s`).
 
-t_allreduce: (2 L - L_a2a) / pp rings of tp GPUs, each carrying 1 / dp of the micro-batch's tokens
+t_allreduce: (n_ar L - L_a2a) / pp rings of tp GPUs, each carrying 1 / dp of the micro-batch's tokens
 (:func:`~sweepkit.costmodel.efficiency.step_time_by_class`' ``allreduces``, ``ring``, ``ring_share``), at
 the profile's link efficiency and all-reduce overhead; t_a2a: the layout's MoE all-to-alls
 (:func:`sweepkit.costmodel.moe_comm.moe_all_to_all`) over L_a2a layers; t_hop: one stage-to-stage send
@@ -80,7 +80,7 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     # the busiest attention-DP rank's prompt chunks (rank_balance); the experts take the step's own tokens
     busiest = scaled(prefill, busiest_rank_scale(dp, prefill, layout_rank_budget(inst.layout)))
     parts = step_time_by_class(per_mb(decode), per_mb(busiest), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
-                               inst.compute_speedup, allreduces=(2.0 * net.n_layers - a2a_layers) / pp, ring=tp,
+                               inst.compute_speedup, allreduces=(net.allreduces_per_layer * net.n_layers - a2a_layers) / pp, ring=tp,
                                ring_share=1.0 / dp, dp=dp,
                                expert_tokens=per_mb(decode).tokens + per_mb(prefill).tokens)
     compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"] + parts["kernels"]) / pp

@@ -16,10 +16,11 @@ micro-batch re-reads its stage's weights; O the KV and activation bytes), and
 
     t = (mb + pp - 1) (t_slot + t_allreduce_slot + t_hop) + overhead,   bubble = (pp - 1) / (mb + pp - 1)
 
-with 2 L / pp ring all-reduces of S = (T / mb) D x 2 bytes per slot, each 2 (tp-1)/tp x S / link + 2 (tp-1) x
+with n_ar L / pp ring all-reduces of S = (T / mb) D x 2 bytes per slot, each 2 (tp-1)/tp x S / link + 2 (tp-1) x
 latency (on a device whose links form a full mesh, the frameworks' one- and two-shot kernels:
 :mod:`sweepkit.costmodel.allreduce`), and one stage-to-stage hop of the same size. At pp = 1, mb = 1 this is one tensor-parallel pass:
-the roofline, the overhead and 2 L all-reduces of T D x 2 bytes (:func:`pass_cost`). An instance with a
+the roofline, the overhead and n_ar L all-reduces of T D x 2 bytes (:func:`pass_cost`; n_ar = 2, one after
+attention and one after the MLP, or 1 where a parallel block all-reduces their sum: ``Model.shared_allreduce``). An instance with a
 :class:`~sweepkit.costmodel.layout.Layout` spreads each slot over tp x dp GPUs, adds the layout's work
 (expert imbalance, weights copied per attention-DP rank, KV copied over attention-TP) and prices the MoE
 all-to-alls (:mod:`sweepkit.costmodel.layout`); its identity layout prices every pass exactly as none. Under
@@ -198,7 +199,7 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     extend = jnp.where(prefill.tokens > 0.0, 1.0, 0.0)
     a2a_layers, a2a_s, _ = _all_to_all(inst, busiest / (mb * n), extend)    # the busiest rank's sends
     _, _, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n), extend)          # the bytes all GPUs send
-    n_ar = (2.0 * net.n_layers - a2a_layers) / pp * net.present
+    n_ar = (net.allreduces_per_layer * net.n_layers - a2a_layers) / pp * net.present
     ar_size = size / inst.dp
     ar_s = n_ar * allreduce_s(ar_size, tp, dev)
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0) * net.present

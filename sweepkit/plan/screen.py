@@ -140,7 +140,7 @@ def _pieces(p: Point, lay: Layout, tp, pp, mb, net: ModelArrays, draft: ModelArr
     """(compute s, memory s, communication + overhead s, FLOPs, bytes) of one step's work on one instance of
     n = tp x dp GPUs per stage and pp stages: mb + pp - 1 pipeline slots, each a stage of n GPUs over
     (F + dF) / (mb pp) FLOPs and (W + dW) / pp + (O + dO) / (mb pp) bytes (:mod:`sweepkit.costmodel.steps`;
-    dF, dW, dO the layout's work), 2 L - L_a2a all-reduces over tp of the slot's tokens / dp and, with dp > 1,
+    dF, dW, dO the layout's work), n_ar L - L_a2a all-reduces over tp of the slot's tokens / dp and, with dp > 1,
     the MoE layers' all-to-alls; ``draft_passes`` passes of ``draft_work`` run on the instance's GPUs as one.
     ``peak_n``, ``bw_n``: achievable FLOP/s and bytes/s of the stage's n GPUs."""
     flops, bytes_ = flops_and_bytes(work, net, p.weight_bytes, p.kv_bytes)
@@ -156,7 +156,7 @@ def _pieces(p: Point, lay: Layout, tp, pp, mb, net: ModelArrays, draft: ModelArr
     link = p.device.link_bytes_per_s
     a2a_s, _ = moe_all_to_all(lay, p.device, net, tokens / (mb * tp * lay.dp))
     a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
-    ar = (2.0 * net.n_layers - a2a_layers) / pp * allreduce_s(size / lay.dp, tp, p.device)
+    ar = (net.allreduces_per_layer * net.n_layers - a2a_layers) / pp * allreduce_s(size / lay.dp, tp, p.device)
     hop = jnp.where(pp > 1.0, size / link + p.device.link_latency_s, 0.0)
     fixed = STEP_OVERHEAD_S + p.device.token_overhead_s * tokens / lay.dp  # one DP rank's tokens
     comm = slots * (ar + hop + a2a_layers / pp * a2a_s) + fixed

@@ -44,7 +44,7 @@ def _pass(T, A, K, m, d, n, wb, kb, k, target):
     if not target:
         return t * m["present"], e * m["present"], bound
     size = T * m["D"] * 2.0
-    count = 2 * m["L"] * m["present"]
+    count = m["ar"] * m["L"] * m["present"]           # n_ar L all-reduces (2 L; 1 L for a shared one)
     comm = count * (2 * (n - 1) / n * size / d["link_bw"] + 2 * (n - 1) * d["link_lat"])
     comm_e = count * 2 * (n - 1) * size * 8 * d["link_e"]
     return t + comm, e + comm_e + d["idle"] * n * comm, bound
@@ -62,12 +62,14 @@ def _tables(axes):
         ("link_lat", "link_latency_s"), ("link_e", "link_energy_per_bit_j"))}
     speed = np.array([[d.speedup(f) for f in axes["compute_format"]] for d in devs], np.float64)
     tgt = {"pmm": [m.matmul_params for m in tgts], "L": [m.n_layers for m in tgts], "q": [m.q_dim for m in tgts],
-           "D": [m.d_model for m in tgts], "kv": [m.kv_values_per_token for m in tgts]}
+           "D": [m.d_model for m in tgts], "kv": [m.kv_values_per_token for m in tgts],
+           "ar": [m.allreduces_per_layer for m in tgts]}
     get = lambda dr, a: getattr(dr.model, a) if dr.model else 0     # noqa: E731
     drf = {"pmm": [[get(d, "matmul_params") for d in row] for row in drfs],
            "L": [[get(d, "n_layers") for d in row] for row in drfs], "q": [[get(d, "q_dim") for d in row] for row in drfs],
            "D": [[get(d, "d_model") for d in row] for row in drfs],
            "kv": [[d.model.kv_values_per_token if d.model else 0 for d in row] for row in drfs],
+           "ar": [[get(d, "allreduces_per_layer") for d in row] for row in drfs],
            "present": [[float(d.present) for d in row] for row in drfs]}
     return dict(dev=dev, speed=speed, tgt={k: np.array(v, np.float64) for k, v in tgt.items()},
                 drf={k: np.array(v, np.float64) for k, v in drf.items()},
@@ -103,9 +105,9 @@ def evaluate_numpy(axes, start=0, count=None, dtype=np.float32, tables=None):
     d = {k: col(P[k]) for k in ("peak", "bw", "tdp", "idle", "ef", "eb", "mfu", "mbu", "overhead",
                                  "link_bw", "link_lat", "link_e")}
     tm = dict(pmm=col(P["t_pmm"]), L=col(P["t_L"]), q=col(P["t_q"]), D=col(P["t_D"]), kv=col(P["t_kv"]),
-              present=np.ones_like(col(P["t_pmm"])))
+              ar=col(P["t_ar"]), present=np.ones_like(col(P["t_pmm"])))
     dm = dict(pmm=col(P["d_pmm"]), L=col(P["d_L"]), q=col(P["d_q"]), D=col(P["d_D"]), kv=col(P["d_kv"]),
-              present=col(P["d_present"]))
+              ar=col(P["d_ar"]), present=col(P["d_present"]))
     n, wb, kb, k = col(P["tp"]), col(P["wb"]), col(P["kb"]), col(P["k"])
     b, s = col(P["batch"]), col(P["context"])
     ctx = b * s

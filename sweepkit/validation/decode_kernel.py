@@ -32,7 +32,7 @@ def row_vector_eff(m: Measurement) -> float:
       >>> m = parse_measurements("source,device,model,metric,value,unit,framework,kv_format\\n"
       ...                        "s,H100,mistral-7b,ttft,1,s,TensorRT-LLM v0.9.0,fp8\\n", "demo.csv")[0]
       >>> row_vector_eff(m), row_vector_eff(dataclasses.replace(m, framework="TensorRT-LLM v0.17"))
-      (0.12, 0.0)
+      (0.1, 0.0)
     """
     try:
         model = get_model(m.model)

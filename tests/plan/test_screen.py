@@ -29,7 +29,8 @@ ONE = dict(mode=("colocated",), batching=("prefill-priority",), token_budget=(81
 
 
 @pytest.mark.parametrize("model, device, tp, pp", [("llama-3.1-8b", "H100", 1, 1), ("llama-3.1-70b", "H100", 4, 1),
-                                                    ("llama-3.1-70b", "H200", 2, 2)])
+                                                    ("llama-3.1-70b", "H200", 2, 2),
+                                                    ("falcon-180b", "H100", 8, 1)])   # one all-reduce per layer
 def test_batch_one_decode_is_the_cost_models_target_pass(model, device, tp, pp):
     """TPOT lower bound = one target pass of one row holding the mean request's KV (no power cap binds at
     batch 1), with the serving cluster's 0.5 ms step overhead."""
