@@ -3,7 +3,8 @@
 A profile file is TOML with a ``[profile]`` table (``name``, ``framework``, ``source``), a ``[framework]``
 table (``step_overhead_s``, ``token_overhead_s``, and optionally ``kernel_s``: the fixed seconds of each kernel
 a decoder layer launches, with ``kernel_s_source`` naming where it comes from; data that ``calibrate`` holds,
-fitted only on serving-engine rows by :mod:`sweepkit.validation.kernel_fit`), a
+fitted only on serving-engine rows by :mod:`sweepkit.validation.kernel_fit`; and ``context_kernel_s``, the same
+for the kernels of a pass that carries prompt tokens, on top of ``kernel_s``), a
 ``[default]`` table of the per-format fields and
 ``[efficiency."DEVICE".FORMAT]`` entries overriding any of them (each may carry a ``source``), and an optional
 ``[scheduler]`` table (``token_budget``: tokens one step schedules, fitted on loaded rows). The packaged
@@ -27,19 +28,28 @@ FIELDS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", 
 FRAMEWORK_FIELDS = ("step_overhead_s", "token_overhead_s")
 KERNEL_FIELD = "kernel_s"
 """Optional ``[framework]`` field (seconds per kernel, :mod:`sweepkit.costmodel.kernels`); kept by a refit."""
+CONTEXT_KERNEL_FIELD = "context_kernel_s"
+"""Optional ``[framework]`` field: t_k,ctx, seconds per kernel of a pass that carries prompt tokens (a context
+pass a runtime launches without a CUDA graph, :mod:`sweepkit.costmodel.kernels`); kept by a refit."""
 VECTOR_FIELD = "vector_decode_eff"
 """e_vec of a CUDA-core decode-attention kernel (:mod:`sweepkit.catalogue.decode_kernels`), set per priced row
 by the framework release and the model's attention shape, never read from a profile file (absent: 0, the
 tensor-core roofline)."""
 SEED = "efficiency.toml"
 SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "tensorrt-llm-triton": "profile-tensorrt-llm-triton.toml",
+           "tensorrt-llm-gptsession": "profile-tensorrt-llm-gptsession.toml",
            "vllm": "profile-vllm.toml", "sglang": "profile-sglang.toml"}
 """Framework key -> packaged fitted profile."""
-SERVED_BY = {("tensorrt-llm", "triton"): "tensorrt-llm-triton"}
+SERVED_BY = {("tensorrt-llm", "triton"): "tensorrt-llm-triton",
+             ("tensorrt-llm", "gptsessionbenchmark"): "tensorrt-llm-gptsession"}
 """(framework key, a word of the framework's name) -> the key of that framework behind that server: TensorRT-LLM
 behind Triton's tensorrtllm_backend runs its C++ executor without CUDA graphs unless ``cuda_graph_mode`` is set
 (default false: github.com/triton-inference-server/tensorrtllm_backend docs/model_config.md), so its profile
-prices each kernel's launch (``kernel_s``) where trtllm-bench's runs do not."""
+prices each kernel's launch (``kernel_s``) where trtllm-bench's runs do not. TensorRT-LLM's gptSessionBenchmark
+(releases up to 0.9) times ``GptSession::generate`` on the host, whose context step runs the engine without a CUDA
+graph (graphs, behind ``--enable_cuda_graph``, capture generation steps only: cpp/tensorrt_llm/runtime/gptSession.cpp
+``executeContextStep`` / ``executeGenerationStep``), so its profile prices each kernel of a context pass
+(``context_kernel_s``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +92,10 @@ def framework_key(name: str) -> str:
     ('tensorrt-llm', 'vllm', 'sglang')
     >>> framework_key("TensorRT-LLM v0.14 + Triton tensorrtllm_backend")
     'tensorrt-llm-triton'
+    >>> framework_key("TensorRT-LLM v0.9.0 (gptSessionBenchmark, static batching)")
+    'tensorrt-llm-gptsession'
     """
-    words = name.strip().lower().split()
+    words = [w.strip("(),;") for w in name.strip().lower().split()]
     if not words:
         return ""
     served = [SERVED_BY[(words[0], w)] for w in words[1:] if (words[0], w) in SERVED_BY]
@@ -99,7 +111,7 @@ def _number(table: dict, key: str, where: str, lo: float, hi: float) -> float:
 
 _RANGES = {"gemm_tokens_half": (0.0, 1e6), "moe_tokens_half": (0.0, 1e6), "allreduce_overhead_s": (0.0, 1e-2), "tp_loss": (0.0, 1.0),
            "attn_prefill_eff": (1e-4, 2.0), "step_overhead_s": (0.0, 1.0),
-           "token_overhead_s": (0.0, 1e-2), KERNEL_FIELD: (0.0, 1e-3)}
+           "token_overhead_s": (0.0, 1e-2), KERNEL_FIELD: (0.0, 1e-3), CONTEXT_KERNEL_FIELD: (0.0, 1e-3)}
 
 
 def _fields(table: dict, allowed: tuple[str, ...], where: str, required: bool) -> dict[str, float]:
@@ -126,7 +138,8 @@ def parse_profile(text: str, name: str) -> Profile:
             sources[(dev, fmt)] = str(table.get("source", ""))
     fw = dict(doc.get("framework", {}))
     kernel_source = str(fw.pop("kernel_s_source", ""))
-    kernel = _fields({k: fw.pop(k) for k in [KERNEL_FIELD] if k in fw}, (KERNEL_FIELD,), f"{name} [framework]", False)
+    kernel = _fields({k: fw.pop(k) for k in (KERNEL_FIELD, CONTEXT_KERNEL_FIELD) if k in fw},
+                     (KERNEL_FIELD, CONTEXT_KERNEL_FIELD), f"{name} [framework]", False)
     sched = doc.get("scheduler", {})
     budget = _number(sched, "token_budget", f"{name} [scheduler]", 64.0, 1e6) if "token_budget" in sched else 0.0
     return Profile(name=str(head.get("name", Path(name).stem)), token_budget=budget, framework=str(head.get("framework", "")),
@@ -175,6 +188,8 @@ def profile_toml(p: Profile, comment: str = "") -> str:
     if KERNEL_FIELD in p.overheads:
         lines += [f"{KERNEL_FIELD} = {_value(p.overheads[KERNEL_FIELD])}",
                   f"kernel_s_source = {_value(p.kernel_source)}"]
+    if CONTEXT_KERNEL_FIELD in p.overheads:
+        lines.append(f"{CONTEXT_KERNEL_FIELD} = {_value(p.overheads[CONTEXT_KERNEL_FIELD])}")
     lines += ["", "[default]"]
     lines += [f"{k} = {_value(p.default[k])}" for k in FIELDS]
     if p.token_budget:

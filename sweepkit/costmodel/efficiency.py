@@ -14,7 +14,8 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     communication   t_x = n_ar L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
                     (a ring; on a fully connected mesh the frameworks' one- and two-shot kernels in place of
                     the first two terms: :mod:`sweepkit.costmodel.allreduce`)
-    kernels         t_k,all = L (n_struct + n_q [k > 1]) t_k                  (:mod:`sweepkit.costmodel.kernels`)
+    kernels         t_k,all = L (n_struct + n_q [k > 1]) (t_k + t_k,ctx [T_p > 0])
+                    (:mod:`sweepkit.costmodel.kernels`; T_p the step's prompt tokens)
     t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_k,all + t_0 + t_tok T
 
 P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). On a
@@ -43,7 +44,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.catalogue.efficiency import KERNEL_FIELD, VECTOR_FIELD
+from sweepkit.catalogue.efficiency import CONTEXT_KERNEL_FIELD, KERNEL_FIELD, VECTOR_FIELD
 from sweepkit.costmodel.allreduce import allreduce_s
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, attention_flops, experts_read,
@@ -72,6 +73,8 @@ class Efficiency:
       kernel_s: t_k, fixed device seconds of each kernel a decoder layer launches per pass (0: not priced).
       vector_decode_eff: e_vec, the fraction of the FP32 CUDA-core peak a CUDA-core decode-attention kernel
         reaches (:mod:`sweepkit.catalogue.decode_kernels`; 0: a tensor-core kernel, the ordinary roofline).
+      context_kernel_s: t_k,ctx, fixed device seconds of each kernel a decoder layer launches in a pass that
+        carries prompt tokens, on top of t_k (a context pass run without a CUDA graph; 0: not priced).
     """
 
     gemm_eff_max: jax.Array
@@ -88,6 +91,7 @@ class Efficiency:
     token_overhead_s: jax.Array
     kernel_s: jax.Array
     vector_decode_eff: jax.Array = 0.0
+    context_kernel_s: jax.Array = 0.0
 
 
 def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) -> jax.Array:
@@ -168,7 +172,8 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     t_comm = n_ar * (allreduce_s(size, r, dev, eff.link_eff) + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))
     shard = 1.0 + eff.tp_loss * (tp - 1.0)
     n_kernels = model.layer_kernels + jnp.where(compute_speedup > 1.0, model.quant_kernels, 0.0)
-    t_kernels = jnp.where(tokens > 0.0, model.n_layers * n_kernels * eff.kernel_s, 0.0)
+    t_kernels = (jnp.where(tokens > 0.0, model.n_layers * n_kernels * eff.kernel_s, 0.0)
+                 + jnp.where(prefill.tokens > 0.0, model.n_layers * n_kernels * eff.context_kernel_s, 0.0))
     return dict(gemm=t_gemm * shard, moe=t_moe * shard, attn_decode=jnp.maximum(attention(decode, eff.attn_prefill_eff), t_vec) * shard,
                 attn_prefill=attention(as_prefill(prefill), eff.attn_prefill_eff) * shard, comm=t_comm, kernels=t_kernels,
                 overhead=eff.step_overhead_s + eff.token_overhead_s * tokens)
@@ -195,4 +200,5 @@ def efficiency_arrays(fields: dict | list[dict], dtype=None) -> Efficiency:
     cols = {k: jnp.asarray([float(r[k]) for r in rows], dtype) for k in PARAMS + FRAMEWORK_PARAMS}
     cols[KERNEL_FIELD] = jnp.asarray([float(r.get(KERNEL_FIELD, 0.0)) for r in rows], dtype)   # 0: not priced
     cols[VECTOR_FIELD] = jnp.asarray([float(r.get(VECTOR_FIELD, 0.0)) for r in rows], dtype)   # 0: tensor cores
+    cols[CONTEXT_KERNEL_FIELD] = jnp.asarray([float(r.get(CONTEXT_KERNEL_FIELD, 0.0)) for r in rows], dtype)
     return Efficiency(**{k: v if isinstance(fields, list) else v[0] for k, v in cols.items()})

@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from sweepkit.catalogue.efficiency import KERNEL_FIELD, Profile
+from sweepkit.catalogue.efficiency import CONTEXT_KERNEL_FIELD, KERNEL_FIELD, Profile
 from sweepkit.errors import InputError
 from sweepkit.validation.measurements import Measurement
 
@@ -33,12 +33,16 @@ class KernelFit:
     rows: int
 
 
-def with_kernel(profile: Profile, kernel_s: float, source: str) -> Profile:
-    """``profile`` with ``kernel_s`` (seconds per kernel) in its framework table, ``source`` saying where from."""
+def with_kernel(profile: Profile, kernel_s: float, source: str, field: str = KERNEL_FIELD) -> Profile:
+    """``profile`` with ``kernel_s`` (seconds per kernel) in its framework table as ``field`` (``kernel_s``, or
+    ``context_kernel_s``: the kernels of a pass carrying prompt tokens), ``source`` saying where ``kernel_s``
+    comes from."""
+    if field not in (KERNEL_FIELD, CONTEXT_KERNEL_FIELD):
+        raise InputError(f"kernel field {field!r}: not allowed; allowed: {KERNEL_FIELD}, {CONTEXT_KERNEL_FIELD}")
     if not (np.isfinite(kernel_s) and 0.0 <= kernel_s <= 1e-3):
-        raise InputError(f"kernel_s {kernel_s!r}: not allowed; allowed: seconds in [0, 1e-3]")
-    return dataclasses.replace(profile, overheads={**profile.overheads, KERNEL_FIELD: float(kernel_s)},
-                               kernel_source=source)
+        raise InputError(f"{field} {kernel_s!r}: not allowed; allowed: seconds in [0, 1e-3]")
+    return dataclasses.replace(profile, overheads={**profile.overheads, field: float(kernel_s)},
+                               kernel_source=source if field == KERNEL_FIELD else profile.kernel_source)
 
 
 def median_log_error(model: list[float | None], rows: list[Measurement]) -> float:
@@ -47,7 +51,7 @@ def median_log_error(model: list[float | None], rows: list[Measurement]) -> floa
     return float(np.median(errs)) if errs else float("inf")
 
 
-def refit_kernel(rows: list[Measurement], profile: Profile, grid_s, price) -> KernelFit:
+def refit_kernel(rows: list[Measurement], profile: Profile, grid_s, price, field: str = KERNEL_FIELD) -> KernelFit:
     """The t_k of ``grid_s`` whose profile prices ``rows`` with the smallest median |ln error| (module docstring).
 
     Args:
@@ -56,6 +60,8 @@ def refit_kernel(rows: list[Measurement], profile: Profile, grid_s, price) -> Ke
       grid_s: candidate t_k values, seconds, each in [0, 1e-3].
       price: ``price(rows, profile) -> list[float | None]``, the modelled values in base SI
         (:func:`sweepkit.validation.evaluate_points` with ``profile=``).
+      field: the per-kernel time searched, ``kernel_s`` (every pass) or ``context_kernel_s`` (passes carrying
+        prompt tokens).
 
     Returns:
       :class:`KernelFit`.
@@ -68,6 +74,6 @@ def refit_kernel(rows: list[Measurement], profile: Profile, grid_s, price) -> Ke
     grid = tuple(float(g) for g in grid_s)
     if not rows or not grid:
         raise InputError("kernel fit: no rows or an empty grid; allowed: at least one row and one t_k")
-    loss = tuple(median_log_error(price(rows, with_kernel(profile, g, "grid")), rows) for g in grid)
+    loss = tuple(median_log_error(price(rows, with_kernel(profile, g, "grid", field)), rows) for g in grid)
     best = grid[int(np.argmin(loss))]
     return KernelFit(grid, loss, best, len(rows))

@@ -82,7 +82,7 @@ def stated_kv_free_fraction(m: Measurement) -> float | None:
     Raises:
       InputError: the stated fraction is not in (0, 1].
     """
-    if framework_key(m.framework) not in ("tensorrt-llm", "tensorrt-llm-triton"):
+    if framework_key(m.framework) not in ("tensorrt-llm", "tensorrt-llm-triton", "tensorrt-llm-gptsession"):
         return None
     found = re.search(r"--kv-cache-free-gpu-mem-fraction[ =]([0-9.eE+-]+)", flags(m).replace("_", "-"))
     if not found:
@@ -163,7 +163,7 @@ def per_rank_settings(m: Measurement, ranks: float) -> tuple[float, float]:
       NVIDIA/TensorRT-LLM docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md
       ("--max_batch_size: Max batch size in each rank").
     """
-    if framework_key(m.framework) != "tensorrt-llm":
+    if framework_key(m.framework) not in ("tensorrt-llm", "tensorrt-llm-gptsession"):
         return 0.0, 0.0
     budget, cap = stated(m, ("max-num-tokens",)), stated(m, ("max-batch-size",))
     return (0.0 if budget is None else budget * ranks), (0.0 if cap is None else cap * ranks)

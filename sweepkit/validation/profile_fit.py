@@ -32,7 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweepkit.catalogue.efficiency import FIELDS, FRAMEWORK_FIELDS, KERNEL_FIELD, VECTOR_FIELD, Profile
+from sweepkit.catalogue.efficiency import (CONTEXT_KERNEL_FIELD, FIELDS, FRAMEWORK_FIELDS, KERNEL_FIELD,
+                                           VECTOR_FIELD, Profile)
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.validation.steady import row_value
 from sweepkit.validation.steady_rows import RowInputs
@@ -83,9 +84,9 @@ def _to_theta(u, lo, hi):
     return lo + (hi - lo) * jax.nn.sigmoid(u)
 
 
-def _efficiency(u, slice_of_row, n_slices, lo, hi, kernel_s: float = 0.0) -> Efficiency:
+def _efficiency(u, slice_of_row, n_slices, lo, hi, kernel_s: float = 0.0, context_kernel_s: float = 0.0) -> Efficiency:
     """Per-row :class:`Efficiency` from the parameter vector (slices x FIELDS, then FRAMEWORK_FIELDS); the
-    per-kernel time ``kernel_s`` is the start profile's, held fixed (data, not fitted)."""
+    per-kernel times ``kernel_s`` and ``context_kernel_s`` are the start profile's, held fixed (data, not fitted)."""
     theta = _to_theta(u, lo, hi)
     per = theta[: n_slices * len(FIELDS)].reshape(n_slices, len(FIELDS))[slice_of_row]
     fw = theta[n_slices * len(FIELDS):]
@@ -93,6 +94,7 @@ def _efficiency(u, slice_of_row, n_slices, lo, hi, kernel_s: float = 0.0) -> Eff
     cols.update({k: jnp.full(slice_of_row.shape, fw[j]) for j, k in enumerate(FRAMEWORK_FIELDS)})
     cols[KERNEL_FIELD] = jnp.full(slice_of_row.shape, kernel_s, dtype=per.dtype)
     cols[VECTOR_FIELD] = jnp.zeros(slice_of_row.shape, dtype=per.dtype)   # fitted rows: tensor-core decode
+    cols[CONTEXT_KERNEL_FIELD] = jnp.full(slice_of_row.shape, context_kernel_s, dtype=per.dtype)
     return Efficiency(**cols)
 
 
@@ -102,7 +104,7 @@ def _identified(rows: RowInputs, keys: list[tuple[str, str]], slices: list, per,
     with jax.enable_x64(True):
         slice_of_row = jnp.asarray([index[k] for k in keys])
         fw = {f: jnp.full(slice_of_row.shape, float(overheads.get(f, 0.0)))
-              for f in FRAMEWORK_FIELDS + (KERNEL_FIELD, VECTOR_FIELD)}
+              for f in FRAMEWORK_FIELDS + (KERNEL_FIELD, VECTOR_FIELD, CONTEXT_KERNEL_FIELD)}
 
         def log_model(theta):
             cols = {f: theta[slice_of_row, j] for j, f in enumerate(FIELDS)}
@@ -147,6 +149,7 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
     theta0 += [start.token_budget or float(np.max(np.asarray(rows.token_budget)))] * len(extra)
     n_fw = len(slices) * len(FIELDS) + len(FRAMEWORK_FIELDS)
     kernel_s = float(start.overheads.get(KERNEL_FIELD, 0.0))
+    context_kernel_s = float(start.overheads.get(CONTEXT_KERNEL_FIELD, 0.0))
     with jax.enable_x64(True):
         u0 = jnp.asarray(_to_u(theta0, lo, hi))
         slice_of_row = jnp.asarray([index[k] for k in keys])
@@ -154,7 +157,8 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
 
         @jax.jit
         def data(u):
-            eff = _efficiency(u[:n_fw], slice_of_row, len(slices), lo[:n_fw], hi[:n_fw], kernel_s)
+            eff = _efficiency(u[:n_fw], slice_of_row, len(slices), lo[:n_fw], hi[:n_fw], kernel_s,
+                              context_kernel_s)
             r = rows
             if extra:
                 budget = _to_theta(u[n_fw:], lo[n_fw:], hi[n_fw:])[0]
@@ -188,7 +192,7 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
         after = np.asarray(data(u))
     per = theta[: len(slices) * len(FIELDS)].reshape(len(slices), len(FIELDS))
     fitted_rows = dataclasses.replace(rows, token_budget=jnp.full(rows.token_budget.shape, theta[n_fw])) if extra else rows
-    kept = {KERNEL_FIELD: kernel_s} if KERNEL_FIELD in start.overheads else {}
+    kept = {f: float(start.overheads[f]) for f in (KERNEL_FIELD, CONTEXT_KERNEL_FIELD) if f in start.overheads}
     return ProfileFit(slices={k: dict(zip(FIELDS, map(float, per[i]))) for i, k in enumerate(slices)},
                       overheads={**dict(zip(FRAMEWORK_FIELDS, map(float, theta[len(slices) * len(FIELDS):n_fw]))),
                                  **kept},
@@ -196,4 +200,4 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
                       token_budget=float(theta[n_fw]) if extra else 0.0,
                       identified=_identified(fitted_rows, keys, slices, per,
                                              {**dict(zip(FRAMEWORK_FIELDS, theta[len(slices) * len(FIELDS):n_fw])),
-                                              KERNEL_FIELD: kernel_s}))
+                                              KERNEL_FIELD: kernel_s, CONTEXT_KERNEL_FIELD: context_kernel_s}))

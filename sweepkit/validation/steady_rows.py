@@ -89,7 +89,7 @@ class RowInputs:
     run in waves (:func:`sweepkit.validation.steady.dataset_waves`); 0 otherwise."""
 
 
-KV_FREE_FRACTION = {"tensorrt-llm": 0.9, "tensorrt-llm-triton": 0.9}
+KV_FREE_FRACTION = {"tensorrt-llm": 0.9, "tensorrt-llm-triton": 0.9, "tensorrt-llm-gptsession": 0.9}
 """f_free per framework key: TensorRT-LLM's kv_cache_free_gpu_mem_fraction default (docs/source/performance/
 perf-benchmarking.md, github.com/NVIDIA/TensorRT-LLM) and the Triton backend's ``kv_cache_free_gpu_mem_fraction``
 (default 0.9, github.com/triton-inference-server/tensorrtllm_backend docs/model_config.md); frameworks not listed
