@@ -19,7 +19,7 @@ from sweepkit.cli.common import note, warehouse_option
               help="A cluster TOML file (default: the packaged 2 x TP4 cluster).")
 @click.option("--profile", "profile", default=None, metavar="NAME|FILE",
               help="Efficiency profile pricing every target pass: reference (default), seed, tensorrt-llm, "
-                   "tensorrt-llm-triton, vllm, sglang or a profile file (docs/serving.md).")
+                   "tensorrt-llm-triton, tensorrt-llm-gptsession, vllm, sglang or a profile file (docs/serving.md).")
 @click.option("--no-warm", is_flag=True, help="Do not compile the first pages' programs at start-up.")
 def serve(warehouse, host, port, workloads_file, levers_file, cluster_file, profile, no_warm) -> None:
     """Start the what-if explorer: pages /what-if, /decode, /matrix and the JSON API under /api (docs/serve.md).

@@ -147,8 +147,8 @@ def matrix_options(f):
                    "--long or a machine format, only this device's rows (default: every device).")
 @click.option("--profile", "profile", default=None, metavar="NAME|FILE",
               help="Efficiency profile pricing every target pass: reference (the reference constants), seed, "
-                   "tensorrt-llm, tensorrt-llm-triton, vllm, sglang or a profile file (default: the grid's [serving] "
-                   "profile, else reference).")
+                   "tensorrt-llm, tensorrt-llm-triton, tensorrt-llm-gptsession, vllm, sglang or a profile file "
+                   "(default: the grid's [serving] profile, else reference).")
 @matrix_options
 @format_option
 @scale_options

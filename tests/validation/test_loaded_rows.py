@@ -89,7 +89,7 @@ def test_loaded_rows_are_priced_only_by_profiles_fitted_on_them():
     assert row_profile(_row("tpot", 1000, 1000, conc=8), packaged_profile()) is None     # seed: no budget
     assert not framework_rows([_row("tpot", 1000, 1000, percentile="99", conc=8)], "vLLM")
     assert not framework_rows([_row("tpot", 1000, 1000)], "vLLM")                     # no load stated
-    assert set(SHIPPED) == {"tensorrt-llm", "tensorrt-llm-triton", "vllm", "sglang"}
+    assert set(SHIPPED) == {"tensorrt-llm", "tensorrt-llm-triton", "tensorrt-llm-gptsession", "vllm", "sglang"}
 
 
 def test_scheduler_table_round_trips_and_bad_budget_is_one_line(tmp_path):
