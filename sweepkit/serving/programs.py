@@ -164,15 +164,19 @@ def as_load(fields: dict) -> Load:
     return Load(**{f: np.asarray(v, np.float64) for f, v in fields.items()})
 
 
-def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape) -> list[list[Future]]:
+def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape,
+                 keep=None) -> list[list[Future]]:
     """Every (configuration, load) lane as its own call of one compiled program, queued on :func:`lane_pool`
     once the program is built or loaded (each lane runs on the least busy of :func:`lane_devices`), so the
-    lane threads run other calls' lanes meanwhile; :func:`collect` waits for them."""
+    lane threads run other calls' lanes meanwhile; :func:`collect` waits for them. ``keep``: optional
+    callable State -> State run on the lane's thread as soon as it ends (the parts of its final state the
+    caller reads: the rest of the lane's buffers are freed then, not when every lane of the call is done)."""
     def one(pol, ld):
         with jax.enable_x64(True), _device_lease() as device:
             args = jax.device_put((pol, req, as_load(ld)), device)
             out = _compiled(*args, shape, device)(*args)
-            return jax.tree_util.tree_map(np.asarray, out)
+            del args                                # the lane's placed inputs
+            return jax.tree_util.tree_map(np.asarray, keep(out) if keep is not None else out)
     futures = [[Future() for _ in row] for row in loads]
     if not (pols and loads[0]):
         return futures
