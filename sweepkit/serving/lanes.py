@@ -141,8 +141,8 @@ def metrics_part(st, n_requests: int):
     cache's [instances, segments] arrays).
 
     Example:
-      >>> import types; st = types.SimpleNamespace(arrival_s=np.arange(8.0), rows=np.zeros(8))
-      >>> part = metrics_part(dataclasses.make_dataclass("S", ["arrival_s", "rows"])(**vars(st)), 3)
+      >>> S = dataclasses.make_dataclass("S", ["arrival_s", "rows"])     # a State's fields, two of them
+      >>> part = metrics_part(S(arrival_s=np.arange(8.0), rows=np.zeros(8)), 3)
       >>> part.arrival_s.tolist(), part.rows
       ([0.0, 1.0, 2.0], None)
     """
