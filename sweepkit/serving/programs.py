@@ -202,15 +202,17 @@ def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shap
 
 def _after(entries: list[Future], action) -> None:
     """Call ``action()`` once every future of ``entries`` is done (here and now if they all are; else on the
-    thread that finishes the last)."""
-    left, lock = [len(entries)], threading.Lock()
+    thread that finishes the last). A future keeps its callbacks for as long as it lives (a program's entry:
+    as long as the program), so the callback lets go of ``action`` and all it holds (a call's lanes, their
+    inputs and final states) once it has run."""
+    left, lock, actions = [len(entries)], threading.Lock(), [action]
 
     def done(_) -> None:
         with lock:
             left[0] -= 1
-            last = left[0] == 0
-        if last:
-            action()
+            act = actions.pop() if left[0] == 0 else None
+        if act is not None:
+            act()
     for entry in entries:
         entry.add_done_callback(done)
 
