@@ -20,7 +20,7 @@ def _bytes(tree) -> int:
 
 def test_lean_lanes_give_every_metric_of_whole_ones_and_hold_less():
     w, cluster, levers = load_workloads()["chat"], load_cluster(), load_levers()
-    configs = [Config("H100", levers["baseline"]), Config("H100", levers["chunked-512"])]
+    configs = [Config("H100", levers["baseline"]), Config("H100", levers["chunked-512"])]   # one program
     rates = np.array([[0.25, 1.0], [0.5, 2.0]])
     whole = run_configs(w, cluster, configs, rates, sessions=512)      # padded past the run: 512 sessions held
     lean = run_configs(w, cluster, configs, rates, sessions=512, lean=True)
