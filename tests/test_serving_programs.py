@@ -97,3 +97,25 @@ def test_a_failed_build_fails_every_lane_of_its_program_once(monkeypatch):
     for lane in lanes[0]:
         assert "no room to build" in str(lane.exception(timeout=60))
     assert len(calls) == len(programs.lane_devices())
+
+
+def test_a_program_entry_lets_go_of_the_lanes_queued_on_it():
+    """A program's entry (a future kept as long as the program) holds no call's lanes once they are queued."""
+    import gc
+    import weakref
+    from concurrent.futures import Future
+
+    class Lanes:
+        ran = 0
+
+        def __call__(self):
+            Lanes.ran += 1
+
+    entry, lanes = Future(), Lanes()
+    gone = weakref.ref(lanes)
+    programs._after([entry], lanes)
+    del lanes
+    assert gone() is not None                                  # waiting for the build: held
+    entry.set_result("program")
+    gc.collect()
+    assert Lanes.ran == 1 and gone() is None                   # queued: let go, though the entry lives on

@@ -271,7 +271,7 @@ def search(w: Workload, cluster, configs: list[Config], prices: list[float], idl
                 continue
             open_, rates = [open_[k] for k in sim], rates[sim]
             lanes = run_configs(w, cluster, [configs[c] for c in open_], rates, early_stop=True,
-                                cover=configs + list(cover or []), slots=slots, sessions=sessions)
+                                cover=configs + list(cover or []), slots=slots, sessions=sessions, lean=True)
             for k, c in enumerate(open_):
                 ms = [lane_metrics(lanes, k, r, w, cluster.gpus, idle_w[c], prices[c]) for r in range(rates.shape[1])]
                 brackets[c] = update(brackets[c], rates[k], np.array([_passes(m) for m in ms]), ms)
@@ -327,7 +327,8 @@ def opening(start: float, b: Bracket, n: int = 1, growth: float = 2.0, tolerance
 def run_at(w: Workload, cluster, configs: list[Config], prices, idle_w, load: float) -> list[dict]:
     """Metrics of every configuration simulated whole (no early stop) at one ``load`` per second: the
     reference-load runs, or (``load`` = :data:`sweepkit.serving.lanes.OFFLINE_RATE`) every request at once."""
-    lanes = run_configs(w, cluster, configs, np.full((len(configs), 1), load), early_stop=False, cover=configs)
+    lanes = run_configs(w, cluster, configs, np.full((len(configs), 1), load), early_stop=False, cover=configs,
+                        lean=True)
     return [lane_metrics(lanes, c, 0, w, cluster.gpus, idle_w[c], prices[c]) for c in range(len(configs))]
 
 

@@ -125,7 +125,7 @@ def _device_draws(grid, w, dev: str, draws: list[Draw], bounds: dict, ref_load: 
                            rates_per_call=grid.rates_per_call, tolerance=grid.tolerance, progress=progress,
                            first=first, growth=GROWTH, rule=grid.search)
     lanes = run_configs(w, grid.cluster, [c for c, _, _ in drawn], np.full((len(drawn), 1), ref_load),
-                        early_stop=False)
+                        early_stop=False, lean=True)
     if progress:
         progress(len(drawn))
     rows = []
@@ -141,7 +141,7 @@ def _offline_draws(grid, w, draws: list[Draw], progress=None) -> list:
     configs, prices, idle = grid_points(grid)
     drawn = [_drawn(configs[i], prices[i], idle[i], d) for d in draws for i in range(len(configs))]
     lanes = run_configs(w, grid.cluster, [c for c, _, _ in drawn], np.full((len(drawn), 1), OFFLINE_RATE),
-                        early_stop=False)
+                        early_stop=False, lean=True)
     if progress:
         progress(len(drawn))
     rows = []

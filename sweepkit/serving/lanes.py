@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -129,6 +129,29 @@ _PER_REQUEST = ("arrival_s", "first_s", "finish_s", "r_out", "r_last_s", "reject
                 "prefilled", "handed", "xfer_from", "xfer_to")
 _PER_SESSION = ("buf_s", "home", "next_turn", "hand_s")
 """Final-state fields of one entry per request and per session (cut to the run's layout by ``Lanes.state``)."""
+METRIC_FIELDS = ("arrival_s", "first_s", "finish_s", "rejected", "xfer_start_s", "xfer_land_s", "stats", "hist",
+                 "zeros", "stopped", "truncated", "link_j", "little_area", "iters", "misses", "t_s")
+"""Final-state fields :func:`sweepkit.serving.metrics.lane_metrics` reads (a lean run keeps only these)."""
+
+
+def metrics_part(st, n_requests: int):
+    """The part of one lane's final state its metrics read (:data:`METRIC_FIELDS`), per-request arrays cut
+    to the run's ``n_requests`` and copied, the other fields None: a lane of a program padded past its run
+    holds a few arrays of the run's size instead of every array of the program's (rows, queues, the prefix
+    cache's [instances, segments] arrays).
+
+    Example:
+      >>> S = dataclasses.make_dataclass("S", ["arrival_s", "rows"])     # a State's fields, two of them
+      >>> part = metrics_part(S(arrival_s=np.arange(8.0), rows=np.zeros(8)), 3)
+      >>> part.arrival_s.tolist(), part.rows
+      ([0.0, 1.0, 2.0], None)
+    """
+    def field(f: str):
+        if f not in METRIC_FIELDS:
+            return None
+        v = getattr(st, f)
+        return np.array(np.asarray(v)[:n_requests]) if f in _PER_REQUEST else v
+    return dataclasses.replace(st, **{f.name: field(f.name) for f in dataclasses.fields(st)})
 
 
 @dataclasses.dataclass
@@ -152,13 +175,14 @@ class Lanes:
         if not trim:
             return st
         B = self.n_sessions
-        cut = {f: getattr(st, f)[:B * self.turns] for f in _PER_REQUEST}
-        return dataclasses.replace(st, **cut, **{f: getattr(st, f)[:B] for f in _PER_SESSION})
+        cut = {f: getattr(st, f)[:B * self.turns] for f in _PER_REQUEST if getattr(st, f) is not None}
+        return dataclasses.replace(st, **cut, **{f: getattr(st, f)[:B] for f in _PER_SESSION
+                                                 if getattr(st, f) is not None})
 
 
 def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, early_stop=True,
                 cap_sessions: bool = False, cover: list[Config] | None = None, slots: int | None = None,
-                sessions: int | None = None) -> Lanes:
+                sessions: int | None = None, lean: bool = False) -> Lanes:
     """Simulate every configuration at its row of ``rates`` ([C, R]); one compiled program per static shape, one
     call of it per (configuration, load) lane.
 
@@ -167,10 +191,11 @@ def run_configs(w: Workload, cluster: Cluster, configs: list[Config], rates, ear
     program (a larger program gives the same results). ``slots`` and ``sessions``: rows per instance and
     sessions the programs hold at least (a batch cap and a session bucket larger than the call's own), so that
     calls of several batch caps and loads share one program too. Times are float64 whatever the caller's JAX
-    mode (a float32 clock loses a step's duration after hours)."""
+    mode (a float32 clock loses a step's duration after hours). ``lean``: each lane keeps only what its
+    metrics read (:func:`metrics_part`), from the moment it ends: what a capacity search holds."""
     with jax.enable_x64(True):
         return _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, list(cover or []), slots,
-                            sessions)
+                            sessions, lean)
 
 
 def lane_inputs(w: Workload, cluster: Cluster, cfg: Config, rates, early_stop: bool = False):
@@ -198,7 +223,7 @@ def _program(w: Workload, cluster: Cluster, B: int, prefix: bool, sized: list[di
     return cap, shape, req
 
 
-def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover, slots, sessions) -> Lanes:
+def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover, slots, sessions, lean) -> Lanes:
     if problem := setting_problem():             # a mistyped setting is refused, not silently read
         raise InputError(problem)
     rates = np.asarray(rates, dtype=np.float64).reshape(len(configs), -1)
@@ -213,13 +238,14 @@ def _run_configs(w, cluster, configs, rates, early_stop, cap_sessions, cover, sl
     static = [(bool(r.prefix_caching),) for r in res]
     groups, where, pending = [], {}, []
     sized = res + [resolve(cluster, cfg.lever) for cfg in cover]     # what every group's program holds
+    keep = partial(metrics_part, n_requests=B * w.turns) if lean else None
     for flags in dict.fromkeys(static):             # every group's lanes queued before any is awaited
         idx = [c for c in range(len(configs)) if static[c] == flags]
         cap, shape, req = _program(w, cluster, B, *flags, sized, [cfg.lever for cfg in configs + cover], slots,
                                    sessions)
         pols = [policy_of(cluster, configs[c], w.name, shape.gamma_max, shape.instances) for c in idx]
         padded = [[_padded(loads[c, k], cap) for k in range(rates.shape[1])] for c in idx]
-        pending.append((idx, shape, time.perf_counter(), submit_lanes(pols, padded, req, shape)))
+        pending.append((idx, shape, time.perf_counter(), submit_lanes(pols, padded, req, shape, keep)))
     for idx, shape, t0, futures in pending:
         out = collect(futures)
         LOG.debug("%s: %d configs x %d loads, %d instances, %d requests, %d iterations max, %.2f s", w.name,

@@ -164,15 +164,19 @@ def as_load(fields: dict) -> Load:
     return Load(**{f: np.asarray(v, np.float64) for f, v in fields.items()})
 
 
-def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape) -> list[list[Future]]:
+def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shape,
+                 keep=None) -> list[list[Future]]:
     """Every (configuration, load) lane as its own call of one compiled program, queued on :func:`lane_pool`
     once the program is built or loaded (each lane runs on the least busy of :func:`lane_devices`), so the
-    lane threads run other calls' lanes meanwhile; :func:`collect` waits for them."""
+    lane threads run other calls' lanes meanwhile; :func:`collect` waits for them. ``keep``: optional
+    callable State -> State run on the lane's thread as soon as it ends (the parts of its final state the
+    caller reads: the rest of the lane's buffers are freed then, not when every lane of the call is done)."""
     def one(pol, ld):
         with jax.enable_x64(True), _device_lease() as device:
             args = jax.device_put((pol, req, as_load(ld)), device)
             out = _compiled(*args, shape, device)(*args)
-            return jax.tree_util.tree_map(np.asarray, out)
+            del args                                # the lane's placed inputs
+            return jax.tree_util.tree_map(np.asarray, keep(out) if keep is not None else out)
     futures = [[Future() for _ in row] for row in loads]
     if not (pols and loads[0]):
         return futures
@@ -198,15 +202,17 @@ def submit_lanes(pols: list, loads: list[list[dict]], req: Requests, shape: Shap
 
 def _after(entries: list[Future], action) -> None:
     """Call ``action()`` once every future of ``entries`` is done (here and now if they all are; else on the
-    thread that finishes the last)."""
-    left, lock = [len(entries)], threading.Lock()
+    thread that finishes the last). A future keeps its callbacks for as long as it lives (a program's entry:
+    as long as the program), so the callback lets go of ``action`` and all it holds (a call's lanes, their
+    inputs and final states) once it has run."""
+    left, lock, actions = [len(entries)], threading.Lock(), [action]
 
     def done(_) -> None:
         with lock:
             left[0] -= 1
-            last = left[0] == 0
-        if last:
-            action()
+            act = actions.pop() if left[0] == 0 else None
+        if act is not None:
+            act()
     for entry in entries:
         entry.add_done_callback(done)
 
