@@ -16,45 +16,20 @@ and whose split is train; the test rows are held out. Prints the loss per grid p
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import datetime as dt
 import sys
+from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernel_profile_fit import fit_kernel_profile
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="sweepkit/catalogue/profile-tensorrt-llm-gptsession.toml")
-    ap.add_argument("--step-us", type=float, default=0.25, help="grid step, microseconds")
-    ap.add_argument("--max-us", type=float, default=12.0, help="grid end, microseconds")
-    args = ap.parse_args(argv)
-
-    from sweepkit.catalogue.efficiency import CONTEXT_KERNEL_FIELD, framework_key, packaged_profile, profile_toml
-    from sweepkit.validation import MODELLED, evaluate_points, load_measurements, status
-    from sweepkit.validation.kernel_fit import refit_kernel, with_kernel
-
-    key = "tensorrt-llm-gptsession"
-    points, name, sha = load_measurements(None)
-    rows = [m for m in points if framework_key(m.framework) == key and m.split == "train" and status(m) == MODELLED]
-    base = dataclasses.replace(packaged_profile("profile-tensorrt-llm.toml"), name=key,
-                               framework="TensorRT-LLM gptSessionBenchmark")
-    grid = np.round(np.arange(0.0, args.max_us + 1e-9, args.step_us), 6) / 1e6
-    fit = refit_kernel(rows, base, grid, lambda r, p: evaluate_points(r, profile=p), field=CONTEXT_KERNEL_FIELD)
-    for g, loss in zip(fit.grid_s, fit.loss):
-        print(f"t_k,ctx {g * 1e6:5.2f} us  median |ln error| {loss:.4f}{'  <- best' if g == fit.kernel_s else ''}")
-    source = (f"fitted by benchmarks/data/fit_gptsession_profile.py on {dt.date.today().isoformat()}: "
-              f"context_kernel_s alone, {fit.rows} train rows of TensorRT-LLM gptSessionBenchmark ({name}, "
-              f"sha256 {sha}), median |ln error| {fit.loss[0]:.4f} at t_k,ctx = 0 -> {min(fit.loss):.4f}; "
-              f"every other field the shipped TensorRT-LLM profile's")
-    profile = dataclasses.replace(with_kernel(base, fit.kernel_s, source, CONTEXT_KERNEL_FIELD), source=source)
-    header = (f"Written by: python benchmarks/data/fit_gptsession_profile.py --step-us {args.step_us:g} --max-us {args.max_us:g}\n"
-              "The shipped TensorRT-LLM profile's fields, held; context_kernel_s fitted on gptSessionBenchmark's rows")
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(profile_toml(profile, header))
-    print(f"t_k,ctx = {fit.kernel_s * 1e6:.2f} us on {fit.rows} rows -> {args.out}")
-    return 0
+    return fit_kernel_profile(
+        argv, key="tensorrt-llm-gptsession", framework="TensorRT-LLM gptSessionBenchmark", field="context_kernel_s",
+        symbol="t_k,ctx", script="benchmarks/data/fit_gptsession_profile.py", max_us=12.0,
+        rows_label="TensorRT-LLM gptSessionBenchmark",
+        header="The shipped TensorRT-LLM profile's fields, held; context_kernel_s fitted on gptSessionBenchmark's rows")
 
 
 if __name__ == "__main__":

@@ -14,43 +14,19 @@ Prints the loss per grid point and writes the profile.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import datetime as dt
 import sys
+from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernel_profile_fit import fit_kernel_profile
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="sweepkit/catalogue/profile-tensorrt-llm-triton.toml")
-    ap.add_argument("--step-us", type=float, default=0.25, help="grid step, microseconds")
-    ap.add_argument("--max-us", type=float, default=6.0, help="grid end, microseconds")
-    args = ap.parse_args(argv)
-
-    from sweepkit.catalogue.efficiency import framework_key, packaged_profile, profile_toml
-    from sweepkit.validation import MODELLED, evaluate_points, load_measurements, status
-    from sweepkit.validation.kernel_fit import refit_kernel, with_kernel
-
-    key = "tensorrt-llm-triton"
-    points, name, sha = load_measurements(None)
-    rows = [m for m in points if framework_key(m.framework) == key and m.split == "train" and status(m) == MODELLED]
-    base = dataclasses.replace(packaged_profile("profile-tensorrt-llm.toml"), name=key, framework="TensorRT-LLM + Triton")
-    grid = np.round(np.arange(0.0, args.max_us + 1e-9, args.step_us), 6) / 1e6
-    fit = refit_kernel(rows, base, grid, lambda r, p: evaluate_points(r, profile=p))
-    for g, loss in zip(fit.grid_s, fit.loss):
-        print(f"t_k {g * 1e6:5.2f} us  median |ln error| {loss:.4f}{'  <- best' if g == fit.kernel_s else ''}")
-    source = (f"fitted by benchmarks/data/fit_triton_profile.py on {dt.date.today().isoformat()}: t_k alone, "
-              f"{fit.rows} train rows of TensorRT-LLM behind Triton ({name}, sha256 {sha}), median |ln error| "
-              f"{fit.loss[0]:.4f} at t_k = 0 -> {min(fit.loss):.4f}")
-    profile = dataclasses.replace(with_kernel(base, fit.kernel_s, source), source=source)
-    header = ("Written by: python benchmarks/data/fit_triton_profile.py\n"
-              "The shipped TensorRT-LLM profile's fields, held; kernel_s fitted on the serving engine's rows")
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(profile_toml(profile, header))
-    print(f"t_k = {fit.kernel_s * 1e6:.2f} us on {fit.rows} rows -> {args.out}")
-    return 0
+    return fit_kernel_profile(
+        argv, key="tensorrt-llm-triton", framework="TensorRT-LLM + Triton", field="kernel_s", symbol="t_k",
+        script="benchmarks/data/fit_triton_profile.py", max_us=6.0, rows_label="TensorRT-LLM behind Triton",
+        header="The shipped TensorRT-LLM profile's fields, held; kernel_s fitted on the serving engine's rows")
 
 
 if __name__ == "__main__":
