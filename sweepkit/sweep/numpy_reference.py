@@ -45,9 +45,21 @@ def _pass(T, A, K, m, d, n, wb, kb, k, target):
         return t * m["present"], e * m["present"], bound
     size = T * m["D"] * 2.0
     count = m["ar"] * m["L"] * m["present"]           # n_ar L all-reduces (2 L; 1 L for a shared one)
-    comm = count * (2 * (n - 1) / n * size / d["link_bw"] + 2 * (n - 1) * d["link_lat"])
+    comm = count * _allreduce(size, n, d)
     comm_e = count * 2 * (n - 1) * size * 8 * d["link_e"]
     return t + comm, e + comm_e + d["idle"] * n * comm, bound
+
+
+def _allreduce(S, n, d):
+    """One all-reduce of S bytes over n devices: a ring, or on a full-mesh domain of G GPUs vLLM's custom kernels
+    (csrc/custom_all_reduce.cuh): one-shot lat + S (G - 1) / B for n = 2 or S under 512 KiB (n <= 4) / 256 KiB,
+    two-shot 2 lat + 2 S (G - 1) / (n B) below 8 MiB, for an even n <= min(8, G); the ring otherwise."""
+    ring = 2 * (n - 1) / n * S / d["link_bw"] + 2 * (n - 1) * d["link_lat"]
+    peer = d["link_bw"] / np.maximum(d["domain"] - 1, 1)
+    one = (n <= 2) | (S < np.where(n <= 4, 512 * 1024, 256 * 1024))
+    custom = np.where(one, d["link_lat"] + S / peer, 2 * d["link_lat"] + 2 * S / (n * peer))
+    served = (d["mesh"] > 0) & (S < 8 * 1024 * 1024) & (n <= np.minimum(8, d["domain"])) & (n % 2 == 0)
+    return np.where(n > 1, np.where(served, custom, ring), 0.0)
 
 
 def _tables(axes):
@@ -59,7 +71,8 @@ def _tables(axes):
         ("peak", "peak_flops_per_s"), ("bw", "hbm_bytes_per_s"), ("tdp", "tdp_w"), ("idle", "idle_w"),
         ("ef", "energy_per_flop_j"), ("eb", "energy_per_hbm_byte_j"), ("mfu", "flops_efficiency"),
         ("mbu", "bandwidth_efficiency"), ("overhead", "pass_overhead_s"), ("link_bw", "link_bytes_per_s"),
-        ("link_lat", "link_latency_s"), ("link_e", "link_energy_per_bit_j"))}
+        ("link_lat", "link_latency_s"), ("link_e", "link_energy_per_bit_j"), ("mesh", "full_mesh"),
+        ("domain", "scaleup_domain_gpus"))}
     speed = np.array([[d.speedup(f) for f in axes["compute_format"]] for d in devs], np.float64)
     tgt = {"pmm": [m.matmul_params for m in tgts], "L": [m.n_layers for m in tgts], "q": [m.q_dim for m in tgts],
            "D": [m.d_model for m in tgts], "kv": [m.kv_values_per_token for m in tgts],
@@ -103,7 +116,7 @@ def evaluate_numpy(axes, start=0, count=None, dtype=np.float32, tables=None):
     P = {k: v.astype(dtype) for k, v in _params(axes, start, count, tables).items()}
     col = lambda v: v[:, None]                       # noqa: E731  [k] -> [k, 1] for broadcasting over gamma
     d = {k: col(P[k]) for k in ("peak", "bw", "tdp", "idle", "ef", "eb", "mfu", "mbu", "overhead",
-                                 "link_bw", "link_lat", "link_e")}
+                                 "link_bw", "link_lat", "link_e", "mesh", "domain")}
     tm = dict(pmm=col(P["t_pmm"]), L=col(P["t_L"]), q=col(P["t_q"]), D=col(P["t_D"]), kv=col(P["t_kv"]),
               ar=col(P["t_ar"]), present=np.ones_like(col(P["t_pmm"])))
     dm = dict(pmm=col(P["d_pmm"]), L=col(P["d_L"]), q=col(P["d_q"]), D=col(P["d_D"]), kv=col(P["d_kv"]),
