@@ -88,7 +88,9 @@ def vector_decode_eff(framework: str, n_heads: int, n_kv_heads: int, head_dim: i
     release = release_of(framework)
     if release is None or n_kv_heads <= 0 or n_heads % n_kv_heads:
         return 0.0
-    for e in kernel_table().get(framework.strip().split()[0].lower(), []):    # the framework, whatever runs it
+    from sweepkit.catalogue.efficiency import framework_family
+
+    for e in kernel_table().get(framework_family(framework), []):    # the framework, whatever runs it
         if release <= _version(str(e["through"])):
             tensor = n_heads // n_kv_heads in e.get("tensor_core_groups", []) and head_dim in e.get(
                 "tensor_core_head_dims", [])

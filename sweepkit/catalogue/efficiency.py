@@ -102,6 +102,16 @@ def framework_key(name: str) -> str:
     return served[0] if served else words[0]
 
 
+def framework_family(name: str) -> str:
+    """The framework a name names, whatever server or benchmark runs it: its first word, lower case.
+
+    >>> framework_family("TensorRT-LLM v0.14 + Triton tensorrtllm_backend"), framework_family("vLLM 0.10")
+    ('tensorrt-llm', 'vllm')
+    """
+    words = name.strip().lower().split()
+    return words[0].strip("(),;") if words else ""
+
+
 def _number(table: dict, key: str, where: str, lo: float, hi: float) -> float:
     value = table[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:

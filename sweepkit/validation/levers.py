@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 
-from sweepkit.catalogue.efficiency import SHIPPED, framework_key, profile_for
+from sweepkit.catalogue.efficiency import SHIPPED, framework_family, framework_key, profile_for
 from sweepkit.errors import bad_value
 from sweepkit.validation.measurements import Measurement
 
@@ -82,7 +82,7 @@ def stated_kv_free_fraction(m: Measurement) -> float | None:
     Raises:
       InputError: the stated fraction is not in (0, 1].
     """
-    if framework_key(m.framework) not in ("tensorrt-llm", "tensorrt-llm-triton", "tensorrt-llm-gptsession"):
+    if framework_family(m.framework) != "tensorrt-llm":
         return None
     found = re.search(r"--kv-cache-free-gpu-mem-fraction[ =]([0-9.eE+-]+)", flags(m).replace("_", "-"))
     if not found:

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sweepkit.catalogue import get_device, get_format, get_model
-from sweepkit.catalogue.efficiency import framework_key
+from sweepkit.catalogue.efficiency import framework_family
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, Layout, make_layout
 from sweepkit.validation.levers import (host_overlap, per_rank_settings, perfectly_balanced, prefill_first,
@@ -89,8 +89,9 @@ class RowInputs:
     run in waves (:func:`sweepkit.validation.steady.dataset_waves`); 0 otherwise."""
 
 
-KV_FREE_FRACTION = {"tensorrt-llm": 0.9, "tensorrt-llm-triton": 0.9, "tensorrt-llm-gptsession": 0.9}
-"""f_free per framework key: TensorRT-LLM's kv_cache_free_gpu_mem_fraction default (docs/source/performance/
+KV_FREE_FRACTION = {"tensorrt-llm": 0.9}
+"""f_free per framework (:func:`~sweepkit.catalogue.efficiency.framework_family`: behind Triton or in
+gptSessionBenchmark too): TensorRT-LLM's kv_cache_free_gpu_mem_fraction default (docs/source/performance/
 perf-benchmarking.md, github.com/NVIDIA/TensorRT-LLM) and the Triton backend's ``kv_cache_free_gpu_mem_fraction``
 (default 0.9, github.com/triton-inference-server/tensorrtllm_backend docs/model_config.md); frameworks not listed
 use the engine's rule."""
@@ -106,7 +107,7 @@ def kv_free_fraction(m) -> float:
       vLLM row 0 (tests/validation/test_kv_free_fraction.py).
     """
     stated = stated_kv_free_fraction(m)
-    return stated if stated is not None else KV_FREE_FRACTION.get(framework_key(m.framework), 0.0)
+    return stated if stated is not None else KV_FREE_FRACTION.get(framework_family(m.framework), 0.0)
 
 
 METRIC_KINDS = {"max_output_throughput": 0, "output_throughput": 0, "total_throughput": 1, "tpot": 2, "itl": 2}
