@@ -95,11 +95,10 @@ def framework_key(name: str) -> str:
     >>> framework_key("TensorRT-LLM v0.9.0 (gptSessionBenchmark, static batching)")
     'tensorrt-llm-gptsession'
     """
-    words = [w.strip("(),;") for w in name.strip().lower().split()]
-    if not words:
-        return ""
-    served = [SERVED_BY[(words[0], w)] for w in words[1:] if (words[0], w) in SERVED_BY]
-    return served[0] if served else words[0]
+    family = framework_family(name)
+    words = [w.strip("(),;") for w in name.strip().lower().split()[1:]]
+    served = [SERVED_BY[(family, w)] for w in words if (family, w) in SERVED_BY]
+    return served[0] if served else family
 
 
 def framework_family(name: str) -> str:
