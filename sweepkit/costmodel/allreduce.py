@@ -17,7 +17,8 @@ since ROCm/vllm PR #27, May 2024, upstream vLLM PR #14125, March 2025):
 
     one-shot (r = 2, or S < S_1(r))      t = lat + S (G_up - 1) / (B c_x)
     two-shot (S_1(r) <= S < S_max)       t = 2 lat + 2 S (G_up - 1) / (r B c_x)
-    S >= S_max, r odd, r > 8 or r > G_up the ring above (vLLM falls back to RCCL / NCCL)
+    S >= S_max, r odd, r > 8 or r > G_up the ring above over the links the group owns, B (r' - 1) / (G_up - 1)
+                                         with r' = min(r, G_up) (vLLM falls back to RCCL / NCCL)
 
 S_1 = 512 KiB for r <= 4 and 256 KiB for r <= 8 (``cross_device_reduce_1stage`` below it,
 ``cross_device_reduce_2stage`` above); S_max = 8 MiB (``CustomAllreduce(max_size=8192 * 1024)`` in
@@ -27,6 +28,11 @@ reduce-scatter then an all-gather, each rank reading S / r from every peer per s
 at r = G_up its bandwidth term equals the ring's). Measured: vLLM's TP8 custom all-reduce on MI355X takes
 6.3 us for 24 KB and 10.0 us for 192 KB (vllm-project/vllm PR #39080), against 5.3 and 7.5 us by this formula
 (lat 5 us, B 537.6 GB/s) and 70 and 72 us as a ring. Every term is 0 at r = 1.
+
+The library's ring inside a mesh has only the links among the group's own GPUs: r' - 1 of each GPU's G_up - 1,
+so a 2-GPU group reduces over its one direct link. With that share each kernel switch costs time rather than
+saving it (one-shot to ring at r = 2 adds a latency; two-shot to ring adds 2 (r - 2) latencies), so the time
+never falls as the message grows.
 
 References:
   vLLM, csrc/custom_all_reduce.cuh and vllm/distributed/device_communicators/custom_all_reduce.py
@@ -71,6 +77,7 @@ def mesh_allreduce_s(size_bytes: jax.Array, ring: jax.Array, dev: DeviceArrays,
     Example:
       MI300X (B 448 GB/s, G_up 8, lat 5 us), r = 8: S = 16 KiB one-shot, 5 + 16,384 x 7 / 448e9 s = 5.256 us;
       S = 1 MiB two-shot, 10 + 2 x 1,048,576 x 7 / (8 x 448e9) s = 14.096 us; S = 16 MiB: the ring's.
+      r = 2, S = 16 MiB: a ring over the one link, 16,777,216 / 64e9 s + 10 us = 272.1 us.
     """
     r = jnp.maximum(ring, 1.0)
     peer_bw = dev.link_bytes_per_s * link_eff / jnp.maximum(dev.scaleup_domain_gpus - 1.0, 1.0)
@@ -80,7 +87,10 @@ def mesh_allreduce_s(size_bytes: jax.Array, ring: jax.Array, dev: DeviceArrays,
     custom = jnp.where(one_shot, lat + size_bytes / peer_bw, 2.0 * lat + 2.0 * size_bytes / (r * peer_bw))
     # the custom kernels serve 2, 4, 6 or 8 GPUs of one domain (_SUPPORTED_WORLD_SIZES); others use the library
     served = (size_bytes < CUSTOM_MAX_BYTES) & (r <= jnp.minimum(MAX_WORLD, dev.scaleup_domain_gpus)) & (r % 2.0 == 0.0)
-    t = jnp.where(served, custom, ring_allreduce_s(size_bytes, r, dev, link_eff))
+    # the library's ring inside the mesh owns r' - 1 of each GPU's G_up - 1 links
+    share = (jnp.minimum(r, dev.scaleup_domain_gpus) - 1.0) / jnp.maximum(dev.scaleup_domain_gpus - 1.0, 1.0)
+    library = ring_allreduce_s(size_bytes, r, dev, link_eff * jnp.maximum(share, 1.0 / 64.0))
+    t = jnp.where(served, custom, library)
     return jnp.where(r > 1.0, t, 0.0)
 
 

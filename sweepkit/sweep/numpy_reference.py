@@ -53,9 +53,12 @@ def _pass(T, A, K, m, d, n, wb, kb, k, target):
 def _allreduce(S, n, d):
     """One all-reduce of S bytes over n devices: a ring, or on a full-mesh domain of G GPUs vLLM's custom kernels
     (csrc/custom_all_reduce.cuh): one-shot lat + S (G - 1) / B for n = 2 or S under 512 KiB (n <= 4) / 256 KiB,
-    two-shot 2 lat + 2 S (G - 1) / (n B) below 8 MiB, for an even n <= min(8, G); the ring otherwise."""
-    ring = 2 * (n - 1) / n * S / d["link_bw"] + 2 * (n - 1) * d["link_lat"]
+    two-shot 2 lat + 2 S (G - 1) / (n B) below 8 MiB, for an even n <= min(8, G); the ring otherwise, which on
+    the mesh owns min(n, G) - 1 of each GPU's G - 1 links."""
     peer = d["link_bw"] / np.maximum(d["domain"] - 1, 1)
+    share = np.maximum((np.minimum(n, d["domain"]) - 1) / np.maximum(d["domain"] - 1, 1), 1 / 64)
+    ring_bw = d["link_bw"] * np.where(d["mesh"] > 0, share, 1.0)
+    ring = 2 * (n - 1) / n * S / ring_bw + 2 * (n - 1) * d["link_lat"]
     one = (n <= 2) | (S < np.where(n <= 4, 512 * 1024, 256 * 1024))
     custom = np.where(one, d["link_lat"] + S / peer, 2 * d["link_lat"] + 2 * S / (n * peer))
     served = (d["mesh"] > 0) & (S < 8 * 1024 * 1024) & (n <= np.minimum(8, d["domain"])) & (n % 2 == 0)

@@ -68,16 +68,22 @@ def test_kernel_choice_by_world_size():
 def test_eight_mib_and_up_fall_back_to_the_ring_and_one_gpu_costs_nothing():
     size = 8 * 1024 * KIB
     assert float(allreduce_s(size, 8.0, MI300X)) == pytest.approx(float(ring_allreduce_s(size, 8.0, MI300X)))
+    # a 2-GPU group's ring has its one direct link, 64 GB/s: S / 64e9 + 2 lat (docstring example, 16 MiB)
+    assert us(allreduce_s(2 * size, 2.0, MI300X)) == pytest.approx(16777216 / 64e9 * 1e6 + 10.0, rel=1e-6)
     assert float(allreduce_s(size - 16, 8.0, MI300X)) < float(ring_allreduce_s(size - 16, 8.0, MI300X))
     for size in (0.0, 16 * KIB, 1e9):
         assert float(allreduce_s(size, 1.0, MI300X)) == 0.0
         assert float(mesh_allreduce_s(size, 1.0, MI300X)) == 0.0
 
 
-def test_odd_or_larger_groups_take_the_ring():
-    # CustomAllreduce._SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]; a group beyond the 8-GPU domain spans nodes
-    for r in (3.0, 5.0, 7.0, 16.0):
-        assert float(allreduce_s(16 * KIB, r, MI300X)) == pytest.approx(float(ring_allreduce_s(16 * KIB, r, MI300X)))
+def test_odd_or_larger_groups_take_the_ring_over_the_links_they_own():
+    # CustomAllreduce._SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]; a group beyond the 8-GPU domain spans nodes.
+    # A ring of r GPUs inside the mesh has r - 1 of each GPU's 7 links: B (r - 1) / 7
+    for r in (3.0, 5.0, 7.0):
+        size = 4e6
+        closed = 2 * (r - 1) / r * size / (PEER * (r - 1)) + 2 * (r - 1) * LAT
+        assert float(allreduce_s(size, r, MI300X)) == pytest.approx(closed, rel=1e-6)
+    assert float(allreduce_s(16 * KIB, 16.0, MI300X)) == pytest.approx(float(ring_allreduce_s(16 * KIB, 16.0, MI300X)))
     assert float(allreduce_s(16 * KIB, 6.0, MI300X)) == pytest.approx(LAT + 16 * KIB / PEER, rel=1e-6)
 
 
@@ -103,6 +109,15 @@ def test_mesh_is_at_least_one_latency_and_at_most_the_ring_over_the_whole_domain
     assert mesh >= LAT * (1 - 1e-6)
     if r == 8.0:
         assert mesh <= float(ring_allreduce_s(size, r, MI300X)) * (1 + 1e-6)
+
+
+@settings(max_examples=80, deadline=None)
+@given(size=st.floats(1.0, 64e6), grow=st.floats(1.0, 4.0), r=st.sampled_from([2.0, 3.0, 4.0, 6.0, 7.0, 8.0, 16.0]),
+       device=st.sampled_from(["MI300X", "MI355X", "H100"]))
+def test_time_never_falls_as_the_message_grows(size, grow, r, device):
+    # every kernel switch (one-shot -> two-shot -> library ring) costs time, never saves it
+    dev = device_arrays(get_device(device))
+    assert float(allreduce_s(size * grow, r, dev)) >= float(allreduce_s(size, r, dev)) * (1 - 1e-6)
 
 
 def test_bad_topology_in_a_devices_file_is_a_one_line_error(tmp_path):
