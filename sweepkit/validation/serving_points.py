@@ -8,8 +8,8 @@ workload is N = min(``requests``, :data:`REQUESTS`) fixed-length requests (``inp
 t = 0, Poisson at ``request_rate``, a closed loop of ``concurrency`` users) and the statistics read from a
 run are in sweepkit.validation.serving_runs, which simulates many points at once; under p99 limits
 without a rate (MLPerf Server) the value is lambda* x output, lambda* the highest Poisson rate with p99 TTFT
-<= ``ttft_limit_s`` and p99 TPOT <= ``tpot_limit_s`` (to ~6 %), at most the saturated (all-queued) request
-rate (:func:`constrained_rate`).
+<= ``ttft_limit_s`` and p99 TPOT <= ``tpot_limit_s`` over a run of MLPerf's Server length (to ~1 %;
+:func:`constrained_rate`, :func:`limits_requests`).
 
 The scheduler is assumed, not measured (the sources do not state it): paged KV, mixed (chunked) batches of
 at most :data:`TOKEN_BUDGET` tokens, at most :data:`MAX_BATCH` running requests per instance, the device's
@@ -28,6 +28,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -54,6 +55,13 @@ MAX_BATCH = 1024
 TOKEN_BUDGET = 8192
 """Tokens per mixed step (assumed: trtllm-bench's and vLLM's default max_num_tokens / max_num_batched_tokens)."""
 MODELLED = "modelled"
+SERVER_MIN_DURATION_S = 600.0
+"""An MLPerf Server run issues queries for at least 10 minutes (mlcommons/inference, mlperf.conf:
+``*.Server.min_duration = 600000``, milliseconds)."""
+LIMITS_REQUESTS_MAX = 32768
+"""Most requests of one simulated Server run: 600 s of arrivals up to 2 r_sat = 54.6 requests/s; beyond, a
+shorter run (MLPerf Llama-2-70B on 8 H100: 444 s at the rate found; 65,536 requests find a rate 1.9 % lower in
+2.5x the time)."""
 
 
 def _has_load(m: Measurement) -> bool:
@@ -157,21 +165,47 @@ def _meets(m: Measurement, metrics: dict, requests: int) -> bool:
     return bool(ok)
 
 
-def constrained_rate(m: Measurement, run, saturated_req_s: float, requests: int) -> float:
-    """Highest Poisson rate (requests/s) meeting the row's p99 limits, at most the saturated rate.
+def limits_requests(saturated_req_s: float) -> int:
+    """Requests of a simulated Server run: N = clip(ceil(2 r_sat x 600 s), 1,024, 32,768).
 
-    A finite run absorbs a burst above capacity, so the search stays below the saturated request rate
-    (every request queued at t = 0), which no sustained arrival rate can exceed: 5 rates over
-    saturated x 2^[-2, 0], then 5 inside the bracket (a 1.41x bracket to 1.41^(1/6) = 5.9 %, reported at
-    its low end; 0 when no rate tried meets the limits). The measured value is not used.
+    The highest rate :func:`constrained_rate` tries, 2 r_sat, then issues queries for MLPerf's 600 s
+    (:data:`SERVER_MIN_DURATION_S`); slower rates run longer. A short run would pass a rate above capacity:
+    its queue, growing at (lambda - capacity), is still short when the last request arrives.
+
+    Example:
+      >>> limits_requests(10.0), limits_requests(78.0), limits_requests(0.5)
+      (12000, 32768, 1024)
     """
-    rates, best = saturated_req_s * 2.0 ** np.linspace(-2.0, 0.0, 5), 0.0
-    for _ in range(2):
+    n = math.ceil(2.0 * saturated_req_s * SERVER_MIN_DURATION_S)
+    return int(min(max(n, REQUESTS), LIMITS_REQUESTS_MAX))
+
+
+def constrained_rate(m: Measurement, run, saturated_req_s: float, requests: int) -> float:
+    """Highest Poisson rate (requests/s) meeting the row's p99 limits.
+
+    The search brackets r_sat, the request rate of a run with every request queued at t = 0: 6 rates over
+    r_sat x 2^[-1.5, 1], then up to two rounds of 5 inside the bracket [the highest rate that met the limits
+    below the lowest that did not, that one) (a 1.41x bracket to 1.41^(1/36), 1 %, reported at its low end;
+    2 r_sat when every rate met them, 0 when none did). It reaches above r_sat because
+    fixed-length requests queued at once run in synchronised waves (each wave's prompts, then its decode),
+    which a Poisson stream, its prompts spread over every step, outruns. A rate above capacity fails through
+    its queue over a run of :func:`limits_requests`. The measured value is not used.
+
+    Args:
+      m: the row (its ``ttft_limit_s``, ``tpot_limit_s``).  run: rates -> lane metrics (one engine call).
+      saturated_req_s: r_sat (requests/s).  requests: N, the requests of each run.
+
+    Returns:
+      the highest rate tried that meets the limits, requests/s.
+    """
+    rates = saturated_req_s * 2.0 ** np.linspace(-1.5, 1.0, 6)
+    passed, hi = [0.0], np.inf
+    for _ in range(3):
         ok = np.array([_meets(m, x, requests) for x in run(list(rates))])
-        best = max(best, float(rates[ok].max()) if ok.any() else 0.0)
-        lo = best if best > 0 else rates[0] / 4.0
-        fails = rates[~ok & (rates > lo)]
-        rates = np.geomspace(lo, fails.min() if fails.size else lo, 7)[1:-1]
-        if not fails.size:
-            break
-    return best
+        hi = min([hi, *rates[~ok]])
+        passed += [float(r) for r in rates[ok]]
+        if not np.isfinite(hi):
+            break                                    # every rate tried meets the limits
+        lo = max([r for r in passed if r < hi])      # the bracket [lo, hi): lo met them, hi did not
+        rates = np.geomspace(lo if lo > 0 else hi / 8.0, hi, 7)[1:-1]
+    return max([r for r in passed if r < hi])

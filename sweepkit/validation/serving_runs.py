@@ -8,7 +8,8 @@ Loads, per row (module sweepkit.validation.serving_points for the cluster and wo
     max_output_throughput, request_rate = inf   every request at t = 0 (whole run measured)
     request_rate = lambda                        Poisson arrivals (the engine's measured window)
     concurrency = U                              a closed loop of U users without think time (below)
-    p99 limits (MLPerf Server)                   the highest Poisson rate meeting them (serving_points)
+    p99 limits (MLPerf Server)                   the highest Poisson rate meeting them over 600 s of arrivals
+                                                 (serving_points.constrained_rate, limits_requests)
 
 A closed loop of U users, each sending its next request when the last one finishes, is the same schedule
 as every request queued at t = 0 behind a cap of U running requests (FCFS, fixed lengths): request k
@@ -45,7 +46,8 @@ from sweepkit.serving.metrics import lane_metrics
 from sweepkit.validation.measurements import Measurement
 from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import (
-    MAX_BATCH, REQUESTS, _runner, constrained_rate, engine_profile, point_config, point_workload)
+    LIMITS_REQUESTS_MAX, MAX_BATCH, REQUESTS, _runner, constrained_rate, engine_profile, limits_requests,
+    point_config, point_workload)
 
 STATS = ("mean", "50", "90", "99")
 
@@ -230,11 +232,22 @@ def evaluate_serving_points(points: list[Measurement], progress: Callable[[int],
     return out
 
 
+def server_rate(m: Measurement, profile: Profile | None = None) -> tuple[float, int]:
+    """(lambda*, N): the highest Poisson rate meeting the row's p99 limits (requests/s) and the requests of
+    each run of the search (MLPerf Server).
+
+    r_sat comes from a run with every request queued at t = 0, enough of them to fill each instance's
+    :data:`MAX_BATCH` twice (at least :data:`REQUESTS`); the rate search runs :func:`limits_requests` of them.
+    The row's ``requests`` (MLPerf's dataset size) is not the count a Server run issues, so it is not read."""
+    n_sat = min(max(REQUESTS, 2 * row_layout(m).instances * MAX_BATCH), LIMITS_REQUESTS_MAX)
+    saturated = _runner(m, n_sat, MAX_BATCH, offline=True, profile=profile)([1.0])[0]["goodput_req_s"]
+    n = limits_requests(saturated)
+    return constrained_rate(m, _runner(m, n, MAX_BATCH, profile=profile), saturated, n), n
+
+
 def _limits_value(m: Measurement, profile: Profile | None = None) -> float:
-    """Output tokens/s at the highest Poisson rate meeting the row's p99 limits (MLPerf Server)."""
-    n = max(2, min(m.requests or REQUESTS, REQUESTS))
-    saturated = _runner(m, n, MAX_BATCH, offline=True, profile=profile)([1.0])[0]["goodput_req_s"]
-    return constrained_rate(m, _runner(m, n, MAX_BATCH, profile=profile), saturated, n) * m.output_tokens
+    """Output tokens/s at :func:`server_rate`."""
+    return server_rate(m, profile)[0] * m.output_tokens
 
 
 def evaluate_serving(m: Measurement, requests: int | None = None, profile: Profile | str | None = None) -> float:

@@ -61,11 +61,11 @@ def test_the_mi300x_entry_is_fitted_on_train_rows_only_and_the_instinct_family_i
     slice_rows = [m for m in framework_rows(rows, "vLLM") if (m.device, m.compute_format) == KEY]
     train = [m for m in slice_rows if m.split == "train" and fittable(m)]
     assert (len(train), {m.source for m in train}) == (38, {"dstack-llama405b-mi300x"})
-    # sum of squared log errors on the 38 rows: 25.1 with the default fields, 0.87 fitted
+    # sum of squared log errors on the 38 rows: 24.0 with the default fields, 0.78 fitted
     bare = dataclasses.replace(prof, entries={k: v for k, v in prof.entries.items() if k != KEY})
     default = slice_loss(train, bare, KEY, "gemm_eff_max", prof.default["gemm_eff_max"])
     fitted = slice_loss(train, prof, KEY, "gemm_eff_max", entry["gemm_eff_max"])
-    assert default == pytest.approx(25.1, abs=0.1) and fitted == pytest.approx(0.87, abs=0.01)
+    assert default == pytest.approx(24.0, abs=0.1) and fitted == pytest.approx(0.78, abs=0.01)
 
 
 def test_oracle_batch_latency_of_the_fit_script_under_the_fitted_entry(rows):
