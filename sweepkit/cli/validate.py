@@ -133,7 +133,8 @@ def summary_lines(table: list[dict]) -> list[str]:
               help="Simulate throughput and latency points with the serving engine (default; minutes on a "
                    "CPU for the public set) or list them as not simulated.")
 @click.option("--requests", type=click.IntRange(2, 100_000), default=None,
-              help="Most requests simulated per serving point (default: the row's requests, at most 1,024).")
+              help="Most requests simulated per serving point (default: the row's requests, at most 1,024; "
+                   "rows with p99 limits and no rate, MLPerf Server, run 600 s of arrivals instead).")
 @click.option("--summary", type=click.Choice(["markdown"]), default=None,
               help="Print the accuracy summary (targets, error by slice, lever pairs, worst rows) instead of "
                    "the per-point table.")
