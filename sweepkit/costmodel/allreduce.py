@@ -87,7 +87,8 @@ def mesh_allreduce_s(size_bytes: jax.Array, ring: jax.Array, dev: DeviceArrays,
     custom = jnp.where(one_shot, lat + size_bytes / peer_bw, 2.0 * lat + 2.0 * size_bytes / (r * peer_bw))
     # the custom kernels serve 2, 4, 6 or 8 GPUs of one domain (_SUPPORTED_WORLD_SIZES); others use the library
     served = (size_bytes < CUSTOM_MAX_BYTES) & (r <= jnp.minimum(MAX_WORLD, dev.scaleup_domain_gpus)) & (r % 2.0 == 0.0)
-    # the library's ring inside the mesh owns r' - 1 of each GPU's G_up - 1 links
+    # the library's ring inside the mesh owns r' - 1 of each GPU's G_up - 1 links (the floor only keeps a
+    # one-GPU domain's division finite)
     share = (jnp.minimum(r, dev.scaleup_domain_gpus) - 1.0) / jnp.maximum(dev.scaleup_domain_gpus - 1.0, 1.0)
     library = ring_allreduce_s(size_bytes, r, dev, link_eff * jnp.maximum(share, 1.0 / 64.0))
     t = jnp.where(served, custom, library)

@@ -59,7 +59,7 @@ SERVER_MIN_DURATION_S = 600.0
 """An MLPerf Server run issues queries for at least 10 minutes (mlcommons/inference, mlperf.conf:
 ``*.Server.min_duration = 600000``, milliseconds)."""
 LIMITS_REQUESTS_MAX = 32768
-"""Most requests of one simulated Server run: 600 s of arrivals up to 2 r_sat = 54.6 requests/s; beyond, a
+"""Most requests of one simulated Server run: 600 s of arrivals wherever 2 r_sat <= 54.6 requests/s; beyond, a
 shorter run (MLPerf Llama-2-70B on 8 H100: 444 s at the rate found; 65,536 requests find a rate 1.9 % lower in
 2.5x the time)."""
 
