@@ -129,3 +129,55 @@ def test_a_models_file_may_name_the_experts_format(tmp_path, monkeypatch):
     experts = m.n_experts * m.routed_expert_params
     assert r["weight_bytes_per_device"] * 8 == pytest.approx((m.resident_params - experts) * 1.0 + experts * 0.5625,
                                                              rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["gpt-oss-120b", "gpt-oss-20b", "deepseek-v3", "qwen3-30b-a3b", "llama-3.1-8b"]),
+       fmt=st.sampled_from(["bf16", "fp8", "fp4", "nvfp4", "int4"]))
+def test_the_layout_holds_the_weights_as_the_instance_does(name, fmt):
+    # costmodel.layout.layout_resident_bytes on the identity layout == costmodel.memory.resident_bytes
+    from sweepkit.catalogue import get_device
+    from sweepkit.costmodel.layout import layout_resident_bytes, make_layout
+
+    w = get_format(fmt).bytes_per_value
+    with jax.enable_x64(True):
+        m = model_arrays(get_model(name), jnp.float64)
+        absent = jax.tree_util.tree_map(jnp.zeros_like, m)
+        lay = make_layout(get_device("H200"), get_model(name), 1, dtype=jnp.float64)
+        assert float(layout_resident_bytes(lay, m, absent, w)) == pytest.approx(float(resident_bytes(m, absent, w)),
+                                                                                rel=1e-12)
+
+
+def test_an_expert_parallel_layout_keeps_the_experts_in_their_own_format():
+    # gpt-oss-120b in bf16 as attention DP2 + EP2 on two GPUs: the non-expert weights once per DP rank at 2 B,
+    # the 128 experts once at MXFP4: 2 x 2.127 B x 2 + 114.66 B x 0.53125 = 69.42 GB (467.2 GB all at 2 B)
+    from sweepkit.catalogue import get_device
+    from sweepkit.costmodel.layout import layout_resident_bytes, make_layout
+
+    model = get_model("gpt-oss-120b")
+    experts = model.n_experts * model.routed_expert_params
+    closed = 2 * (model.resident_params - experts) * 2.0 + experts * MXFP4
+    with jax.enable_x64(True):
+        m = model_arrays(model, jnp.float64)
+        absent = jax.tree_util.tree_map(jnp.zeros_like, m)
+        lay = make_layout(get_device("H200"), model, 1, dp=2, ep=2, dtype=jnp.float64)
+        assert float(layout_resident_bytes(lay, m, absent, 2.0)) == pytest.approx(closed, rel=1e-12)
+    assert closed / 1e9 == pytest.approx(69.42, abs=0.01)
+
+
+def test_the_serving_engine_gives_gpt_oss_in_bf16_its_kv_room_on_one_h100():
+    # (0.9 x 80 GB - 65.17 GB) of KV; the engine refused the cluster ("the weights do not fit") while it
+    # held every expert at 2 B
+    from sweepkit.serving.cluster import parse_cluster
+    from sweepkit.serving.config import Config, check, kv_tokens
+    from sweepkit.serving.levers import Lever
+    from sweepkit.costmodel.memory import kv_bytes_per_token
+
+    cluster = parse_cluster({"model": "gpt-oss-120b", "instances": 1, "tp": 1, "devices": ["H100"]}, "c.toml")
+    cfg = Config(device="H100", lever=Lever(name="baseline", description="b"))
+    res = check(cluster, cfg, "c.toml")
+    with jax.enable_x64(True):
+        m = model_arrays(get_model("gpt-oss-120b"), jnp.float64)
+        per_token = float(kv_bytes_per_token(m, jax.tree_util.tree_map(jnp.zeros_like, m), 2.0))
+    free = 0.9 * 80e9 - _closed_form("gpt-oss-120b", 2.0)
+    assert kv_tokens(cluster, cfg, res) == pytest.approx(free // per_token, abs=1.0)
