@@ -123,7 +123,7 @@ def _no_fit(model: str, table: dict, usable: dict) -> str:
     smallest = min(get_format(f).bytes_per_value for f in set(table["weight_format"]))
     best = max(usable, key=lambda d: get_device(d).hbm_capacity_bytes * usable[d])
     room = get_device(best).hbm_capacity_bytes * MEM_UTIL * usable[best]
-    return (f"no plan: {model} does not fit: its weights take {m.resident_params * smallest / 1e9:,.0f} GB at "
+    return (f"no plan: {model} does not fit: its weights take {m.resident_weight_bytes(smallest) / 1e9:,.0f} GB at "
             f"{smallest:g} byte(s) per value; the roomiest deployment, {usable[best]} x {best}, may use "
             f"{room / 1e9:,.0f} GB (with room for one request's KV): more GPUs or a smaller weight format")
 

@@ -134,3 +134,13 @@ def test_a_levers_contribution_is_its_bound_ratio():
         spec=["none"] * 2).items()}
     assert contributions(table, np.array([100.0, 150.0]), 1) == {"kv": 1.5}
     assert contributions(table, np.array([100.0, 150.0]), 0) == {}
+
+
+def test_a_model_that_fits_nowhere_is_named_with_its_checkpoint_bytes(tmp_path):
+    """gpt-oss-120b in bf16 on one L40S: its bf16 checkpoint (MXFP4 experts) is 65.17 GB against 0.9 x 48 GB;
+    the verdict names those bytes (not 233.6 GB, every expert at 2 B) and the exit status is 1."""
+    res = cli("--model", "gpt-oss-120b", "--workload", "chat", "--device", "L40S", "--gpus", "1",
+              "--fix", "weight_format=bf16", "--format", "json", "--warehouse", str(tmp_path / "wh"))
+    assert res.exit_code == 1, res.output
+    assert ("no plan: gpt-oss-120b does not fit: its weights take 65 GB at 2 byte(s) per value; the roomiest "
+            "deployment, 1 x L40S, may use 43 GB") in res.output
