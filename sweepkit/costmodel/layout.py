@@ -48,7 +48,7 @@ import jax.numpy as jnp
 
 from sweepkit.catalogue import Device, Model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token
+from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token, resident_bytes
 from sweepkit.costmodel.passes import (Work, expert_bytes_saved, experts_read, index_flops, kv_bytes_read,
                                        linear_state_traffic)
 from sweepkit.errors import InputError
@@ -239,23 +239,21 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
 
 
 def layout_resident_bytes(lay: Layout, target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array):
-    """Weight bytes over the replica: the non-expert weights once per DP rank, each expert slot (routed
-    experts and their redundant replicas) once, a DSA model's indexers once per GPU of attention (dp r_kv);
-    routed experts kept in their own narrower format (gpt-oss's MXFP4) at min(w, w_e), as
-    :func:`sweepkit.costmodel.memory.resident_bytes` holds them (equal to it on the identity layout).
+    """Weight bytes over the replica: the instance's (:func:`sweepkit.costmodel.memory.resident_bytes`: target
+    and draft, routed experts in their own narrower format at min(w, w_e)) plus what the layout adds: the
+    non-expert weights again on each further DP rank, the redundant expert slots (in the experts' format), a DSA
+    model's indexers once per GPU of attention (dp r_kv). Equal to the instance's on the identity layout.
 
     Example:
       gpt-oss-120b in bf16 on one GPU: 2.13 B non-expert parameters x 2 B + 128 x 36 x 24.9 M expert
       parameters x 0.53125 B = 65.17 GB (not 233.6 GB, every parameter at 2 B).
     """
-    slots = target.n_experts * target.routed_expert_params
-    rep = target.resident_params - slots
-    total = target.resident_params + draft.resident_params * draft.present
+    rep = target.resident_params - target.n_experts * target.routed_expert_params
     redundant = jnp.maximum(lay.expert_slots - target.n_experts, 0.0) * target.routed_expert_params
     indexers = lay.dp * (lay.kv_replicas - 1.0) * (target.indexer_params + draft.indexer_params * draft.present)
-    return ((total + (lay.dp - 1.0) * rep + redundant + indexers) * weight_bytes
-            + expert_bytes_saved(slots + redundant, target, weight_bytes)
-            + expert_bytes_saved(draft.n_experts * draft.routed_expert_params, draft, weight_bytes) * draft.present)
+    return (resident_bytes(target, draft, weight_bytes)
+            + ((lay.dp - 1.0) * rep + redundant + indexers) * weight_bytes
+            + expert_bytes_saved(redundant, target, weight_bytes))
 
 
 def layout_kv_capacity_tokens(lay: Layout, dev: DeviceArrays, gpus: jax.Array, target: ModelArrays,

@@ -150,7 +150,7 @@ def test_the_layout_holds_the_weights_as_the_instance_does(name, fmt):
 
 def test_an_expert_parallel_layout_keeps_the_experts_in_their_own_format():
     # gpt-oss-120b in bf16 as attention DP2 + EP2 on two GPUs: the non-expert weights once per DP rank at 2 B,
-    # the 128 experts once at MXFP4: 2 x 2.127 B x 2 + 114.66 B x 0.53125 = 69.42 GB (467.2 GB all at 2 B)
+    # the 128 experts once at MXFP4: 2 x 2.127 B x 2 + 114.66 B x 0.53125 = 69.42 GB (237.8 GB all at 2 B)
     from sweepkit.catalogue import get_device
     from sweepkit.costmodel.layout import layout_resident_bytes, make_layout
 

@@ -58,7 +58,7 @@ def test_the_search_reports_its_top_rate_or_zero_at_the_ends():
 
 
 def test_a_server_row_on_the_engine_meets_its_limits_and_a_tighter_limit_never_raises_it(monkeypatch):
-    # the engine itself, over 2 s of arrivals instead of 600 s (N = 1,024, the least) to keep it short
+    # the engine itself, over 2 s of arrivals instead of 600 s (N = 2 r_sat x 2 s: 1,756 requests) to keep it short
     monkeypatch.setattr(sp, "SERVER_MIN_DURATION_S", 2.0)
     loose, tight = _server_row(2.0), _server_row(0.1)
     v_loose, v_tight = _limits_value(loose, sp.engine_profile(loose)), _limits_value(tight, sp.engine_profile(tight))
