@@ -216,7 +216,8 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
                               tables={k: _batches(v) for k, v in tables.items()}, on_wait=note, since_s=t0)
         note(f"run {run_id}: {tables['serving'].num_rows} simulated loads, {tables['capacity'].num_rows} points "
              f"in {time.perf_counter() - t0:.1f} s")
-    _print_matrix(wh, run_id, fmt, device, lever, long)
+    with wh.pinned():                   # the matrix's queries read one snapshot
+        _print_matrix(wh, run_id, fmt, device, lever, long)
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -238,4 +239,6 @@ def matrix(warehouse: str | None, run_id: str, device: str | None, lever: str | 
     \b
     Example: sweepkit matrix --device H100 --format markdown
     """
-    _print_matrix(open_warehouse(warehouse, reading=True), run_id, fmt, device, lever, long)
+    wh = open_warehouse(warehouse, reading=True)
+    with wh.pinned():
+        _print_matrix(wh, run_id, fmt, device, lever, long)

@@ -151,6 +151,11 @@ def build_report(warehouse, out_dir: str | Path, *, png: bool = True,
       ``damaged`` (id -> the one-line reason a section was skipped: a damaged committed file),
       ``seconds`` (build time).
     """
+    with warehouse.pinned():      # every section reads one snapshot: the same commits, opened once
+        return _build(warehouse, out_dir, png=png, progress=progress)
+
+
+def _build(warehouse, out_dir: str | Path, *, png: bool, progress: Callable[[int], None] | None) -> dict[str, Any]:
     import vl_convert as vlc
 
     t0 = time.perf_counter()

@@ -140,7 +140,13 @@ def reference_rate(ctx: Context, workload: str) -> float:
 
 
 def read_sweep(wh) -> dict:
-    """The newest committed serving run: id, per-workload reference loads, levers and devices (empty if none)."""
+    """The newest committed serving run: id, per-workload reference loads, levers and devices (empty if none),
+    read from one snapshot."""
+    with wh.pinned():
+        return _read_sweep(wh)
+
+
+def _read_sweep(wh) -> dict:
     runs = wh.query("select run_id from runs where kind = 'serving' and status = 'committed' "
                     "order by ended_at desc limit 1").column(0).to_pylist()
     if not runs:
