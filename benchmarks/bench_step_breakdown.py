@@ -25,7 +25,7 @@ def print_row(m) -> None:
 
     from sweepkit.costmodel.efficiency import efficiency_arrays
     from sweepkit.costmodel.passes import Work, as_prefill
-    from sweepkit.validation.profiles import row_profile
+    from sweepkit.validation.profiles import row_fields, row_profile
     from sweepkit.validation.prompt_chunks import prompt_chunks
     from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET
     from sweepkit.validation.steady import row_value, step_work
@@ -37,7 +37,7 @@ def print_row(m) -> None:
     rows = row_inputs([m], MAX_BATCH, TOKEN_BUDGET)
     rows = dataclasses.replace(rows, token_budget=jnp.asarray([prof.token_budget or TOKEN_BUDGET]))
     row = jax.tree_util.tree_map(lambda a: a[0], rows)
-    eff = efficiency_arrays(prof.fields(m.device, m.compute_format))
+    eff = efficiency_arrays(row_fields(prof, m))
     dp = float(row.layout.dp)
     n, c, held = float(running(row)), float(kv_positions(row)), float(request_positions(row))
     decode, spread = step_work(row)

@@ -153,18 +153,49 @@ def mtp_layers(config: Mapping[str, Any], where: str) -> int:
 
 
 _QUANT_METHODS = {"mxfp4": "fp4", "fp8": "fp8"}
+_MODELOPT_ALGOS = {"nvfp4": "nvfp4", "fp8": "fp8"}
+_KEPT_MODULES = ("modules_to_not_convert", "ignore", "exclude_modules")
+"""Where a quantization_config lists the modules it leaves unquantised: transformers (mxfp4, fp8),
+compressed-tensors (llm-compressor), NVIDIA ModelOpt."""
 
 
 def native_weight_format(config: Mapping[str, Any], where: str) -> str:
     """The sweepkit format of the checkpoint's quantised weights (``quantization_config.quant_method``:
-    mxfp4 -> fp4, fp8 -> fp8); "" for an unquantised (bf16) checkpoint or another method."""
+    mxfp4 -> fp4, fp8 -> fp8; ModelOpt's ``quant_algo``: NVFP4 -> nvfp4, FP8 -> fp8); "" for an unquantised
+    (bf16) checkpoint or another method."""
     quant = config.get("quantization_config")
     if quant is None:
         return ""
     method = quant.get("quant_method") if isinstance(quant, dict) else None
     if not isinstance(method, str):
         raise bad_value("quantization_config", quant, "a table with a quant_method string", where=where)
+    if method.casefold() == "modelopt":
+        algo = quant.get("quant_algo")
+        return _MODELOPT_ALGOS.get(algo.casefold(), "") if isinstance(algo, str) else ""
     return _QUANT_METHODS.get(method.casefold(), "")
+
+
+def attention_weight_format(config: Mapping[str, Any], native: str, where: str) -> str:
+    """The format a checkpoint keeps its attention projections and output head in whatever the weight format;
+    "" if none (:attr:`sweepkit.catalogue.Model.kept_params`).
+
+    An explicit ``attention_weight_format`` (a sweepkit format name) wins; otherwise a quantised checkpoint
+    whose ``quantization_config`` leaves the attention modules unquantised (``self_attn`` in
+    ``modules_to_not_convert``, ``ignore`` or ``exclude_modules``) keeps them in bf16: gpt-oss (MXFP4 experts
+    beside bf16 attention, router, embeddings and ``lm_head``).
+    """
+    from sweepkit.catalogue.formats import format_names
+
+    explicit = config.get("attention_weight_format")
+    if explicit is not None:
+        if explicit not in format_names():
+            raise bad_value("attention_weight_format", explicit, format_names(), where=where)
+        return explicit
+    quant = config.get("quantization_config")
+    if not (native and isinstance(quant, dict)):
+        return ""
+    kept = [m for key in _KEPT_MODULES if isinstance(quant.get(key), list) for m in quant[key]]
+    return "bf16" if any(isinstance(m, str) and "self_attn" in m for m in kept) else ""
 
 
 def expert_weight_format(config: Mapping[str, Any], native: str, moe: bool, where: str) -> str:

@@ -35,6 +35,10 @@ VECTOR_FIELD = "vector_decode_eff"
 """e_vec of a CUDA-core decode-attention kernel (:mod:`sweepkit.catalogue.decode_kernels`), set per priced row
 by the framework release and the model's attention shape, never read from a profile file (absent: 0, the
 tensor-core roofline)."""
+KEPT_FIELDS = ("kept_gemm_eff_max", "kept_gemm_tokens_half")
+"""GEMM fields of the weights a checkpoint keeps in a wider format (:meth:`Profile.kept_fields`), set per priced
+row or instance from the profile's entry in that format, never read from a profile file (absent: 0, the
+pass's format's)."""
 SEED = "efficiency.toml"
 SHIPPED = {"tensorrt-llm": "profile-tensorrt-llm.toml", "tensorrt-llm-triton": "profile-tensorrt-llm-triton.toml",
            "tensorrt-llm-gptsession": "profile-tensorrt-llm-gptsession.toml",
@@ -75,6 +79,15 @@ class Profile:
         by :mod:`sweepkit.catalogue.families`, over the default), plus the framework overheads."""
         return {**self.default, **{k: v for k, (v, _) in self.origins(device, compute_format).items()},
                 **self.overheads}
+
+    def kept_fields(self, device: str, kept_format: str) -> dict[str, float]:
+        """:data:`KEPT_FIELDS` for GEMMs over weights a checkpoint keeps in ``kept_format`` (gpt-oss's and
+        NVIDIA's NVFP4 DeepSeek-R1's bf16 attention): this profile's dense GEMM fields for ``device`` in that
+        format; {} for no format."""
+        if not kept_format:
+            return {}
+        f = self.fields(device, kept_format)
+        return {"kept_gemm_eff_max": f["gemm_eff_max"], "kept_gemm_tokens_half": f["gemm_tokens_half"]}
 
     def origins(self, device: str, compute_format: str) -> dict:
         """{field: (value, (device, format) of the entry it comes from)} for the fields an entry sets

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.catalogue.aliases import resolve, unknown
-from sweepkit.catalogue.attention import (canonical_config, expert_weight_format, mtp_layers, native_weight_format,
+from sweepkit.catalogue.attention import (attention_weight_format, canonical_config, expert_weight_format, mtp_layers, native_weight_format,
                                          window_fields)
 from sweepkit.catalogue.linear import linear_fields
 from sweepkit.catalogue.models import Model
@@ -87,6 +87,7 @@ def model_from_hf_config(config: Mapping[str, Any], name: str = "custom", where:
                          f"linear_attention layers; sweepkit models Gated DeltaNet beside full GQA attention only")
     sparse["expert_weight_format"] = expert_weight_format(config, sparse["native_weight_format"],
                                                           sparse.get("n_experts", 0) > 0, where)
+    sparse["attention_weight_format"] = attention_weight_format(config, sparse["native_weight_format"], where)
     if config["shared_allreduce"] and sparse.get("n_experts", 0) > 0:
         raise InputError(f"{where}: shared_allreduce (one all-reduce of attention + MLP per layer) on a model with "
                          f"{sparse['n_experts']} experts; sweepkit prices a shared all-reduce on dense models only")

@@ -75,6 +75,10 @@ class Model(CacheShape):
       expert_weight_format: the format the routed experts keep whatever the weight_format of the other
         weights (gpt-oss: fp4, MXFP4 experts beside bf16 attention, router and embeddings); experts are
         then held and read at min(w, w_e) bytes per value. "": every weight in the weight_format.
+      attention_weight_format: the format the checkpoint keeps its attention projections and output head in
+        whatever the weight_format (P_a = :attr:`kept_params`; gpt-oss, NVIDIA's NVFP4 DeepSeek-R1
+        checkpoints: bf16); they are held and read at max(w, w_a) bytes per value and multiply at the
+        speed-up that width allows (:func:`sweepkit.costmodel.passes.kept_speedup`). "": in the weight_format.
     """
 
     name: str
@@ -120,6 +124,7 @@ class Model(CacheShape):
     mtp_layers: int = 0
     native_weight_format: str = ""
     expert_weight_format: str = ""
+    attention_weight_format: str = ""
 
     @property
     def is_moe(self) -> bool:
@@ -259,6 +264,19 @@ class Model(CacheShape):
         return self.linear_layers * (self.linear_params - self.attention_params)
 
     @property
+    def kept_params(self) -> int:
+        """P_a = the matmul weights ``attention_weight_format`` covers: the token mixers of the L layers (a
+        hybrid's linear layers at their own weight) and the output head V D (DeepSeek-V3: 61 x 187.1 M MLA
+        projections + 129,280 x 7,168 = 12.34 B). Checkpoints that leave attention unquantised leave the
+        output head too (gpt-oss's ``modules_to_not_convert``; ModelOpt excludes ``lm_head`` by default)."""
+        return self.n_layers * self.attention_params + self._mixer_delta + self.embedding_params
+
+    @property
+    def kept_resident_params(self) -> int:
+        """:attr:`kept_params` plus the input embedding unless tied: what ``attention_weight_format`` holds."""
+        return self.kept_params + (0 if self.tied_embeddings else self.embedding_params)
+
+    @property
     def routed_expert_params(self) -> int:
         """P_e = one routed expert over all MoE layers, L_moe x 3 D F_e (0 for a dense model)."""
         return self.n_moe_layers * self.expert_params
@@ -275,15 +293,18 @@ class Model(CacheShape):
 
     def resident_weight_bytes(self, bytes_per_value: float) -> float:
         """Bytes of the resident weights in a format of ``bytes_per_value`` w: resident params x w, with the
-        routed experts at min(w, w_e) where the model keeps them in ``expert_weight_format``.
+        routed experts at min(w, w_e) where the model keeps them in ``expert_weight_format`` and the attention
+        projections, output head and embedding at max(w, w_a) where it keeps them in ``attention_weight_format``.
 
         gpt-oss-120b in bf16: 2.13 B params x 2 + 114.66 B expert params x 0.53125 = 60.69 GiB (model card:
         60.8 GiB)."""
+        wider = (self.kept_resident_params * (max(bytes_per_value, get_format(self.attention_weight_format).bytes_per_value)
+                                              - bytes_per_value) if self.attention_weight_format else 0.0)
         if not self.expert_weight_format:
-            return self.resident_params * bytes_per_value
+            return self.resident_params * bytes_per_value + wider
         experts = self.n_experts * self.routed_expert_params
         w_e = min(bytes_per_value, get_format(self.expert_weight_format).bytes_per_value)
-        return (self.resident_params - experts) * bytes_per_value + experts * w_e
+        return (self.resident_params - experts) * bytes_per_value + experts * w_e + wider
 
     @property
     def active_params(self) -> int:

@@ -75,6 +75,7 @@ def models(fmt: str) -> None:
         "mtp_layers": [m.mtp_layers for m in ms],
         "native_weight_format": [m.native_weight_format or "bf16" for m in ms],
         "expert_weight_format": [m.expert_weight_format for m in ms],
+        "attention_weight_format": [m.attention_weight_format for m in ms],
         "aliases": [" ".join(sorted(k for k, v in aliases.items() if v == m.name)) for m in ms],
     }), fmt, title="models")
 

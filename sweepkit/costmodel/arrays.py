@@ -68,6 +68,10 @@ class ModelArrays:
         layers, which every attention-TP rank holds whole (0 without DSA).
       expert_weight_bytes: w_e, bytes per value the routed experts keep whatever the weight format (0: the
         weight format's; experts then cost min(w, w_e)).
+      attention_weight_bytes: w_a, bytes per value the attention projections and output head keep whatever the
+        weight format (0: the weight format's; they then cost max(w, w_a)).
+      kept_params, kept_resident_params: P_a, the weights w_a covers that a pass reads (attention projections
+        and output head), and those held (plus the input embedding unless tied; a draft's own only).
       prefill_q_dim: q_p, attention width of prompt-chunk pairs (MLA in MHA form: H (d_nope + d_r + d_v) / 2;
         q_dim for GQA and DSA).
       prefix_flops_per_token: 2 L d_c H (d_nope + d_v), FLOPs a prompt chunk spends per cached prefix position
@@ -102,6 +106,9 @@ class ModelArrays:
     fp8_latent_bytes: jax.Array
     indexer_params: jax.Array
     expert_weight_bytes: jax.Array
+    attention_weight_bytes: jax.Array
+    kept_params: jax.Array
+    kept_resident_params: jax.Array
     prefill_q_dim: jax.Array
     prefix_flops_per_token: jax.Array
     layer_kernels: jax.Array
@@ -134,7 +141,8 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                     kv_values_per_token=0.0, present=0.0, routed_expert_params=0.0, n_experts=0.0,
                     experts_per_token=0.0, window_kv_values_per_token=0.0, window_tokens=0.0,
                     window_layers=0.0, topk_tokens=0.0, index_flops_per_position=0.0, index_bytes_per_token=0.0,
-                    fp8_latent_bytes=0.0, indexer_params=0.0, expert_weight_bytes=0.0, prefill_q_dim=0.0,
+                    fp8_latent_bytes=0.0, indexer_params=0.0, expert_weight_bytes=0.0, attention_weight_bytes=0.0,
+                    kept_params=0.0, kept_resident_params=0.0, prefill_q_dim=0.0,
                     prefix_flops_per_token=0.0, layer_kernels=0.0, quant_kernels=0.0, attention_layers=0.0,
                     linear_flops_per_token=0.0, linear_state_bytes=0.0, allreduces_per_layer=0.0)
     n_struct, n_quant = layer_kernels(model)
@@ -153,6 +161,11 @@ def _model_row(model: Model | None, resident: float | None = None) -> dict[str, 
                 indexer_params=float(model.indexer_layers * model.indexer_params),
                 expert_weight_bytes=(get_format(model.expert_weight_format).bytes_per_value
                                      if model.expert_weight_format else 0.0),
+                attention_weight_bytes=(get_format(model.attention_weight_format).bytes_per_value
+                                        if model.attention_weight_format else 0.0),
+                kept_params=float(model.kept_params),
+                kept_resident_params=float(model.kept_resident_params if resident is None
+                                           else min(model.kept_resident_params, resident)),
                 prefill_q_dim=float(model.prefill_attention_width),
                 prefix_flops_per_token=float(model.prefix_upprojection_flops),
                 layer_kernels=float(n_struct), quant_kernels=float(n_quant),

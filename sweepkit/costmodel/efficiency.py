@@ -7,7 +7,8 @@ with efficiencies that depend on the device, the number format and the tokens in
 dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes per weight and kv per KV value:
 
     eff(T; e_max, T_half) = e_max T / (T + T_half)                          (saturating GEMM efficiency)
-    dense GEMM      t_g = max(2 P_d T / (P tp k eff(T; g)),      (P_d + T D) w / (B tp b_w))
+    dense GEMM      t_g = max(2 T ((P_d - P_a) / (k eff(T; g)) + P_a / (k_a eff(T; g_a))) / (P tp),
+                              ((P_d + T D) w + P_a (w_a' - w)) / (B tp b_w))
     grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
                     t_a,decode = max(t_a,decode, 2 L q A_d / (P_vec tp e_vec))   (CUDA-core decode kernel, e_vec > 0)
@@ -18,7 +19,10 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
                     (:mod:`sweepkit.costmodel.kernels`; T_p the step's prompt tokens)
     t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_k,all + t_0 + t_tok T
 
-P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model). On a
+P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model); P_a of them
+(attention projections and output head) run at k_a and w_a' = max(w, w_a) where the checkpoint keeps them in
+a wider format, at g_a, the profile's GEMM fields for the device in that format, P_a = 0 otherwise
+(:mod:`sweepkit.costmodel.kept`). On a
 model with windowed layers (sliding window or attention chunk of W positions) 2 L q A_j and K_j kv are
 :func:`~sweepkit.costmodel.passes.attention_flops` and :func:`~sweepkit.costmodel.passes.kv_bytes_read`:
 those layers attend to at most W + 1 positions (on a DSA model: k positions, plus the lightning indexer's FLOPs
@@ -44,8 +48,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.catalogue.efficiency import CONTEXT_KERNEL_FIELD, KERNEL_FIELD, VECTOR_FIELD
+from sweepkit.catalogue.efficiency import CONTEXT_KERNEL_FIELD, KEPT_FIELDS, KERNEL_FIELD, VECTOR_FIELD
 from sweepkit.costmodel.allreduce import allreduce_s
+from sweepkit.costmodel.kept import kept_bytes_added, kept_speedup
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, attention_flops, experts_read,
                                        kv_bytes_read)
@@ -75,6 +80,9 @@ class Efficiency:
         reaches (:mod:`sweepkit.catalogue.decode_kernels`; 0: a tensor-core kernel, the ordinary roofline).
       context_kernel_s: t_k,ctx, fixed device seconds of each kernel a decoder layer launches in a pass that
         carries prompt tokens, on top of t_k (a context pass run without a CUDA graph; 0: not priced).
+      kept_gemm_eff_max, kept_gemm_tokens_half: e_max and T_half of the GEMMs over weights the checkpoint keeps
+        wider (:mod:`sweepkit.costmodel.kept`): the profile's entry for the device in that format
+        (``Profile.kept_fields``); 0: those of the pass's format.
     """
 
     gemm_eff_max: jax.Array
@@ -92,6 +100,8 @@ class Efficiency:
     kernel_s: jax.Array
     vector_decode_eff: jax.Array = 0.0
     context_kernel_s: jax.Array = 0.0
+    kept_gemm_eff_max: jax.Array = 0.0
+    kept_gemm_tokens_half: jax.Array = 0.0
 
 
 def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) -> jax.Array:
@@ -144,8 +154,16 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     routed_active = model.routed_expert_params * model.experts_per_token
     dense = model.matmul_params - routed_active
     g_eff = saturating(tokens / dp, eff.gemm_eff_max, eff.gemm_tokens_half)
-    t_gemm = jnp.maximum(2.0 * dense * tokens / (peak * compute_speedup * g_eff),
-                         (dp * dense + tokens * model.d_model) * weight_bytes / (bw * eff.weight_bw_eff))
+    # kept attention / head weights at max(w, w_a) and k_a (costmodel.kept; P_a = 0 terms where none)
+    k_a = kept_speedup(model, weight_bytes, compute_speedup)
+    kept = jnp.where(model.attention_weight_bytes > weight_bytes, model.kept_params, 0.0)    # wider only
+    kept_eff = jnp.where(eff.kept_gemm_eff_max > 0.0,
+                         saturating(tokens / dp, eff.kept_gemm_eff_max, eff.kept_gemm_tokens_half), g_eff)
+    kept_s = jnp.where(kept > 0.0, 2.0 * kept * tokens * (1.0 / (k_a * kept_eff) - 1.0 / (compute_speedup * g_eff))
+                       / peak, 0.0)                      # exactly 0 without kept weights: the formula as before
+    t_gemm = jnp.maximum(2.0 * dense * tokens / (peak * compute_speedup * g_eff) + kept_s,
+                         ((dp * dense + tokens * model.d_model) * weight_bytes
+                          + dp * kept_bytes_added(model.kept_params, model, weight_bytes)) / (bw * eff.weight_bw_eff))
     routed = tokens if expert_tokens is None else expert_tokens
     per_expert = routed * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
     e_eff = saturating(per_expert, eff.moe_eff_max, eff.moe_tokens_half)
@@ -201,4 +219,6 @@ def efficiency_arrays(fields: dict | list[dict], dtype=None) -> Efficiency:
     cols[KERNEL_FIELD] = jnp.asarray([float(r.get(KERNEL_FIELD, 0.0)) for r in rows], dtype)   # 0: not priced
     cols[VECTOR_FIELD] = jnp.asarray([float(r.get(VECTOR_FIELD, 0.0)) for r in rows], dtype)   # 0: tensor cores
     cols[CONTEXT_KERNEL_FIELD] = jnp.asarray([float(r.get(CONTEXT_KERNEL_FIELD, 0.0)) for r in rows], dtype)
+    for k in KEPT_FIELDS:                                                                    # 0: the pass's format's
+        cols[k] = jnp.asarray([float(r.get(k, 0.0)) for r in rows], dtype)
     return Efficiency(**{k: v if isinstance(fields, list) else v[0] for k, v in cols.items()})

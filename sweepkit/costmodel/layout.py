@@ -49,8 +49,8 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token, resident_bytes
-from sweepkit.costmodel.passes import (Work, expert_bytes_saved, experts_read, index_flops, kv_bytes_read,
-                                       linear_state_traffic)
+from sweepkit.costmodel.passes import (Work, expert_bytes_saved, experts_read, index_flops, kept_bytes_added,
+                                       kv_bytes_read, linear_state_traffic)
 from sweepkit.errors import InputError
 
 IMBALANCE = 1.3
@@ -229,7 +229,7 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
     e_read = experts_read(tokens, net)
     d_flops = 2.0 * k * p_e * tokens * (imb - 1.0) + index_flops(work, net) * (lay.kv_replicas - 1.0)
     p_rep = net.matmul_params - k * p_e
-    d_weights = ((lay.dp - 1.0) * p_rep * weight_bytes
+    d_weights = ((lay.dp - 1.0) * (p_rep * weight_bytes + kept_bytes_added(net.kept_params, net, weight_bytes))
                  + p_e * weight_bytes * (jnp.minimum(jnp.maximum(lay.expert_slots, net.n_experts), imb * e_read)
                                          - e_read)
                  + lay.dp * (lay.kv_replicas - 1.0) * net.indexer_params * weight_bytes)
@@ -253,7 +253,8 @@ def layout_resident_bytes(lay: Layout, target: ModelArrays, draft: ModelArrays, 
     indexers = lay.dp * (lay.kv_replicas - 1.0) * (target.indexer_params + draft.indexer_params * draft.present)
     return (resident_bytes(target, draft, weight_bytes)
             + ((lay.dp - 1.0) * rep + redundant + indexers) * weight_bytes
-            + expert_bytes_saved(redundant, target, weight_bytes))
+            + expert_bytes_saved(redundant, target, weight_bytes)
+            + (lay.dp - 1.0) * kept_bytes_added(target.kept_resident_params, target, weight_bytes))
 
 
 def layout_kv_capacity_tokens(lay: Layout, dev: DeviceArrays, gpus: jax.Array, target: ModelArrays,

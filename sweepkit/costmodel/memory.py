@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.passes import expert_bytes_saved
+from sweepkit.costmodel.passes import expert_bytes_saved, kept_bytes_added
 
 MEM_UTIL = 0.9
 """Fraction of HBM the serving engine may use (seed SimConfig mem_util)."""
@@ -43,10 +43,13 @@ MEM_UTIL = 0.9
 
 def resident_bytes(target: ModelArrays, draft: ModelArrays, weight_bytes: jax.Array) -> jax.Array:
     """Weights held in HBM over the whole instance: target plus what the draft adds, in the weight format;
-    routed experts kept in their own format (w_e > 0) cost E P_e min(w, w_e) instead of E P_e w."""
+    routed experts kept in their own format (w_e > 0) cost E P_e min(w, w_e) instead of E P_e w, attention,
+    head and embedding kept wider (w_a > 0) max(w, w_a) (:mod:`sweepkit.costmodel.kept`)."""
     return ((target.resident_params + draft.resident_params * draft.present) * weight_bytes
             + expert_bytes_saved(target.n_experts * target.routed_expert_params, target, weight_bytes)
-            + expert_bytes_saved(draft.n_experts * draft.routed_expert_params, draft, weight_bytes) * draft.present)
+            + expert_bytes_saved(draft.n_experts * draft.routed_expert_params, draft, weight_bytes) * draft.present
+            + kept_bytes_added(target.kept_resident_params, target, weight_bytes)
+            + kept_bytes_added(draft.kept_resident_params, draft, weight_bytes) * draft.present)
 
 
 def kv_bytes_per_token(target: ModelArrays, draft: ModelArrays, kv_bytes: jax.Array) -> jax.Array:

@@ -70,6 +70,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import ModelArrays
+from sweepkit.costmodel.kept import kept_bytes_added as kept_bytes_added  # re-exported
 from sweepkit.costmodel.work import Work as Work, as_prefill as as_prefill, chunk_work as chunk_work  # re-exported
 from sweepkit.costmodel.work import combine as combine, decode_work as decode_work, verify_work as verify_work
 
@@ -272,12 +273,15 @@ def attention_flops(work: Work, model: ModelArrays) -> jax.Array:
 
 
 def flops_and_bytes(work: Work, model: ModelArrays, weight_bytes: jax.Array, kv_bytes: jax.Array):
-    """F = 2 P_mm T + F_attn; Bytes = P_read w + T D w + KV_read kv (zero where the network is absent).
+    """F = 2 P_mm T + F_attn; Bytes = P_read w + T D w + KV_read kv (zero where the network is absent), with
+    routed experts at min(w, w_e) and the kept attention / head weights at max(w, w_a) where the checkpoint
+    keeps them in their own format (:func:`expert_bytes_saved`, :func:`kept_bytes_added`).
 
     P_read = :func:`streamed_params` (P_mm for a dense network); F_attn = :func:`attention_flops` and
     KV_read kv = :func:`kv_bytes_read` (2 L q A and K kv without windowed layers or DSA)."""
     flops = 2.0 * model.matmul_params * work.tokens + attention_flops(work, model)
     bytes_ = (streamed_params(work.tokens, model) * weight_bytes + work.tokens * model.d_model * weight_bytes
               + kv_bytes_read(work, model, kv_bytes)
-              + expert_bytes_saved(expert_params_read(work.tokens, model), model, weight_bytes))
+              + expert_bytes_saved(expert_params_read(work.tokens, model), model, weight_bytes)
+              + kept_bytes_added(model.kept_params, model, weight_bytes))
     return flops * model.present, bytes_ * model.present

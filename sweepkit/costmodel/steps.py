@@ -64,7 +64,8 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, 
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import Layout, layout_work
 from sweepkit.costmodel.moe_comm import a2a_busy_s, moe_all_to_all, overlap_microbatches, overlapped
-from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved,
+from sweepkit.costmodel.kept import kept_flops_added
+from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved, kept_bytes_added,
                                        expert_params_read, flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.profiled import measured_pass_s, split
 from sweepkit.costmodel.rank_balance import busiest_rank_extra, layout_rank_budget, rank_tokens
@@ -167,7 +168,8 @@ def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
         return 1.0, 1.0, flops + d_f, bytes_ + d_w + d_o
     net, pp = inst.target, inst.pp
     w_bytes = ((streamed_params(work.tokens, net) + work.tokens * net.d_model) * inst.weight_bytes
-               + expert_bytes_saved(expert_params_read(work.tokens, net), net, inst.weight_bytes)) * net.present
+               + expert_bytes_saved(expert_params_read(work.tokens, net), net, inst.weight_bytes)
+               + kept_bytes_added(net.kept_params, net, inst.weight_bytes)) * net.present
     mb = overlap_microbatches(inst.layout, jnp.minimum(inst.microbatches, jnp.maximum(1.0, work.tokens)), work.tokens)
     return pp, mb, (flops + d_f) / (mb * pp), (w_bytes + d_w) / pp + (bytes_ - w_bytes + d_o) / (mb * pp)
 
@@ -188,11 +190,13 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     work, decode, prefill = split(work, prefill)
     dev, net, tp = inst.device, inst.target, inst.tp
     flops, bytes_ = flops_and_bytes(work, net, inst.weight_bytes, inst.kv_bytes)
+    # kept attention / head GEMMs at their own rate (costmodel.kept; 0 where the checkpoint keeps none)
+    k_f = kept_flops_added(work, net, inst.weight_bytes, inst.compute_speedup)
     # the busiest attention-DP rank's prompt chunks (costmodel.rank_balance; nothing added at dp = 1)
     budget = layout_rank_budget(inst.layout)
     d_f, d_o = busiest_rank_extra(inst.dp, net, prefill, inst.weight_bytes, inst.kv_bytes, budget)
     busiest = rank_tokens(inst.dp, decode, prefill, budget)
-    pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops + d_f, bytes_ + d_o)
+    pp, mb, slot_flops, slot_bytes = _slot_work(inst, work, flops + d_f + k_f, bytes_ + d_o)
     n = tp * inst.dp
     slot = roofline(slot_flops, slot_bytes, dev, n, inst.compute_speedup, 0.0)
     size = work.tokens / mb * net.d_model * ACTIVATION_BYTES
@@ -223,7 +227,8 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
 def _draft(inst: Instance, work: Work) -> PassCost:
     """One draft pass on the instance's devices as one, unmasked (the caller multiplies by ``present``)."""
     flops, bytes_ = flops_and_bytes(work, inst.draft, inst.weight_bytes, inst.kv_bytes)
-    return roofline(flops, bytes_, inst.device, inst.devices, inst.compute_speedup, 0.0)
+    k_f = kept_flops_added(work, inst.draft, inst.weight_bytes, inst.compute_speedup)
+    return roofline(flops + k_f, bytes_, inst.device, inst.devices, inst.compute_speedup, 0.0)
 
 
 def target_pass(inst: Instance, work: Work):

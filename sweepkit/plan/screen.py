@@ -44,6 +44,7 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.allreduce import allreduce_s
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.costmodel.kept import kept_flops_added
 from sweepkit.costmodel.layout import Layout, layout_kv_capacity_tokens, layout_work
 from sweepkit.costmodel.memory import state_positions
 from sweepkit.costmodel.moe_comm import moe_all_to_all
@@ -52,6 +53,7 @@ from sweepkit.costmodel.passes import (
     chunk_work,
     decode_work,
     flops_and_bytes,
+    kept_bytes_added,
     verify_work,
 )
 
@@ -144,8 +146,9 @@ def _pieces(p: Point, lay: Layout, tp, pp, mb, net: ModelArrays, draft: ModelArr
     the MoE layers' all-to-alls; ``draft_passes`` passes of ``draft_work`` run on the instance's GPUs as one.
     ``peak_n``, ``bw_n``: achievable FLOP/s and bytes/s of the stage's n GPUs."""
     flops, bytes_ = flops_and_bytes(work, net, p.weight_bytes, p.kv_bytes)
+    flops = flops + kept_flops_added(work, net, p.weight_bytes, p.compute_speedup)   # kept GEMMs at k_a
     d_f, d_w, d_o = layout_work(lay, net, work, p.weight_bytes, p.kv_bytes)
-    w_bytes = net.matmul_params * p.weight_bytes
+    w_bytes = net.matmul_params * p.weight_bytes + kept_bytes_added(net.kept_params, net, p.weight_bytes)
     d_flops, d_bytes = flops_and_bytes(draft_work, draft, p.weight_bytes, p.kv_bytes)
     d_flops, d_bytes = d_flops * draft_passes, d_bytes * draft_passes
     tokens = work.tokens

@@ -198,7 +198,8 @@ def _replica(cluster: Cluster, cfg: Config, res: Settings, tp: int, pp: int, mic
     if cfg.draw is not None and cfg.draw.factors:     # an uncertainty band's draw: factors on the device
         darr = dataclasses.replace(darr, **{k: getattr(darr, k) * f(v) for k, v in cfg.draw.factors})
     return dataclasses.replace(inst, device=darr,
-                               efficiency=instance_efficiency(cluster.profile, cfg.device, res.compute_format))
+                               efficiency=instance_efficiency(cluster.profile, cfg.device, res.compute_format,
+                                                              target.attention_weight_format))
 
 
 def roles(res: Settings, instances_max: int) -> np.ndarray:

@@ -74,12 +74,15 @@ def resolve_profile(value: str | None, where: str = "--profile") -> tuple[Profil
     return prof, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def instance_efficiency(profile: Profile | None, device: str, compute_format: str) -> Efficiency | None:
+def instance_efficiency(profile: Profile | None, device: str, compute_format: str,
+                        kept_format: str = "") -> Efficiency | None:
     """The float64 :class:`~sweepkit.costmodel.efficiency.Efficiency` of ``device`` in ``compute_format``
-    under ``profile`` (None without one)."""
+    under ``profile``, with the GEMM fields of the weights the model keeps in ``kept_format`` (its
+    ``attention_weight_format``; "" for none); None without a profile."""
     if profile is None:
         return None
-    return efficiency_arrays(profile.fields(device, compute_format), jnp.float64)
+    return efficiency_arrays({**profile.fields(device, compute_format), **profile.kept_fields(device, kept_format)},
+                             jnp.float64)
 
 
 def with_profile(grid, value: str):

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweepkit.catalogue.efficiency import (CONTEXT_KERNEL_FIELD, FIELDS, FRAMEWORK_FIELDS, KERNEL_FIELD,
+from sweepkit.catalogue.efficiency import (CONTEXT_KERNEL_FIELD, FIELDS, FRAMEWORK_FIELDS, KEPT_FIELDS, KERNEL_FIELD,
                                            VECTOR_FIELD, Profile)
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.validation.steady import row_value
@@ -95,6 +95,8 @@ def _efficiency(u, slice_of_row, n_slices, lo, hi, kernel_s: float = 0.0, contex
     cols[KERNEL_FIELD] = jnp.full(slice_of_row.shape, kernel_s, dtype=per.dtype)
     cols[VECTOR_FIELD] = jnp.zeros(slice_of_row.shape, dtype=per.dtype)   # fitted rows: tensor-core decode
     cols[CONTEXT_KERNEL_FIELD] = jnp.full(slice_of_row.shape, context_kernel_s, dtype=per.dtype)
+    for k in KEPT_FIELDS:      # kept-format GEMMs at the row's own slice's fields while fitting
+        cols[k] = jnp.zeros(slice_of_row.shape, dtype=per.dtype)
     return Efficiency(**cols)
 
 
@@ -104,7 +106,7 @@ def _identified(rows: RowInputs, keys: list[tuple[str, str]], slices: list, per,
     with jax.enable_x64(True):
         slice_of_row = jnp.asarray([index[k] for k in keys])
         fw = {f: jnp.full(slice_of_row.shape, float(overheads.get(f, 0.0)))
-              for f in FRAMEWORK_FIELDS + (KERNEL_FIELD, VECTOR_FIELD, CONTEXT_KERNEL_FIELD)}
+              for f in FRAMEWORK_FIELDS + (KERNEL_FIELD, VECTOR_FIELD, CONTEXT_KERNEL_FIELD) + KEPT_FIELDS}
 
         def log_model(theta):
             cols = {f: theta[slice_of_row, j] for j, f in enumerate(FIELDS)}

@@ -80,13 +80,21 @@ def row_profile(m: Measurement, profile: Profile | str | None) -> Profile | None
 _vmapped = jax.jit(jax.vmap(row_value))
 
 
+def row_fields(profile: Profile, m: Measurement) -> dict[str, float]:
+    """The profile's fields for a row's device and compute format, with the GEMM fields of the weights its
+    model keeps in a wider format (``Profile.kept_fields``: gpt-oss's and NVIDIA's NVFP4 DeepSeek-R1's bf16
+    attention)."""
+    return {**profile.fields(m.device, m.compute_format),
+            **profile.kept_fields(m.device, get_model(m.model).attention_weight_format)}
+
+
 def profile_values(points: list[Measurement], profiles: list[Profile]) -> np.ndarray:
     """What each steady-state row measures (SI) under its profile (:func:`sweepkit.validation.steady.row_value`)."""
     with jax.enable_x64(True):
         rows = row_inputs(points, MAX_BATCH, TOKEN_BUDGET)
         rows = dataclasses.replace(rows, token_budget=jnp.asarray([p.token_budget or TOKEN_BUDGET for p in profiles],
                                                                   dtype=rows.token_budget.dtype))
-        eff = efficiency_arrays([p.fields(m.device, m.compute_format) for m, p in zip(points, profiles)])
+        eff = efficiency_arrays([row_fields(p, m) for m, p in zip(points, profiles)])
         return np.asarray(_vmapped(rows, eff))
 
 

@@ -1,4 +1,5 @@
-"""Routed experts in their own weight format: weight bytes = dense params x w + expert params x min(w, w_e).
+"""Routed experts in their own weight format: weight bytes = dense params x w + expert params x min(w, w_e)
+(and, where the checkpoint keeps them wider, attention, head and embedding at max(w, w_a): test_kept_weights.py).
 
 gpt-oss ships its MoE experts in MXFP4 (4 bits + one 8-bit scale per 32 values: 0.53125 B) and keeps
 attention, router and embeddings in bf16 (HF openai/gpt-oss-120b config.json, quantization_config
@@ -26,9 +27,10 @@ GIB = 2.0 ** 30
 
 
 def _closed_form(name: str, w: float) -> float:
+    # experts at min(w, MXFP4); attention, output head and embedding (kept bf16) at max(w, 2); the rest at w
     m = get_model(name)
-    experts = m.n_experts * m.routed_expert_params
-    return (m.resident_params - experts) * w + experts * min(w, MXFP4)
+    experts, kept = m.n_experts * m.routed_expert_params, m.kept_resident_params
+    return (m.resident_params - experts - kept) * w + kept * max(w, 2.0) + experts * min(w, MXFP4)
 
 
 @pytest.mark.parametrize("name, card_gib", [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])
@@ -39,12 +41,21 @@ def test_gpt_oss_bf16_weights_are_its_mxfp4_checkpoint(name, card_gib):
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "fp4", "int4", "nvfp4"])
-def test_a_narrower_weight_format_narrows_the_experts_too(fmt):
+def test_a_narrower_weight_format_narrows_the_experts_too_but_not_the_kept_attention(fmt):
     w = get_format(fmt).bytes_per_value
     r = evaluate(device="H200", model="gpt-oss-120b", weight_format=fmt)
     assert r["weight_bytes_per_device"] == pytest.approx(_closed_form("gpt-oss-120b", w), rel=1e-12)
-    if w <= MXFP4:
-        assert r["weight_bytes_per_device"] == pytest.approx(get_model("gpt-oss-120b").resident_params * w, rel=1e-12)
+    m = get_model("gpt-oss-120b")
+    if w <= MXFP4:       # everything at w but the 1.53 B attention / head + 0.58 B embedding parameters kept at 2 B
+        assert r["weight_bytes_per_device"] == pytest.approx(
+            m.resident_params * w + m.kept_resident_params * (2.0 - w), rel=1e-12)
+
+
+@pytest.mark.parametrize("name, card_gib", [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])
+def test_gpt_oss_at_its_native_fp4_is_its_checkpoint_too(name, card_gib):
+    # the row's fp4 narrows what the checkpoint already keeps in MXFP4; attention, head and embedding stay bf16
+    r = evaluate(device="H200", model=name, weight_format="fp4")
+    assert r["weight_bytes_per_device"] / GIB == pytest.approx(card_gib, rel=5e-3)   # 60.67 and 12.80 GiB
 
 
 def test_a_decode_step_reads_its_active_experts_at_mxfp4():
@@ -61,7 +72,7 @@ def test_a_decode_step_reads_its_active_experts_at_mxfp4():
     assert float(uniform[1] - mixed[1]) == pytest.approx(saved, rel=1e-9)
 
 
-UNIFORM = [n for n in model_names() if not get_model(n).expert_weight_format]
+UNIFORM = [n for n in model_names() if not (get_model(n).expert_weight_format or get_model(n).attention_weight_format)]
 
 
 @settings(max_examples=50, deadline=None)
