@@ -78,7 +78,7 @@ class Model(CacheShape):
       attention_weight_format: the format the checkpoint keeps its attention projections and output head in
         whatever the weight_format (P_a = :attr:`kept_params`; gpt-oss, NVIDIA's NVFP4 DeepSeek-R1
         checkpoints: bf16); they are held and read at max(w, w_a) bytes per value and multiply at the
-        speed-up that width allows (:func:`sweepkit.costmodel.passes.kept_speedup`). "": in the weight_format.
+        speed-up that width allows (:func:`sweepkit.costmodel.kept.kept_speedup`). "": in the weight_format.
     """
 
     name: str

@@ -50,8 +50,8 @@ import jax.numpy as jnp
 
 from sweepkit.catalogue.efficiency import CONTEXT_KERNEL_FIELD, KEPT_FIELDS, KERNEL_FIELD, VECTOR_FIELD
 from sweepkit.costmodel.allreduce import allreduce_s
-from sweepkit.costmodel.kept import kept_bytes_added, kept_speedup
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
+from sweepkit.costmodel.kept import kept_bytes_added, kept_speedup
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, attention_flops, experts_read,
                                        kv_bytes_read)
 

@@ -9,10 +9,8 @@ k_a, the speed-up that width allows:
 
     bytes += P_a (w_a' - w),        k_a = min(k, max(1, 2 / w_a')),        t_kept = 2 P_a T / (P k_a eff)
 
-(k_a = k where w_a' = w: weights kept no wider than the pass's format change nothing)
-
-(bf16: k_a = 1; fp8 attention beside FP4 experts on Blackwell: 2; on A100, k = 1 bounds it). Where w_a = 0
-(every weight in the weight format) each term is exactly the formula without it.
+(bf16: k_a = 1; fp8 attention beside FP4 experts on Blackwell: 2; on A100, k = 1 bounds it). Where w_a = 0,
+or the kept format is no wider than the pass's (w_a' = w, k_a = k), each term is exactly the formula without it.
 
 References:
   HF openai/gpt-oss-120b config.json (quantization_config.modules_to_not_convert);
