@@ -74,11 +74,12 @@ class Profile:
     kernel_source: str = ""
     """Where ``overheads["kernel_s"]`` comes from (``kernel_s_source``)."""
 
-    def fields(self, device: str, compute_format: str) -> dict[str, float]:
+    def fields(self, device: str, compute_format: str, kept_format: str = "") -> dict[str, float]:
         """The per-format fields for ``device`` in ``compute_format`` (its entry, else the entries it inherits
-        by :mod:`sweepkit.catalogue.families`, over the default), plus the framework overheads."""
+        by :mod:`sweepkit.catalogue.families`, over the default), plus the framework overheads, plus
+        :meth:`kept_fields` for the weights a model keeps in ``kept_format`` ("" for none)."""
         return {**self.default, **{k: v for k, (v, _) in self.origins(device, compute_format).items()},
-                **self.overheads}
+                **self.overheads, **self.kept_fields(device, kept_format)}
 
     def kept_fields(self, device: str, kept_format: str) -> dict[str, float]:
         """:data:`KEPT_FIELDS` for GEMMs over weights a checkpoint keeps in ``kept_format`` (gpt-oss's and

@@ -49,8 +49,9 @@ import jax.numpy as jnp
 from sweepkit.catalogue import Device, Model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.memory import MEM_UTIL, kv_bytes_per_token, resident_bytes
-from sweepkit.costmodel.passes import (Work, expert_bytes_saved, experts_read, index_flops, kept_bytes_added,
-                                       kv_bytes_read, linear_state_traffic)
+from sweepkit.costmodel.kept import kept_bytes_added
+from sweepkit.costmodel.passes import (Work, expert_bytes_saved, experts_read, index_flops, kv_bytes_read,
+                                       linear_state_traffic)
 from sweepkit.errors import InputError
 
 IMBALANCE = 1.3

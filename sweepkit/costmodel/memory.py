@@ -35,7 +35,8 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.passes import expert_bytes_saved, kept_bytes_added
+from sweepkit.costmodel.kept import kept_bytes_added
+from sweepkit.costmodel.passes import expert_bytes_saved
 
 MEM_UTIL = 0.9
 """Fraction of HBM the serving engine may use (seed SimConfig mem_util)."""

@@ -70,7 +70,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.arrays import ModelArrays
-from sweepkit.costmodel.kept import kept_bytes_added as kept_bytes_added  # re-exported
+from sweepkit.costmodel.kept import kept_bytes_added
 from sweepkit.costmodel.work import Work as Work, as_prefill as as_prefill, chunk_work as chunk_work  # re-exported
 from sweepkit.costmodel.work import combine as combine, decode_work as decode_work, verify_work as verify_work
 

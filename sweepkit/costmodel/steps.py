@@ -64,9 +64,9 @@ from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, 
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import Layout, layout_work
 from sweepkit.costmodel.moe_comm import a2a_busy_s, moe_all_to_all, overlap_microbatches, overlapped
-from sweepkit.costmodel.kept import kept_flops_added
+from sweepkit.costmodel.kept import kept_bytes_added, kept_flops_added
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, decode_work, expert_bytes_saved, expert_params_read,
-                                       flops_and_bytes, kept_bytes_added, streamed_params, verify_work)
+                                       flops_and_bytes, streamed_params, verify_work)
 from sweepkit.costmodel.profiled import measured_pass_s, split
 from sweepkit.costmodel.rank_balance import busiest_rank_extra, layout_rank_budget, rank_tokens
 from sweepkit.costmodel.roofline import PassCost, roofline

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.allreduce import allreduce_s
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
-from sweepkit.costmodel.kept import kept_flops_added
+from sweepkit.costmodel.kept import kept_bytes_added, kept_flops_added
 from sweepkit.costmodel.layout import Layout, layout_kv_capacity_tokens, layout_work
 from sweepkit.costmodel.memory import state_positions
 from sweepkit.costmodel.moe_comm import moe_all_to_all
@@ -53,7 +53,6 @@ from sweepkit.costmodel.passes import (
     chunk_work,
     decode_work,
     flops_and_bytes,
-    kept_bytes_added,
     verify_work,
 )
 

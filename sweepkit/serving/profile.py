@@ -81,8 +81,7 @@ def instance_efficiency(profile: Profile | None, device: str, compute_format: st
     ``attention_weight_format``; "" for none); None without a profile."""
     if profile is None:
         return None
-    return efficiency_arrays({**profile.fields(device, compute_format), **profile.kept_fields(device, kept_format)},
-                             jnp.float64)
+    return efficiency_arrays(profile.fields(device, compute_format, kept_format), jnp.float64)
 
 
 def with_profile(grid, value: str):

@@ -84,8 +84,7 @@ def row_fields(profile: Profile, m: Measurement) -> dict[str, float]:
     """The profile's fields for a row's device and compute format, with the GEMM fields of the weights its
     model keeps in a wider format (``Profile.kept_fields``: gpt-oss's and NVIDIA's NVFP4 DeepSeek-R1's bf16
     attention)."""
-    return {**profile.fields(m.device, m.compute_format),
-            **profile.kept_fields(m.device, get_model(m.model).attention_weight_format)}
+    return profile.fields(m.device, m.compute_format, get_model(m.model).attention_weight_format)
 
 
 def profile_values(points: list[Measurement], profiles: list[Profile]) -> np.ndarray:

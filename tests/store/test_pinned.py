@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import duckdb
 import pyarrow as pa
 import pytest
 
@@ -50,7 +51,7 @@ def test_a_failed_query_leaves_the_pinned_snapshot_usable_and_read_only(wh):
     with wh.pinned():
         with pytest.raises(InputError, match="not allowed"):
             wh.query("create table y as select 1")
-        with pytest.raises(Exception, match="no_such_table"):
+        with pytest.raises(duckdb.CatalogException, match="no_such_table"):
             wh.query("select * from no_such_table")
         assert count(wh) == 1
 
