@@ -1,4 +1,4 @@
-"""Capacity search against the seed's section-26 H100 baseline (seed-system.md, realtime-voice row), +-25%.
+"""Capacity search against the seed's section-26 H100 baseline (the reference simulator, github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim, realtime-voice row), +-25%.
 
 The full 45-point comparison (every workload) is in docs/serving.md and benchmarks/bench_serving.py; this test
 keeps one workload so CI stays fast on 2 cores.
@@ -18,7 +18,7 @@ from sweepkit.serving.metrics import lane_metrics
 from sweepkit.serving.workloads import load_workloads
 
 
-# seed-system.md, "Section 26 baselines": voice, H100
+# the reference simulator's section-26 baselines (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim): voice, H100
 SEED_VOICE_H100 = dict(capacity=0.4395, goodput_per_gpu=0.322, usd_per_mtok=54.22, j_per_tok=15.78,
                        ttft_p99_s=0.2138, tpot_p99_s=0.0275, itl_p99_s=0.0185)
 
@@ -29,7 +29,7 @@ def voice():
     cl = load_cluster()
     cfg = Config("H100", load_levers()["baseline"])
     caps, best, rows = search(w, cl, [cfg], [3.0], [100.0])
-    # the seed's published reference load (seed-system.md sec. 1), as grids/serving-seed.toml pins it: at 0.5 x
+    # the seed's published reference load (the reference's examples/tradeoffs.py), as grids/serving-seed.toml pins it: at 0.5 x
     # our own capacity (0.2197) ITL p99 crosses from one decode step to a prefill stall (docs/serving.md)
     lanes = run_configs(w, cl, [cfg], np.array([[0.1953125]]), early_stop=False)
     ref = lane_metrics(lanes, 0, 0, w, cl.gpus, 100.0, 3.0)
@@ -47,7 +47,7 @@ def test_voice_h100_baseline_within_25pct_of_section_26(voice):
 
 def test_voice_h100_baseline_is_the_references_with_its_sample_and_rule(voice):
     """With the seed's own sessions (one random.Random(1), its draw order) and its bisection from twice its
-    reference load, the engine finds the reference's capacity, 0.439453125 sessions/s (seed-matrix-h100,
+    reference load, the engine finds the reference's capacity, 0.439453125 sessions/s (the reference's published H100 matrix,
     realtime-voice baseline: 0.4395, 7 runs), and the reference's figures at it and at the reference load."""
     w, cl, cfg = load_workloads()["realtime-voice"], load_cluster(), Config("H100", load_levers()["baseline"])
     caps, best, rows = search(w, cl, [cfg], [3.0], [100.0], start=2 * 0.1953125, rule="bisect")

@@ -20,11 +20,11 @@ def test_packaged_workloads_are_the_seeds_five_with_sources():
     assert list(ws) == SEED_FIVE
     for w in ws.values():
         assert w.source
-    # seed-system.md sec. 1: session_s = turns x (think + ttft_slo + mean_output x tpot_slo)
+    # the reference's examples/tradeoffs.py: session_s = turns x (think + ttft_slo + mean_output x tpot_slo)
     assert ws["chat"].session_s == pytest.approx(83.70, abs=0.01)
     assert ws["coding-agent"].session_s == pytest.approx(79.2)
     assert ws["realtime-voice"].session_s == pytest.approx(27.0)
-    # chat at its reference load simulates 1,947 requests (seed-system.md sec. 1)
+    # chat at its reference load simulates 1,947 requests (the reference's examples/tradeoffs.py)
     assert ws["chat"].sessions_at(1.9375) * ws["chat"].turns == 1947
 
 
@@ -56,7 +56,7 @@ def test_common_random_numbers_across_session_counts():
 
 
 def test_tokens_per_verify_pass_within_3pct_of_expected_tokens():
-    # seed-system.md sec. 6: simulated tokens/verify within 3% of the closed form (g4 a0.75, 200 req, 1024 out)
+    # the reference's speculative tests: simulated tokens/verify within 3% of the closed form (g4 a0.75, 200 req, 1024 out)
     ids = np.arange(200)
     out = np.full(200, 1025)
     passes = verify_passes(ids, out, 0.75, 4)
@@ -132,7 +132,7 @@ def test_single_turn_sampler_is_prefix_stable():
 
 
 def test_single_turn_sampler_follows_the_seeds_draw_order():
-    # seed-system.md sec. 2: one random.Random(seed); per request, in order: the gap expovariate(rate), the
+    # the reference's workload.py: one random.Random(seed); per request, in order: the gap expovariate(rate), the
     # system prompt randrange(system_prompts) (only with system prompts), the input and the output, each
     # round(lognormvariate(mu, sigma)) clipped to [1, max], sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2/2.
     import math
@@ -209,7 +209,7 @@ def _seed_draws(w, n, seed=1):
 
 @pytest.mark.parametrize("name", ["chat", "coding-agent", "realtime-voice"])
 def test_multi_turn_sessions_follow_the_seeds_draw_order(name):
-    # seed-system.md sec. 2: one random.Random(1) for the whole workload, sessions drawn up front in order
+    # the reference's workload.py: one random.Random(1) for the whole workload, sessions drawn up front in order
     w = load_workloads()[name]
     want = _seed_draws(w, 40)
     s = sample_sessions(w, 40, seed=1)

@@ -1,6 +1,7 @@
 """Serving metrics of one simulated load: window, SLO attainment, latencies, goodput, cost and energy.
 
-Definitions (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim; published.md "Metric definitions to use"):
+Definitions (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim; TPOT as DistServe, Zhong et al., OSDI 2024,
+and the MLPerf Inference rules define it):
 
 * TTFT = first-token time - arrival; TPOT = (finish - first token) / (output tokens - 1) (requests with >= 2
   output tokens); ITL = the gap before each generated token after the first, over all tokens of the window's

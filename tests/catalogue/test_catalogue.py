@@ -18,7 +18,8 @@ COARSE_CARDS = {"kimi-k2", "llama-4-scout"}
 
 @pytest.mark.parametrize("name", [n for n in model_names() if n not in COARSE_CARDS])
 def test_parameter_counts_within_one_percent_of_official(name):
-    # Official totals: hardware.md sec. 3 ([S36]-[S40]): 8.03 B, 70.55 B, 1.24 B, 3.21 B, 7.62 B.
+    # Official totals (model cards / HF configs of Llama-3-8B, Llama-3-70B, Llama-3.2-1B/3B, Qwen2.5-7B): 8.03 B,
+    # 70.55 B, 1.24 B, 3.21 B, 7.62 B.
     model = get_model(name)
     assert model.resident_params == pytest.approx(model.official_params, rel=0.01)
 
@@ -26,7 +27,7 @@ def test_parameter_counts_within_one_percent_of_official(name):
 @pytest.mark.parametrize("name, kv", [("llama-3-8b", 131_072), ("llama-3-70b", 327_680), ("llama-3.2-1b", 32_768),
                                       ("llama-3.2-3b", 114_688), ("qwen2.5-7b", 57_344)])
 def test_kv_bytes_per_token_bf16(name, kv):
-    # hardware.md sec. 3 table: KV B/token (bf16) = 2 x L x H_kv x d_h x 2 B.
+    # KV B/token (bf16) = 2 x L x H_kv x d_h x 2 B, from each HF config.json.
     assert get_model(name).kv_bytes_per_token(2.0) == kv
 
 

@@ -32,7 +32,7 @@ def test_alpha_one_limit_and_continuity():
 
 
 def test_realistic_c_lowers_the_row():
-    # published.md sec. 1.2 (computed from Thm 3.8): alpha 0.7, gamma 3: c = 0.02 -> 2.39x, c = 0.05 -> 2.20x.
+    # Leviathan et al. 2023 (arXiv 2211.17192), computed from Thm 3.8: alpha 0.7, gamma 3: c = 0.02 -> 2.39x, c = 0.05 -> 2.20x.
     assert round(float(improvement_factor(0.7, 3, 0.02)), 2) == 2.39
     assert round(float(improvement_factor(0.7, 3, 0.05)), 2) == 2.20
 
