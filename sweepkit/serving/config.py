@@ -188,7 +188,27 @@ def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, st
 
 def _replica(cluster: Cluster, cfg: Config, res: Settings, tp: int, pp: int, microbatches: int,
              prefill: bool = False) -> Instance:
-    """The :class:`Instance` pytree of one replica of ``tp`` x ``dp`` x ``pp`` GPUs (float64)."""
+    """The :class:`Instance` pytree of one replica of ``tp`` x ``dp`` x ``pp`` GPUs (float64 under x64).
+
+    Built once per process for each device, model, draft, cluster, draw, resolved lever, replica shape and
+    float width (every value it reads), so the workloads and program sizes of one configuration share it: its
+    leaves are immutable arrays."""
+    target = get_model(cluster.model)
+    key = (repr(get_device(cfg.device)), target, get_draft(cfg.lever.draft, target), cfg.lever.gamma, cfg.draw,
+           cluster, res, tp, pp, microbatches, prefill, jax.dtypes.canonicalize_dtype(jnp.float64))
+    if (inst := _REPLICAS.get(key)) is None:
+        inst = _build_replica(cluster, cfg, res, tp, pp, microbatches, prefill)
+        if len(_REPLICAS) >= KV_TOKENS_KEPT:
+            _REPLICAS.clear()
+        _REPLICAS[key] = inst
+    return inst
+
+
+_REPLICAS: dict = {}
+
+
+def _build_replica(cluster: Cluster, cfg: Config, res: Settings, tp: int, pp: int, microbatches: int,
+                   prefill: bool) -> Instance:
     target = get_model(cluster.model)
     inst = instance(get_device(cfg.device), target, get_draft(cfg.lever.draft, target), tp, res.weight_format,
                     res.kv_format, res.compute_format, cfg.lever.gamma, jnp.float64, pp=pp,
