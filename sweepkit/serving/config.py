@@ -198,12 +198,14 @@ def _replica(cluster: Cluster, cfg: Config, res: Settings, tp: int, pp: int, mic
            cluster, res, tp, pp, microbatches, prefill, jax.dtypes.canonicalize_dtype(jnp.float64))
     if (inst := _REPLICAS.get(key)) is None:
         inst = _build_replica(cluster, cfg, res, tp, pp, microbatches, prefill)
-        if len(_REPLICAS) >= KV_TOKENS_KEPT:
+        if len(_REPLICAS) >= REPLICAS_KEPT:
             _REPLICAS.clear()
         _REPLICAS[key] = inst
     return inst
 
 
+REPLICAS_KEPT = 4096
+"""Most replicas :func:`_replica` keeps per process (all dropped past it)."""
 _REPLICAS: dict = {}
 
 
