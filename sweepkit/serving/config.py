@@ -128,18 +128,26 @@ def kv_tokens(cluster: Cluster, cfg: Config, res: Settings, prefill: bool = Fals
     device, target = get_device(cfg.device), get_model(cluster.model)
     key = (repr(device), target, get_draft(cfg.lever.draft, target), cluster.gpus_per_node, res, prefill,
            get_format(res.weight_format).bytes_per_value, get_format(res.kv_format).bytes_per_value)
-    if (tokens := _KV_TOKENS.get(key)) is None:
+    def build() -> float:
         with jax.enable_x64(True):
-            tokens = _kv_tokens(cluster, cfg, res, prefill)
-        if len(_KV_TOKENS) >= KV_TOKENS_KEPT:
-            _KV_TOKENS.clear()
-        _KV_TOKENS[key] = tokens
-    return tokens
+            return _kv_tokens(cluster, cfg, res, prefill)
+    return _memo(_KV_TOKENS, key, build)
 
 
-KV_TOKENS_KEPT = 4096
-"""Most :func:`kv_tokens` results kept per process (all dropped past it)."""
+MEMO_KEPT = 4096
+"""Most values :func:`_memo` keeps per store and process (all dropped past it)."""
 _KV_TOKENS: dict = {}
+
+
+def _memo(store: dict, key, build):
+    """``store[key]``, built by ``build()`` and kept on a miss; the store is emptied once it holds
+    :data:`MEMO_KEPT` values."""
+    if (value := store.get(key)) is None:
+        value = build()
+        if len(store) >= MEMO_KEPT:
+            store.clear()
+        store[key] = value
+    return value
 
 
 def _kv_tokens(cluster: Cluster, cfg: Config, res: Settings, prefill: bool) -> float:
@@ -196,16 +204,9 @@ def _replica(cluster: Cluster, cfg: Config, res: Settings, tp: int, pp: int, mic
     target = get_model(cluster.model)
     key = (repr(get_device(cfg.device)), target, get_draft(cfg.lever.draft, target), cfg.lever.gamma, cfg.draw,
            cluster, res, tp, pp, microbatches, prefill, jax.dtypes.canonicalize_dtype(jnp.float64))
-    if (inst := _REPLICAS.get(key)) is None:
-        inst = _build_replica(cluster, cfg, res, tp, pp, microbatches, prefill)
-        if len(_REPLICAS) >= REPLICAS_KEPT:
-            _REPLICAS.clear()
-        _REPLICAS[key] = inst
-    return inst
+    return _memo(_REPLICAS, key, lambda: _build_replica(cluster, cfg, res, tp, pp, microbatches, prefill))
 
 
-REPLICAS_KEPT = 4096
-"""Most replicas :func:`_replica` keeps per process (all dropped past it)."""
 _REPLICAS: dict = {}
 
 
