@@ -1,4 +1,5 @@
-"""Capacity search against the seed's section-26 H100 baseline (the reference simulator, github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim, realtime-voice row), +-25%.
+"""Capacity search against the seed's section-26 H100 baseline (realtime-voice row of the reference simulator,
+github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim), +-25%.
 
 The full 45-point comparison (every workload) is in docs/serving.md and benchmarks/bench_serving.py; this test
 keeps one workload so CI stays fast on 2 cores.

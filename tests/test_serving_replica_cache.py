@@ -11,6 +11,7 @@ import numpy as np
 from sweepkit.serving.cluster import load_cluster
 from sweepkit.serving.config import Config, Draw, _build_replica, policy, resolve
 from sweepkit.serving.levers import load_levers
+from sweepkit.serving.profile import resolve_profile
 
 
 def _leaves_equal(a, b) -> bool:
@@ -49,9 +50,16 @@ def test_a_draw_a_device_or_a_float_width_gets_its_own_replica():
         assert policy(cl, plain, None, "chat").inst.device.peak_flops_per_s.dtype == jnp.float64
 
 
-def test_another_cluster_profile_is_another_replica():
+def test_another_cluster_or_profile_is_another_replica():
+    """The cluster's profile is left out of its hash (``Cluster.profile``), not out of its equality: a cluster
+    priced by a framework profile gets that profile's efficiencies, not the reference replica's."""
     cl, lv = load_cluster(), load_levers()["baseline"]
     other = dataclasses.replace(cl, step_overhead_s=cl.step_overhead_s * 2.0)
+    profiled = dataclasses.replace(cl, profile=resolve_profile("tensorrt-llm")[0])
     with jax.enable_x64(True):
-        a, b = (policy(c, Config("H100", lv), None, "chat") for c in (cl, other))
+        a, b, c = (policy(x, Config("H100", lv), None, "chat") for x in (cl, other, profiled))
+        res = resolve(profiled, lv)
+        fresh = _build_replica(profiled, Config("H100", lv), res, res.tp, res.pp, res.microbatches, False)
     assert float(b.inst.device.pass_overhead_s) == 2.0 * float(a.inst.device.pass_overhead_s)
+    assert c.inst is not a.inst and _leaves_equal(c.inst, fresh)
+    assert a.inst.efficiency is None and c.inst.efficiency is not None     # reference constants / the profile's
