@@ -89,13 +89,11 @@ def load_for(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bo
     start = ses.start_unit / rate_eff
     arr0 = np.where(np.arange(B) < n_ses, start, np.inf)
     starts = start[:max(n_ses, 1)]
-    nominal = (starts[:, None] + np.arange(w.turns)[None, :] * w.think_mean_s).ravel()
     n_total = n_ses * w.turns
     n_drop = int(WARMUP_FRACTION * n_total)
     limit = MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
-    return dict(arrival0_s=arr0, itl_from_s=np.sort(nominal)[n_drop], itl_to_s=starts[-1],
-                eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit,
-                warmup_requests=float(n_drop))
+    return dict(arrival0_s=arr0, eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s,
+                miss_limit=limit, warmup_requests=float(n_drop))
 
 
 def replay_load(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop: bool) -> dict[str, np.ndarray]:
@@ -114,9 +112,8 @@ def replay_load(w: Workload, ses: Sessions, rate: float, n_ses: int, early_stop:
     n_total = nominal.size if n_ses > 0 else 0
     n_drop = int(WARMUP_FRACTION * n_total)
     limit = MISS_SHARE * (n_total - n_drop) if early_stop else 1e18
-    return dict(arrival0_s=arr0, itl_from_s=nominal[min(n_drop, nominal.size - 1)], itl_to_s=starts[-1],
-                eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s, miss_limit=limit,
-                warmup_requests=float(n_drop))
+    return dict(arrival0_s=arr0, eligible_to_s=starts[-1], ttft_slo_s=w.ttft_slo_s, tpot_slo_s=w.tpot_slo_s,
+                miss_limit=limit, warmup_requests=float(n_drop))
 
 
 def _padded(load: dict, capacity: int) -> dict:

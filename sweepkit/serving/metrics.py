@@ -4,8 +4,12 @@ Definitions (github.com/BrendanJamesLynskey/Disaggregated_Inference_Sim; TPOT as
 and the MLPerf Inference rules define it):
 
 * TTFT = first-token time - arrival; TPOT = (finish - first token) / (output tokens - 1) (requests with >= 2
-  output tokens); ITL = the gap before each generated token after the first, over all tokens of the window's
-  requests (the tokens of one verify pass after the first get a zero gap).
+  output tokens); ITL = the gap before each generated token after the first (the tokens of one verify pass
+  after the first get a zero gap).
+* Steady set: completed requests sorted by arrival, the first 10% dropped (ramp-up). TTFT, TPOT and ITL
+  percentiles are over it, drain included, as the reference simulator's summary computes them (the engine
+  records ITL gaps of the requests that arrive after the first 10% of arrivals, which is the same set unless
+  requests are rejected).
 * Measured window: requests sorted by arrival, the first 10% dropped, arrivals after the last session start
   dropped (ramp-up and drain). Attainment = share of the window meeting TTFT <= ttft_slo and (output < 2 or
   TPOT <= tpot_slo); rejected or unfinished requests miss.
@@ -87,8 +91,7 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
     tokens_done = out[done_all].sum()
     steps = float(s["steps"].sum())
     busy = float(s["busy_s"].sum())
-    f_ok = np.isfinite(f2) & (o >= 2)
-    f_first = np.isfinite(f1)
+    lat = _steady(arr, first, fin, out, came, whole)
     m = dict(
         requests=int(came.sum()), window_requests=int(a.size), completed=int(done_all.sum()),
         rejected=int((rej & came).sum()), attainment=float(ok.mean()) if a.size else 0.0,
@@ -96,8 +99,8 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
         goodput_req_s_per_gpu=float(goodput) / gpus, output_tok_s=float(tok_s), output_tok_s_per_gpu=float(tok_s) / gpus,
         usd_per_mtok=price * gpus / 3600.0 / float(tok_s) * 1e6, energy_j=energy,
         energy_per_token_j=energy / tokens_done if tokens_done else float("nan"), horizon_s=horizon,
-        **{f"ttft_p{q}_s": _pct(ttft[f_first], q) for q in (50, 90, 99)},
-        **{f"tpot_p{q}_s": _pct(tpot[f_ok], q) for q in (50, 90, 99)},
+        **{f"ttft_p{q}_s": _pct(lat[0], q) for q in (50, 90, 99)},
+        **{f"tpot_p{q}_s": _pct(lat[1], q) for q in (50, 90, 99)},
         **{f"itl_p{q}_s": hist_percentile(st.hist, float(st.zeros), q) for q in (50, 90, 99)},
         steps=steps, decode_rows=float(s["decode_rows"].sum()),
         mean_running_batch=float(s["batch_area"].sum() / busy) if busy else 0.0,
@@ -115,6 +118,17 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
         iterations=int(st.iters),
     )
     return m
+
+
+def _steady(arr, first, fin, out, came, whole):
+    """(TTFT [n], TPOT [m]) of the steady set: completed requests by arrival, the first 10% dropped."""
+    done = came & np.isfinite(fin)
+    order = np.argsort(arr[done], kind="stable")
+    a, f1, f2, o = arr[done][order], first[done][order], fin[done][order], out[done][order]
+    keep = slice(0 if whole else int(WARMUP_FRACTION * a.size), None)
+    a, f1, f2, o = a[keep], f1[keep], f2[keep], o[keep]
+    two = o >= 2
+    return f1 - a, (f2[two] - f1[two]) / (o[two] - 1.0)
 
 
 def _outputs(lanes) -> np.ndarray:

@@ -230,7 +230,8 @@ comment on column contract_trace_steps.pass_energy_j is 'J, energy of the whole 
 
 -- >>> serving, capacity (written by sweepkit/serving/run.py) >>>
 -- Definitions (docs/serving.md): TTFT = first token - arrival; TPOT = (finish - first token) / (output - 1);
--- ITL = gap before each token after the first (tokens of one verify pass after the first: 0). Measured window:
+-- ITL = gap before each token after the first (tokens of one verify pass after the first: 0). Latency
+-- percentiles are over the steady set: completed requests sorted by arrival, first 10% dropped. Measured window:
 -- requests sorted by arrival, first 10% dropped, arrivals after the last session start dropped. Attainment =
 -- share of the window meeting TTFT <= SLO and (output < 2 or TPOT <= SLO). Capacity = the highest load with
 -- attainment >= 0.9, to within the grid tolerance (default 5%).
@@ -305,13 +306,13 @@ comment on column contract_serving.usd_per_mtok is 'USD per million output token
 comment on column contract_serving.energy_j is 'J, idle_w x GPUs x horizon + dynamic energy of every pass (compute, HBM, TP all-reduce)';
 comment on column contract_serving.energy_per_token_j is 'J per output token = energy_j / output tokens of all completed requests';
 comment on column contract_serving.horizon_s is 's, time the last request finished';
-comment on column contract_serving.ttft_p50_s is 's, median TTFT over the window (TTFT = first token - arrival)';
-comment on column contract_serving.ttft_p90_s is 's, 90th percentile TTFT over the window';
-comment on column contract_serving.ttft_p99_s is 's, 99th percentile TTFT over the window';
-comment on column contract_serving.tpot_p50_s is 's, median TPOT over window requests with >= 2 tokens (TPOT = (finish - first token) / (output - 1))';
+comment on column contract_serving.ttft_p50_s is 's, median TTFT over the steady set (completed requests but the first 10% to arrive; TTFT = first token - arrival)';
+comment on column contract_serving.ttft_p90_s is 's, 90th percentile TTFT over the steady set';
+comment on column contract_serving.ttft_p99_s is 's, 99th percentile TTFT over the steady set';
+comment on column contract_serving.tpot_p50_s is 's, median TPOT over steady-set requests with >= 2 tokens (TPOT = (finish - first token) / (output - 1))';
 comment on column contract_serving.tpot_p90_s is 's, 90th percentile TPOT';
 comment on column contract_serving.tpot_p99_s is 's, 99th percentile TPOT';
-comment on column contract_serving.itl_p50_s is 's, median ITL over every token after the first of window requests (extra tokens of a verify pass: 0); log histogram, +-0.5%';
+comment on column contract_serving.itl_p50_s is 's, median ITL over every token after the first of steady-set requests (extra tokens of a verify pass: 0); log histogram, +-0.5%';
 comment on column contract_serving.itl_p90_s is 's, 90th percentile ITL';
 comment on column contract_serving.itl_p99_s is 's, 99th percentile ITL';
 comment on column contract_serving.steps is 'steps (prefill, decode or mixed; a decode step = gamma draft passes + one verify pass), all instances';

@@ -27,7 +27,8 @@ from sweepkit.serving.engine.records import Landed
 def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     """Land the ended step (or run of decode steps): tokens, first tokens, gaps, energy, promotions, prefix
     inserts, retirements. ``units_m``: every prefix node's KV units (:func:`sweepkit.serving.engine.prefix.node_units`).
-    ``window_from_s``: the measured window's misses (the early stop's) are those of arrivals after it.
+    ``window_from_s``: the measured window's misses (the early stop's) and the steady set's gaps (ITL) are
+    those of arrivals after it.
 
     Returns:
       (instance arrays, what landed).
@@ -41,7 +42,7 @@ def complete(pol, req, load, iv, first_s, units_m, t, shape, window_from_s):
     E = jnp.where(on[:, None] & (r.phase != FREE)[None, :], plan.E, 0.0)
     got = E[0] > 0
     first = got & (r.out <= 0)
-    win = ((r.arr_s >= load.itl_from_s) & (r.arr_s <= load.itl_to_s)).astype(jnp.float64)
+    win = (r.arr_s > window_from_s).astype(jnp.float64)      # the steady set's tokens (ITL)
     ends = plan.ends
     first_at = jnp.where(plan.n <= 1, t, ends[0])      # the first step's end (a prefill step, then a run)
     row_w = jnp.where(got & ~first, win, 0.0)

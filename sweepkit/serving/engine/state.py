@@ -159,15 +159,14 @@ class Requests:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Load:
-    """One offered load: first-turn arrivals [B] (inf: not simulated), ITL window, SLOs, early-stop limit.
+    """One offered load: first-turn arrivals [B] (inf: not simulated), measured window, SLOs, early-stop limit.
 
-    ``warmup_requests``: the earliest arrivals dropped from the measured window (n_drop); ``miss_limit``: the
+    ``warmup_requests``: the earliest arrivals dropped from the measured window and the steady set (n_drop);
+    ``eligible_to_s``: the window's last arrival (the last session start; the steady set has no end); ``miss_limit``: the
     misses of the window's later arrivals past which attainment < 0.9 is certain (0.1 x the largest window
     the run can have, n - n_drop; 1e18: never stop)."""
 
     arrival0_s: jax.Array
-    itl_from_s: jax.Array
-    itl_to_s: jax.Array
     eligible_to_s: jax.Array
     ttft_slo_s: jax.Array
     tpot_slo_s: jax.Array
