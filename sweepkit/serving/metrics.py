@@ -91,7 +91,7 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
     tokens_done = out[done_all].sum()
     steps = float(s["steps"].sum())
     busy = float(s["busy_s"].sum())
-    lat = _steady(arr, first, fin, out, came, whole)
+    steady_ttft, steady_tpot = _steady(arr, first, fin, out, came, whole)
     m = dict(
         requests=int(came.sum()), window_requests=int(a.size), completed=int(done_all.sum()),
         rejected=int((rej & came).sum()), attainment=float(ok.mean()) if a.size else 0.0,
@@ -99,8 +99,8 @@ def lane_metrics(lanes, c: int, r: int, w, gpus: int, idle_w: float, price: floa
         goodput_req_s_per_gpu=float(goodput) / gpus, output_tok_s=float(tok_s), output_tok_s_per_gpu=float(tok_s) / gpus,
         usd_per_mtok=price * gpus / 3600.0 / float(tok_s) * 1e6, energy_j=energy,
         energy_per_token_j=energy / tokens_done if tokens_done else float("nan"), horizon_s=horizon,
-        **{f"ttft_p{q}_s": _pct(lat[0], q) for q in (50, 90, 99)},
-        **{f"tpot_p{q}_s": _pct(lat[1], q) for q in (50, 90, 99)},
+        **{f"ttft_p{q}_s": _pct(steady_ttft, q) for q in (50, 90, 99)},
+        **{f"tpot_p{q}_s": _pct(steady_tpot, q) for q in (50, 90, 99)},
         **{f"itl_p{q}_s": hist_percentile(st.hist, float(st.zeros), q) for q in (50, 90, 99)},
         steps=steps, decode_rows=float(s["decode_rows"].sum()),
         mean_running_batch=float(s["batch_area"].sum() / busy) if busy else 0.0,
