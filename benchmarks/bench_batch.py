@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--device", default="H100", help="the catalogue device simulated (not the one JAX runs on)")
     ap.add_argument("--lanes", type=int, default=100_000, help="K, lanes in the batch")
     ap.add_argument("--chunk", type=int, default=8_192, help="lanes per call of the vmapped program (XLA:CPU "
-                    "estimates 5.8 MB a chat lane, so 8,192 lanes take ~47 GB)")
+                    "estimates 6.0 MB a chat lane, so 8,192 lanes take ~49 GB)")
     ap.add_argument("--rate", type=float, default=1.9375, help="the load --spread multiplies, per second (chat's "
                     "reference load)")
     ap.add_argument("--spread", default="0.5,1.5", help="lowest,highest load as multiples of --rate")

@@ -162,9 +162,9 @@ class Load:
     """One offered load: first-turn arrivals [B] (inf: not simulated), measured window, SLOs, early-stop limit.
 
     ``warmup_requests``: the earliest arrivals dropped from the measured window and the steady set (n_drop);
-    ``eligible_to_s``: the window's last arrival (the last session start; the steady set has no end); ``miss_limit``: the
-    misses of the window's later arrivals past which attainment < 0.9 is certain (0.1 x the largest window
-    the run can have, n - n_drop; 1e18: never stop)."""
+    ``eligible_to_s``: the window's last arrival (the last session start; the steady set has no end);
+    ``miss_limit``: the misses of the window's later arrivals past which attainment < 0.9 is certain (0.1 x
+    the largest window the run can have, n - n_drop; 1e18: never stop)."""
 
     arrival0_s: jax.Array
     eligible_to_s: jax.Array
