@@ -28,7 +28,7 @@ def print_row(m) -> None:
     from sweepkit.validation.profiles import row_fields, row_profile
     from sweepkit.validation.prompt_chunks import prompt_chunks
     from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET
-    from sweepkit.validation.steady import row_value, step_work
+    from sweepkit.validation.steady import prefill_ranks, row_value, step_work
     from sweepkit.validation.steady_rows import row_inputs
     from sweepkit.validation.steady_sizes import kv_positions, request_positions, running, token_budget
     from sweepkit.validation.step_parts import PARTS, step_parts
@@ -41,7 +41,7 @@ def print_row(m) -> None:
     dp = float(row.layout.dp)
     n, c, held = float(running(row)), float(kv_positions(row)), float(request_positions(row))
     decode, spread = step_work(row)
-    p, f = prompt_chunks(running(row), row.isl, row.osl, token_budget(row))
+    p, f = prompt_chunks(running(row), row.isl, row.osl, token_budget(row), prefill_ranks(row))
     chunk = as_prefill(Work(tokens=p, attn_pairs=p * (row.isl + 1.0), kv_tokens=p, rows=p / row.isl))
     none = Work(*(0.0 * x for x in dataclasses.astuple(spread)))
     value = float(row_value(row, eff))

@@ -16,6 +16,17 @@ before. So a share f of the steps carries p prompt tokens and the rest none:
 
     t_step = f t(n decode rows, p prompt tokens) + (1 - f) t(n decode rows, no prompt)
 
+Under attention data parallelism over D ranks each rank schedules its own requests (n / D of them) within its
+own budget N_tok / D, so it prefills a chunk of c_r = min(I, max(N_tok / D - n / D, 1)) tokens in a share
+f_r = min(1, n I / (D O c_r)) of the steps, independently of the other ranks (each rank's requests finish on
+their own schedule). Every rank meets the others at each MoE layer, so a step is slow when ANY rank prefills:
+
+    f = 1 - (1 - f_r)^D,   p = n I / (O f)      (the replica's prompt tokens in a step that carries any)
+
+and the busiest rank of such a step holds one chunk (:mod:`sweepkit.costmodel.rank_balance`). D = 1 gives the
+single-scheduler rule above exactly. TensorRT-LLM's DeepSeek-R1 DEP8 run at 384 requests a rank and 1,024 /
+2,048 tokens: f_r = 0.1875, f = 0.81 (the D = 1 rule, spread over the replica's budget, gave f = 1).
+
 The prompt work per step is the same n I / O tokens (n / O prompts of I (I + 1) attention pairs); what a chunk
 changes is that it is priced in its own step: a step's roofline, max(compute, memory) per operator class, is
 convex in its tokens, so a chunk costs at least what the same tokens spread over 1 / f bandwidth-bound decode
@@ -36,7 +47,9 @@ References:
   token budget left, the last one chunked to fit), docs.vllm.ai/en/v0.4.2/models/performance.html, and
   "Optimization and Tuning", docs.vllm.ai/en/v0.8.3/performance/optimization.html (V1: chunked prefill always
   on); Agrawal et al., "Sarathi-Serve", OSDI 2024,
-  arXiv:2403.02310 (a prompt's chunks fill each step's token budget beside the decodes).
+  arXiv:2403.02310 (a prompt's chunks fill each step's token budget beside the decodes); NVIDIA TensorRT-LLM,
+  "ADP Balance Strategy" (docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md, github.com/NVIDIA/TensorRT-LLM:
+  an attention-DP iteration lasts as long as its slowest rank; ranks prefill on their own schedules).
 """
 
 from __future__ import annotations
@@ -49,17 +62,19 @@ import jax.numpy as jnp
 from sweepkit.costmodel.passes import Work, as_prefill
 
 
-def prompt_chunks(n: jax.Array, isl: jax.Array, osl: jax.Array, token_budget: jax.Array
-                  ) -> tuple[jax.Array, jax.Array]:
-    """(p, f): the prompt tokens of a step that computes prompts, and the share of the steady state's steps that
-    do (module docstring).
+def prompt_chunks(n: jax.Array, isl: jax.Array, osl: jax.Array, token_budget: jax.Array,
+                  ranks: jax.Array = 1.0) -> tuple[jax.Array, jax.Array]:
+    """(p, f): the replica's prompt tokens in a step that computes prompts, and the share of the steady state's
+    steps that do (module docstring).
 
     .. math::
-        c_p = \\min(I, \\max(N_{tok} - n, 1)),\\quad p = \\max(c_p, n I / O),\\quad f = \\frac{n I}{O p}
+        c_r = \\min(I, \\max(N_{tok} / D - n / D, 1)),\\quad f_r = \\min(1, \\frac{n I}{D O c_r}),\\quad
+        f = 1 - (1 - f_r)^D,\\quad p = \\frac{n I}{O f}
 
     Args:
-      n: running requests (>= 1).  isl, osl: I and O, tokens per request (O >= 1).
-      token_budget: N_tok, tokens per step (decode rows and prompt chunks together).
+      n: running requests of the replica (>= 1).  isl, osl: I and O, tokens per request (O >= 1).
+      token_budget: N_tok, tokens per step of the replica (decode rows and prompt chunks together).
+      ranks: D, attention-DP ranks scheduling n / D requests and N_tok / D tokens each (1: one scheduler).
 
     Returns:
       (p in tokens, f in (0, 1]); f p = n I / O.
@@ -70,22 +85,25 @@ def prompt_chunks(n: jax.Array, isl: jax.Array, osl: jax.Array, token_budget: ja
       (2000.0, 0.125)
       >>> [float(x) for x in prompt_chunks(390.0, 2000.0, 100.0, 8192.0)]   # 7,800 per step: every step
       [7800.0, 1.0]
+      >>> round(float(prompt_chunks(3072.0, 1024.0, 2048.0, 12288.0, 8.0)[1]), 4)   # DEP8, 384 a rank
+      0.8101
     """
-    chunk = jnp.clip(token_budget - n, 1.0, isl)
+    chunk = jnp.clip((token_budget - n) / ranks, 1.0, isl)
     per_step = n * isl / osl
-    p = jnp.maximum(chunk, per_step)
-    return p, per_step / p
+    f_rank = jnp.minimum(per_step / (ranks * chunk), 1.0)
+    f = jnp.where(ranks > 1.0, 1.0 - (1.0 - f_rank) ** ranks, f_rank)
+    return per_step / f, f
 
 
 def chunked_step_s(step: Callable[[Work, Work], jax.Array], decode: Work, n: jax.Array, isl: jax.Array,
-                   osl: jax.Array, token_budget: jax.Array) -> jax.Array:
+                   osl: jax.Array, token_budget: jax.Array, ranks: jax.Array = 1.0) -> jax.Array:
     """The mean step (s) of n decode rows whose prompts come in chunks: f step(decode, p prompt tokens) + (1 - f)
     step(decode, none), (p, f) from :func:`prompt_chunks`; a chunk's p tokens carry p (I + 1) attention pairs,
     p / I prompts' worth (the pairs of whole prompts, I (I + 1) each, in every n I / O tokens).
 
     Args:
       step: seconds of one step of (decode rows, prompt chunks) Work.
-      decode: the n decode rows' Work.  n, isl, osl, token_budget: as :func:`prompt_chunks`.
+      decode: the n decode rows' Work.  n, isl, osl, token_budget, ranks: as :func:`prompt_chunks`.
 
     Returns:
       Seconds; ``step`` of the spread step (n I / O prompt tokens in every step) where f = 1.
@@ -94,7 +112,7 @@ def chunked_step_s(step: Callable[[Work, Work], jax.Array], decode: Work, n: jax
       A step priced linearly in its tokens costs the same spread or in chunks; a convex one (max of compute and
       weight reading) at least as much in chunks (tests/validation/test_prompt_chunks.py).
     """
-    p, f = prompt_chunks(n, isl, osl, token_budget)
+    p, f = prompt_chunks(n, isl, osl, token_budget, ranks)
     chunk = as_prefill(Work(tokens=p, attn_pairs=p * (isl + 1.0), kv_tokens=p, rows=p / isl))
     none = Work(tokens=0.0 * p, attn_pairs=0.0 * p, kv_tokens=0.0 * p)
     return f * step(decode, chunk) + (1.0 - f) * step(decode, none)

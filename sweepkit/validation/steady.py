@@ -20,7 +20,8 @@ carries n decode rows at a mean context of I + O / 2 and the prompt chunks of n 
 
 Those prompt tokens come in chunks of the step's budget, as a chunked-prefill scheduler takes them: a share f of
 the steps computes p of them beside the decode rows, the others none, t_step = f t(decode, p) + (1 - f)
-t(decode, 0) (:mod:`sweepkit.validation.prompt_chunks`; f = 1 where every step needs more than one chunk).
+t(decode, 0) (:mod:`sweepkit.validation.prompt_chunks`; f = 1 where every step needs more than one chunk; under
+attention DP the share of steps in which any rank prefills).
 Each step's time is the measured profile's (:func:`sweepkit.costmodel.efficiency.step_time`) or the
 reference roofline's target pass over the combined work (:func:`reference_throughput`, what the serving
 engine prices each step with). Written for ONE row; ``jax.vmap`` stacks rows; differentiable in the
@@ -135,8 +136,14 @@ def row_step_time(row: RowInputs, eff: Efficiency) -> jax.Array:
     """
     decode, spread = step_work(row)
     step = lambda d, p: _step(row, eff, d, p)  # noqa: E731
-    mixed = chunked_step_s(step, decode, running(row), row.isl, row.osl, token_budget(row))
+    mixed = chunked_step_s(step, decode, running(row), row.isl, row.osl, token_budget(row), prefill_ranks(row))
     return jnp.where((row.decode_only > 0) | (row.prefill_only > 0), step(decode, spread), mixed)
+
+
+def prefill_ranks(row: RowInputs) -> jax.Array:
+    """D of :func:`sweepkit.validation.prompt_chunks.prompt_chunks`: the attention-DP ranks that prefill on their own
+    schedules; 1 under a prefill-first scheduler, whose prefill steps batch every rank's waiting prompts."""
+    return jnp.where(row.prefill_first > 0, 1.0, row.layout.dp)
 
 
 def _layout(row: RowInputs):

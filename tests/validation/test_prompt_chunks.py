@@ -114,3 +114,30 @@ def test_a_fixed_concurrency_row_is_priced_with_chunks_too():
         got = float(row_step_time(r, e))
     assert (p, f) == pytest.approx((8184.0, 80.0 / 8184.0), rel=1e-12)
     assert np.isclose(got, want, rtol=1e-12)
+
+
+def test_attention_dp_ranks_prefill_on_their_own_schedules():
+    # TensorRT-LLM's DeepSeek-R1 DEP8 run (8 x 384 requests of 1,024 / 2,048, --max_num_tokens 1,536 a rank):
+    # a rank prefills one 1,024-token prompt in f_r = 192 / 1,024 = 0.1875 of its steps; a step carries a prompt
+    # on some rank with probability 1 - 0.8125^8 (NVIDIA TensorRT-LLM blog10, ADP Balance Strategy).
+    with jax.enable_x64(True):
+        p, f = (float(x) for x in prompt_chunks(3072.0, 1024.0, 2048.0, 8 * 1536.0, 8.0))
+    assert f == pytest.approx(1.0 - 0.8125 ** 8, rel=1e-12)
+    assert p * f == pytest.approx(3072.0 * 1024.0 / 2048.0, rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.floats(1.0, 2000.0), isl=st.floats(1.0, 40000.0), osl=st.floats(1.0, 4000.0),
+       budget=st.sampled_from([512.0, 2048.0, 8192.0, 16384.0]), ranks=st.sampled_from([2.0, 4.0, 8.0, 16.0]))
+def test_ranks_prefill_at_least_as_often_as_one_scheduler_and_keep_the_tokens(n, isl, osl, budget, ranks):
+    # D ranks each with n / D requests and N_tok / D tokens: the share of steps with a prompt somewhere is never
+    # below one rank's share, and D = 1 is the single scheduler's rule.
+    with jax.enable_x64(True):
+        p, f = (float(x) for x in prompt_chunks(n, isl, osl, budget, ranks))
+        p1, f1 = (float(x) for x in prompt_chunks(n / ranks, isl, osl, budget / ranks))
+        q, g = (float(x) for x in prompt_chunks(n, isl, osl, budget, 1.0))
+        q0, g0 = (float(x) for x in prompt_chunks(n, isl, osl, budget))
+    assert f * p == pytest.approx(n * isl / osl, rel=1e-12)
+    assert f1 * (1 - 1e-12) <= f <= 1.0 + 1e-12
+    assert f == pytest.approx(1.0 - (1.0 - f1) ** ranks, rel=1e-9, abs=1e-12)
+    assert (q, g) == (q0, g0)
