@@ -25,9 +25,10 @@ def _row(model, device, fmt, kv, tp, ep, dp, conc, notes="") -> Measurement:
 
 DEP8 = _row("deepseek-v3", "B200", "fp4", "fp8", 8, 8, 8, 7168, "flags: --max_batch_size 896 --max_num_tokens 2048")
 DENSE = _row("llama-3.1-8b", "H100", "fp8", "fp8", 1, 1, 1, 64)
+FALCON = _row("falcon-180b", "A100", "bf16", "bf16", 8, 1, 1, 64)   # one all-reduce a layer (parallel attention)
 
 
-@pytest.mark.parametrize("m", [DEP8, DENSE], ids=["dep8", "dense"])
+@pytest.mark.parametrize("m", [DEP8, DENSE, FALCON], ids=["dep8", "dense", "falcon-tp8"])
 def test_the_parts_add_up_to_the_step(m):
     with jax.enable_x64(True):
         row = jax.tree_util.tree_map(lambda a: a[0], row_inputs([m], 1024.0, 8192.0))
