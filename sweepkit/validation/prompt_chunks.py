@@ -92,7 +92,8 @@ def prompt_chunks(n: jax.Array, isl: jax.Array, osl: jax.Array, token_budget: ja
     per_step = n * isl / osl
     f_rank = jnp.minimum(per_step / (ranks * chunk), 1.0)
     f = jnp.where(ranks > 1.0, 1.0 - (1.0 - f_rank) ** ranks, f_rank)
-    return per_step / f, f
+    some = f > 0.0                          # no prompt tokens at all (n I / O = 0): one chunk in no step
+    return jnp.where(some, per_step / jnp.where(some, f, 1.0), chunk), f
 
 
 def chunked_step_s(step: Callable[[Work, Work], jax.Array], decode: Work, n: jax.Array, isl: jax.Array,

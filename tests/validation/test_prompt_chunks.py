@@ -141,3 +141,14 @@ def test_ranks_prefill_at_least_as_often_as_one_scheduler_and_keep_the_tokens(n,
     assert f1 * (1 - 1e-12) <= f <= 1.0 + 1e-12
     assert f == pytest.approx(1.0 - (1.0 - f1) ** ranks, rel=1e-9, abs=1e-12)
     assert (q, g) == (q0, g0)
+
+
+@pytest.mark.parametrize("ranks", [1.0, 8.0])
+def test_no_prompt_tokens_give_no_prompt_steps_and_finite_gradients(ranks):
+    # n I / O = 0 (no request, or no prompt): f = 0 and a finite chunk, so f x step stays 0 and the fit's
+    # Jacobian finite
+    with jax.enable_x64(True):
+        p, f = (float(x) for x in prompt_chunks(0.0, 1024.0, 2048.0, 8192.0, ranks))
+        grad = jax.grad(lambda n: prompt_chunks(n, 1024.0, 2048.0, 8192.0, ranks)[0])(0.0)
+    assert (p, f) == (1024.0, 0.0)
+    assert bool(jax.numpy.isfinite(grad))
