@@ -136,11 +136,13 @@ def test_ranks_prefill_at_least_as_often_as_one_scheduler_and_keep_the_tokens(n,
         p, f = (float(x) for x in prompt_chunks(n, isl, osl, budget, ranks))
         p1, f1 = (float(x) for x in prompt_chunks(n / ranks, isl, osl, budget / ranks))
         q, g = (float(x) for x in prompt_chunks(n, isl, osl, budget, 1.0))
-        q0, g0 = (float(x) for x in prompt_chunks(n, isl, osl, budget))
+    # one scheduler's closed form (module docstring): c_p = min(I, max(N_tok - n, 1)), p = max(c_p, n I / O)
+    q0 = max(min(isl, max(budget - n, 1.0)), n * isl / osl)
+    g0 = n * isl / osl / q0
     assert f * p == pytest.approx(n * isl / osl, rel=1e-12)
     assert f1 * (1 - 1e-12) <= f <= 1.0 + 1e-12
     assert f == pytest.approx(1.0 - (1.0 - f1) ** ranks, rel=1e-9, abs=1e-12)
-    assert (q, g) == (q0, g0)
+    assert (q, g) == pytest.approx((q0, g0), rel=1e-12)
 
 
 @pytest.mark.parametrize("ranks", [1.0, 8.0])
