@@ -47,7 +47,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sweepkit.costmodel.arrays import DeviceArrays
+from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 
 ONE_SHOT_MAX_BYTES_R4 = 512.0 * 1024.0
 """S_1 at r <= 4: messages below it take the one-shot kernel (vLLM ``custom_all_reduce.cuh``)."""
@@ -112,3 +112,17 @@ def allreduce_s(size_bytes: jax.Array, ring: jax.Array, dev: DeviceArrays, link_
     """
     return jnp.where(dev.full_mesh > 0.0, mesh_allreduce_s(size_bytes, ring, dev, link_eff),
                      ring_allreduce_s(size_bytes, ring, dev, link_eff))
+
+
+def tp_allreduces(model: ModelArrays, a2a_layers: jax.Array = 0.0) -> jax.Array:
+    """The tensor-parallel all-reduces of one pass over all layers: n_ar L - L_a2a.
+
+    n_ar is the model's all-reduces per layer (2; 1 where attention and MLP share one, Falcon's parallel block:
+    ``ModelArrays.allreduces_per_layer``); a layer whose MoE exchange is an all-to-all (L_a2a of them, under an
+    expert-parallel layout with attention DP) gives up one. Every pricing path counts them through this.
+
+    Example:
+      Falcon-180B (80 layers, parallel attention): 80; Llama-3.1-70B: 160; DeepSeek-V3 (61 layers) with its 58 MoE
+      layers on all-to-alls: 64 (tests/costmodel/test_shared_allreduce.py).
+    """
+    return model.allreduces_per_layer * model.n_layers - a2a_layers

@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.catalogue.efficiency import CONTEXT_KERNEL_FIELD, KEPT_FIELDS, KERNEL_FIELD, VECTOR_FIELD
-from sweepkit.costmodel.allreduce import allreduce_s
+from sweepkit.costmodel.allreduce import allreduce_s, tp_allreduces
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.kept import kept_bytes_added, kept_speedup
 from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, attention_flops, experts_read,
@@ -184,7 +184,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     vec = dev.vector_flops_per_s * tp * eff.vector_decode_eff
     t_vec = jnp.where(vec > 0.0, attention_flops(decode, model) / jnp.where(vec > 0.0, vec, 1.0), 0.0)
 
-    n_ar = model.allreduces_per_layer * model.n_layers if allreduces is None else allreduces
+    n_ar = tp_allreduces(model) if allreduces is None else allreduces
     r = tp if ring is None else ring
     size = tokens * ring_share * model.d_model * ACTIVATION_BYTES
     t_comm = n_ar * (allreduce_s(size, r, dev, eff.link_eff) + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))

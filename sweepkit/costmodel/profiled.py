@@ -45,6 +45,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from sweepkit.costmodel.allreduce import tp_allreduces
 from sweepkit.costmodel.efficiency import saturating, step_time_by_class
 from sweepkit.costmodel.moe_comm import a2a_busy_s, overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, as_prefill, combine
@@ -80,7 +81,7 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     # the busiest attention-DP rank's prompt chunks (rank_balance); the experts take the step's own tokens
     busiest = scaled(prefill, busiest_rank_scale(dp, prefill, layout_rank_budget(inst.layout)))
     parts = step_time_by_class(per_mb(decode), per_mb(busiest), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
-                               inst.compute_speedup, allreduces=(net.allreduces_per_layer * net.n_layers - a2a_layers) / pp, ring=tp,
+                               inst.compute_speedup, allreduces=tp_allreduces(net, a2a_layers) / pp, ring=tp,
                                ring_share=1.0 / dp, dp=dp,
                                expert_tokens=per_mb(decode).tokens + per_mb(prefill).tokens)
     compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"] + parts["kernels"]) / pp

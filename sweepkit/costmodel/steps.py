@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.catalogue import Device, Draft, Format, Model, get_format
-from sweepkit.costmodel.allreduce import allreduce_s
+from sweepkit.costmodel.allreduce import allreduce_s, tp_allreduces
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency
 from sweepkit.costmodel.layout import Layout, layout_work
@@ -203,7 +203,7 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     extend = jnp.where(prefill.tokens > 0.0, 1.0, 0.0)
     a2a_layers, a2a_s, _ = _all_to_all(inst, busiest / (mb * n), extend)    # the busiest rank's sends
     _, _, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n), extend)          # the bytes all GPUs send
-    n_ar = (net.allreduces_per_layer * net.n_layers - a2a_layers) / pp * net.present
+    n_ar = tp_allreduces(net, a2a_layers) / pp * net.present
     ar_size = size / inst.dp
     ar_s = n_ar * allreduce_s(ar_size, tp, dev)
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0) * net.present

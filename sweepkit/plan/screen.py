@@ -42,7 +42,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.costmodel.allreduce import allreduce_s
+from sweepkit.costmodel.allreduce import allreduce_s, tp_allreduces
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays
 from sweepkit.costmodel.kept import kept_bytes_added, kept_flops_added
 from sweepkit.costmodel.layout import Layout, layout_kv_capacity_tokens, layout_work
@@ -158,7 +158,7 @@ def _pieces(p: Point, lay: Layout, tp, pp, mb, net: ModelArrays, draft: ModelArr
     link = p.device.link_bytes_per_s
     a2a_s, _ = moe_all_to_all(lay, p.device, net, tokens / (mb * tp * lay.dp))
     a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
-    ar = (net.allreduces_per_layer * net.n_layers - a2a_layers) / pp * allreduce_s(size / lay.dp, tp, p.device)
+    ar = tp_allreduces(net, a2a_layers) / pp * allreduce_s(size / lay.dp, tp, p.device)
     hop = jnp.where(pp > 1.0, size / link + p.device.link_latency_s, 0.0)
     fixed = STEP_OVERHEAD_S + p.device.token_overhead_s * tokens / lay.dp  # one DP rank's tokens
     comm = slots * (ar + hop + a2a_layers / pp * a2a_s) + fixed

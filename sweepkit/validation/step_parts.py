@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from sweepkit.costmodel.allreduce import tp_allreduces
 from sweepkit.costmodel.efficiency import Efficiency, saturating, step_time_by_class
 from sweepkit.costmodel.layout import layout_work
 from sweepkit.costmodel.moe_comm import moe_all_to_all
@@ -54,7 +55,7 @@ def step_parts(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> 
     sends = rank_tokens(dp, decode, prefill, lay.rank_budget)
     a2a_s, _ = moe_all_to_all(lay, dev, net, sends / n, jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
     parts = step_time_by_class(decode, busiest, net, dev, eff, n, row.weight_bytes, row.kv_bytes,
-                               row.compute_speedup, allreduces=net.allreduces_per_layer * net.n_layers - a2a_layers, ring=tp,
+                               row.compute_speedup, allreduces=tp_allreduces(net, a2a_layers), ring=tp,
                                ring_share=1.0 / dp, dp=dp, expert_tokens=tokens)
     d_f, d_w, d_o = layout_work(lay, net, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
     dense = net.matmul_params - net.experts_per_token * net.routed_expert_params

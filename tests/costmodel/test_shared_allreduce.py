@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_device, get_model, model_from_hf_config
 from sweepkit.catalogue.model_registry import load_hf_config
+from sweepkit.costmodel.allreduce import tp_allreduces
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.efficiency import Efficiency, step_time_by_class
 from sweepkit.costmodel.passes import Work, as_prefill, decode_work
@@ -140,3 +141,11 @@ def test_numpy_oracle_counts_the_same_all_reduces():
                                        dtype=jnp.float64, pipelined=False), decode_work(2048.0, 1.0))[0])
             for tp in (1, 8)]
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_the_pass_counts_one_all_reduce_a_layer_for_a_parallel_block_less_the_all_to_all_layers():
+    # n_ar L - L_a2a: Falcon-180B 1 x 80, Llama-3.1-70B 2 x 80; 58 MoE layers of DeepSeek-V3 under DEP each give
+    # one up to their all-to-all (2 x 61 - 58 = 64)
+    assert float(tp_allreduces(model_arrays(get_model("falcon-180b")))) == 80.0
+    assert float(tp_allreduces(model_arrays(get_model("llama-3.1-70b")))) == 160.0
+    assert float(tp_allreduces(model_arrays(get_model("deepseek-v3")), 58.0)) == 64.0
