@@ -17,7 +17,8 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
                     the first two terms: :mod:`sweepkit.costmodel.allreduce`)
     kernels         t_k,all = L (n_struct + n_q [k > 1]) (t_k + t_k,ctx [T_p > 0])
                     (:mod:`sweepkit.costmodel.kernels`; T_p the step's prompt tokens)
-    t_step = t_g + t_e + t_a,decode + t_a,prefill + t_x + t_k,all + t_0 + t_tok T
+    t_step = s_tp (t_g + t_e + t_a,decode + t_a,prefill) + t_x + t_k,all + t_0 + t_tok T
+    s_tp = 1 + l_tp (tp - 1) (D L / P_mm) / r_0                           (:func:`tp_stretch`, r_0 = 1e-5)
 
 P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model); P_a of them
 (attention projections and output head) run at k_a and w_a' = max(w, w_a) where the checkpoint keeps them in
@@ -58,6 +59,9 @@ from sweepkit.costmodel.passes import (ACTIVATION_BYTES, Work, as_prefill, atten
 PARAMS = ("gemm_eff_max", "gemm_tokens_half", "moe_eff_max", "moe_tokens_half", "attn_prefill_eff",
           "weight_bw_eff", "kv_bw_eff", "link_eff", "allreduce_overhead_s", "tp_loss")
 """Per (device x format) efficiency fields, in :class:`Efficiency` order."""
+TP_LOSS_RATIO = 1e-5
+"""r_0: the activation width per matmul parameter, D L / P_mm, at which ``tp_loss`` is the stretch per extra
+tensor-parallel device (:func:`tp_stretch`)."""
 FRAMEWORK_PARAMS = ("step_overhead_s", "token_overhead_s")
 """Per framework fields (host work per step and per token position)."""
 
@@ -74,6 +78,8 @@ class Efficiency:
       weight_bw_eff: fraction of HBM bandwidth reached streaming weights; kv_bw_eff: reading the KV cache.
       link_eff: fraction of link bandwidth reached by all-reduces; allreduce_overhead_s: fixed seconds each
         all-reduce adds beyond the link's latency (launch and synchronisation; 0 at tp = 1).
+      tp_loss: l_tp, the stretch of device time per extra tensor-parallel device for a model of D L / P_mm
+        = r_0 (:func:`tp_stretch`: it scales with the model's activation width per parameter).
       step_overhead_s: host seconds per step; token_overhead_s: host seconds per token position.
       kernel_s: t_k, fixed device seconds of each kernel a decoder layer launches per pass (0: not priced).
       vector_decode_eff: e_vec, the fraction of the FP32 CUDA-core peak a CUDA-core decode-attention kernel
@@ -102,6 +108,38 @@ class Efficiency:
     context_kernel_s: jax.Array = 0.0
     kept_gemm_eff_max: jax.Array = 0.0
     kept_gemm_tokens_half: jax.Array = 0.0
+
+
+def tp_stretch(model: ModelArrays, tp_loss: jax.Array, tp: jax.Array) -> jax.Array:
+    """Stretch of a replica's device time split over ``tp`` tensor-parallel devices.
+
+        s_tp = 1 + l_tp (tp - 1) r / r_0,    r = D L / P_mm,    r_0 = 1e-5 (TP_LOSS_RATIO)
+
+    Each layer all-reduces D activations a token against P_mm / L matmul parameters a token, so the share of
+    a shard's time spent synchronising and running narrower GEMMs grows with tp - 1 and with r, the layer's
+    activation width over its parameters. l_tp is the stretch per extra device of a model at r = r_0
+    (Llama-3.1-70B: r = 8,192 x 80 / 69.5e9 = 9.4e-6). 1 at tp = 1 and for a model without parameters.
+
+    Args:
+      model: the network (d_model D, n_layers L, matmul_params P_mm; MoE: the active parameters).
+      tp_loss: l_tp, the profile's stretch per extra device at r_0 (dimensionless).
+      tp: tensor-parallel devices of the replica.
+
+    Returns:
+      s_tp (dimensionless, >= 1 for l_tp >= 0).
+
+    Example:
+      l_tp = 0.0308, tp = 8: Llama-3.1-70B 1 + 0.0308 x 7 x 0.943 = 1.203; Falcon-180B (14,848 x 80 /
+      178.6e9 = 6.65e-6) 1 + 0.0308 x 7 x 0.665 = 1.143 (tests/costmodel/test_tp_stretch.py).
+
+    References:
+      Shoeybi et al., "Megatron-LM", arXiv:1909.08053 (two all-reduces of the activations per layer under
+      tensor parallelism; the communication per FLOP falls as the hidden size grows).
+    """
+    per_param = jnp.where(model.matmul_params > 0.0,
+                          model.d_model * model.n_layers / jnp.where(model.matmul_params > 0.0, model.matmul_params, 1.0),
+                          0.0)
+    return 1.0 + tp_loss * (tp - 1.0) * per_param / TP_LOSS_RATIO
 
 
 def saturating(tokens: jax.Array, eff_max: jax.Array, tokens_half: jax.Array) -> jax.Array:
@@ -188,7 +226,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
     r = tp if ring is None else ring
     size = tokens * ring_share * model.d_model * ACTIVATION_BYTES
     t_comm = n_ar * (allreduce_s(size, r, dev, eff.link_eff) + jnp.where(r > 1.0, eff.allreduce_overhead_s, 0.0))
-    shard = 1.0 + eff.tp_loss * (tp - 1.0)
+    shard = tp_stretch(model, eff.tp_loss, tp)
     n_kernels = model.layer_kernels + jnp.where(compute_speedup > 1.0, model.quant_kernels, 0.0)
     t_kernels = (jnp.where(tokens > 0.0, model.n_layers * n_kernels * eff.kernel_s, 0.0)
                  + jnp.where(prefill.tokens > 0.0, model.n_layers * n_kernels * eff.context_kernel_s, 0.0))
