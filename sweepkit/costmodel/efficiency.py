@@ -136,9 +136,7 @@ def tp_stretch(model: ModelArrays, tp_loss: jax.Array, tp: jax.Array) -> jax.Arr
       Shoeybi et al., "Megatron-LM", arXiv:1909.08053 (two all-reduces of the activations per layer under
       tensor parallelism; the communication per FLOP falls as the hidden size grows).
     """
-    per_param = jnp.where(model.matmul_params > 0.0,
-                          model.d_model * model.n_layers / jnp.where(model.matmul_params > 0.0, model.matmul_params, 1.0),
-                          0.0)
+    per_param = model.d_model * model.n_layers / jnp.maximum(model.matmul_params, 1.0)   # 0 for an empty model
     return 1.0 + tp_loss * (tp - 1.0) * per_param / TP_LOSS_RATIO
 
 
