@@ -26,6 +26,10 @@ def test_closed_forms():
     """Llama-3.1-70B: r = 8,192 x 80 / 69,501,714,432 = 9.4293e-6; Falcon-180B: 14,848 x 80 / 178,552,307,712
     = 6.6526e-6; l_tp = 0.0308 at TP8."""
     llama, falcon = model_arrays(get_model("llama-3.1-70b")), model_arrays(get_model("falcon-180b"))
+    # the closed forms below hold for the catalogue's own shapes (sweepkit/catalogue/models.toml)
+    for name, shape in (("llama-3.1-70b", (8192, 80, 69_501_714_432)), ("falcon-180b", (14848, 80, 178_552_307_712))):
+        m = get_model(name)
+        assert (m.d_model, m.n_layers, m.matmul_params) == shape
     r_llama = 8192 * 80 / 69_501_714_432
     r_falcon = 14848 * 80 / 178_552_307_712
     assert r_llama == pytest.approx(9.4293e-6, rel=1e-4) and r_falcon == pytest.approx(6.6526e-6, rel=1e-4)
@@ -55,6 +59,12 @@ def test_stretch_grows_with_devices_loss_and_width(loss, tp, name):
     assert s - 1.0 == pytest.approx(loss * (tp - 1.0) * m.d_model * m.n_layers / m.matmul_params / 1e-5,
                                     rel=1e-9, abs=1e-15)
     assert float(tp_stretch(arrays, loss, 2 * tp)) >= s
+    # linear in l_tp and in tp - 1, without restating the formula: twice the loss, twice the excess; from tp to
+    # 2 tp the excess grows by (2 tp - 1) / (tp - 1)
+    assert float(tp_stretch(arrays, 2 * loss, tp)) - 1.0 == pytest.approx(2 * (s - 1.0), rel=1e-9, abs=1e-15)
+    if tp > 1:
+        grown = float(tp_stretch(arrays, loss, 2 * tp)) - 1.0
+        assert grown == pytest.approx((s - 1.0) * (2 * tp - 1.0) / (tp - 1.0), rel=1e-9, abs=1e-15)
     ref = model_arrays(get_model("llama-3.1-70b"))
     if loss > 0 and tp > 1:
         ratio = (s - 1.0) / (float(tp_stretch(ref, loss, tp)) - 1.0)
