@@ -9,7 +9,7 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     eff(T; e_max, T_half) = e_max T / (T + T_half)                          (saturating GEMM efficiency)
     dense GEMM      t_g = max(2 T ((P_d - P_a) / (k eff(T; g)) + P_a / (k_a eff(T; g_a))) / (P tp),
                               ((P_d + T D) w + P_a (w_a' - w)) / (B tp b_w))
-    grouped MoE     t_e = max(2 k_e P_e T / (P tp k eff(T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
+    grouped MoE     t_e = max(2 k_e P_e T I / (P tp k eff(I T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
                     t_a,decode = max(t_a,decode, 2 L q A_d / (P_vec tp e_vec))   (CUDA-core decode kernel, e_vec > 0)
     communication   t_x = n_ar L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
@@ -20,7 +20,9 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     t_step = s_tp (t_g + t_e + t_a,decode + t_a,prefill) + t_x + t_k,all + t_0 + t_tok T
     s_tp = 1 + l_tp (tp - 1) (D L / P_mm) / r_0                           (:func:`tp_stretch`, r_0 = 1e-5)
 
-P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model); P_a of them
+I is the layout's expert imbalance (max / mean expert load over the EP ranks, :mod:`sweepkit.costmodel.layout`;
+1 without expert parallelism): the step waits for the busiest EP rank, whose grouped GEMMs run I times the mean
+tokens per expert at the efficiency of that many. P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model); P_a of them
 (attention projections and output head) run at k_a and w_a' = max(w, w_a) where the checkpoint keeps them in
 a wider format, at g_a, the profile's GEMM fields for the device in that format, P_a = 0 otherwise
 (:mod:`sweepkit.costmodel.kept`). On a
@@ -154,7 +156,8 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
                        tp: jax.Array, weight_bytes: jax.Array, kv_bytes: jax.Array,
                        compute_speedup: jax.Array, *, allreduces: jax.Array | None = None,
                        ring: jax.Array | None = None, ring_share: jax.Array = 1.0,
-                       dp: jax.Array = 1.0, expert_tokens: jax.Array | None = None) -> dict[str, jax.Array]:
+                       dp: jax.Array = 1.0, expert_tokens: jax.Array | None = None,
+                       expert_imbalance: jax.Array = 1.0) -> dict[str, jax.Array]:
     """Seconds of each operator class of one step (module docstring): the decode rows' and the prompt
     chunks' work, one model replica on ``tp`` devices.
 
@@ -179,6 +182,9 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
       dp: attention data-parallel ranks among the ``tp`` devices (1 without attention data parallelism).
       expert_tokens: tokens the routed experts process (None: the step's); the grouped MoE class alone reads it
         (the busiest attention-DP rank's step, :mod:`sweepkit.costmodel.rank_balance`, scales the rest).
+      expert_imbalance: I, max / mean expert load over the EP ranks (:mod:`sweepkit.costmodel.layout`; 1 without
+        expert parallelism): the busiest rank's experts run I times the mean tokens, so the grouped MoE class
+        is t_e = max(2 k_e P_e T I / (P tp k eff(I T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w)).
 
     Returns:
       dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, kernels, overhead (each >= 0; kernels 0
@@ -202,12 +208,13 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
                           + dp * kept_bytes_added(model.kept_params, model, weight_bytes)) / (bw * eff.weight_bw_eff))
     routed = tokens if expert_tokens is None else expert_tokens
     per_expert = routed * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
-    e_eff = saturating(per_expert, eff.moe_eff_max, eff.moe_tokens_half)
+    # the busiest EP rank's experts run I times the mean tokens, at the efficiency of that many
+    e_eff = saturating(expert_imbalance * per_expert, eff.moe_eff_max, eff.moe_tokens_half)
     # experts stored in their own narrower format (gpt-oss's MXFP4 experts beside bf16 attention)
     expert_w = jnp.where(model.expert_weight_bytes > 0, jnp.minimum(weight_bytes, model.expert_weight_bytes),
                          weight_bytes)
     expert_bytes = model.routed_expert_params * experts_read(routed, model) * expert_w
-    t_moe = jnp.maximum(2.0 * routed_active * routed / (peak * compute_speedup * e_eff),
+    t_moe = jnp.maximum(2.0 * routed_active * routed * expert_imbalance / (peak * compute_speedup * e_eff),
                         expert_bytes / (bw * eff.weight_bw_eff))
 
     def attention(work: Work, flops_eff):

@@ -211,6 +211,17 @@ def effective_imbalance(lay: Layout) -> jax.Array:
     return jnp.where(lay.ep > 1.0, lay.imbalance, 1.0)
 
 
+def imbalance_flops(lay: Layout, net: ModelArrays, tokens: jax.Array) -> jax.Array:
+    """2 k P_e T (I - 1): the routed-expert FLOPs the busiest EP rank's share adds over an even split, counted
+    over the stage's n GPUs (the F_n term of the module docstring; 0 where ep = 1).
+
+    Example:
+      DeepSeek-V3 (k = 8, P_e = 58 layers x 44.0 M = 2.55 B) DEP8 at I = 1.3 over 1,000 tokens:
+      2 x 8 x 2.55 B x 1,000 x 0.3 = 12.3 TFLOP (tests/costmodel/test_expert_imbalance.py).
+    """
+    return 2.0 * net.experts_per_token * net.routed_expert_params * tokens * (effective_imbalance(lay) - 1.0)
+
+
 def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Array, kv_bytes: jax.Array):
     """(dF, dW, dO): FLOPs, weight bytes and other bytes the layout adds to a pass of ``work`` (module doc;
     K kv is the KV the pass reads, :func:`sweepkit.costmodel.passes.kv_bytes_read`); all three are exactly 0
@@ -228,7 +239,7 @@ def layout_work(lay: Layout, net: ModelArrays, work: Work, weight_bytes: jax.Arr
     imb, tokens = effective_imbalance(lay), work.tokens
     k, p_e = net.experts_per_token, net.routed_expert_params
     e_read = experts_read(tokens, net)
-    d_flops = 2.0 * k * p_e * tokens * (imb - 1.0) + index_flops(work, net) * (lay.kv_replicas - 1.0)
+    d_flops = imbalance_flops(lay, net, tokens) + index_flops(work, net) * (lay.kv_replicas - 1.0)
     p_rep = net.matmul_params - k * p_e
     d_weights = ((lay.dp - 1.0) * (p_rep * weight_bytes + kept_bytes_added(net.kept_params, net, weight_bytes))
                  + p_e * weight_bytes * (jnp.minimum(jnp.maximum(lay.expert_slots, net.n_experts), imb * e_read)

@@ -30,7 +30,10 @@ t_allreduce: (n_ar L - L_a2a) / pp rings of tp GPUs, each carrying 1 / dp of the
 the profile's link efficiency and all-reduce overhead; t_a2a: the layout's MoE all-to-alls
 (:func:`sweepkit.costmodel.moe_comm.moe_all_to_all`) over L_a2a layers; t_hop: one stage-to-stage send
 (pp > 1); dF, dW, dO: the layout's extra FLOPs, weight bytes and other bytes
-(:func:`sweepkit.costmodel.layout.layout_work`) at the dense GEMM and weight-streaming efficiencies. The
+(:func:`sweepkit.costmodel.layout.layout_work`) at the dense GEMM and weight-streaming efficiencies, except the
+expert imbalance's FLOPs 2 k P_e T (I - 1), which the grouped MoE class prices on the busiest EP rank at the
+efficiency of its I-times-larger groups (:func:`~sweepkit.costmodel.efficiency.step_time_by_class`'
+``expert_imbalance``). The
 host overheads t_0 (per step) and t_tok (per token position) are the profile's, paid once per step. At
 pp = mb = 1 without a layout (or with the identity layout) t is exactly
 :func:`sweepkit.costmodel.efficiency.step_time`.
@@ -47,6 +50,7 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.allreduce import tp_allreduces
 from sweepkit.costmodel.efficiency import saturating, step_time_by_class
+from sweepkit.costmodel.layout import effective_imbalance, imbalance_flops
 from sweepkit.costmodel.moe_comm import a2a_busy_s, overlap_microbatches, overlapped
 from sweepkit.costmodel.passes import ACTIVATION_BYTES, Work, as_prefill, combine
 from sweepkit.costmodel.rank_balance import busiest_rank_scale, layout_rank_budget, scaled
@@ -80,12 +84,15 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
     a2a_layers, a2a_s = a2a
     # the busiest attention-DP rank's prompt chunks (rank_balance); the experts take the step's own tokens
     busiest = scaled(prefill, busiest_rank_scale(dp, prefill, layout_rank_budget(inst.layout)))
+    imbalance = 1.0 if inst.layout is None else effective_imbalance(inst.layout)
     parts = step_time_by_class(per_mb(decode), per_mb(busiest), net, dev, eff, n, inst.weight_bytes, inst.kv_bytes,
                                inst.compute_speedup, allreduces=tp_allreduces(net, a2a_layers) / pp, ring=tp,
                                ring_share=1.0 / dp, dp=dp,
-                               expert_tokens=per_mb(decode).tokens + per_mb(prefill).tokens)
+                               expert_tokens=per_mb(decode).tokens + per_mb(prefill).tokens,
+                               expert_imbalance=imbalance)
     compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"] + parts["kernels"]) / pp
     d_f, d_w, d_o = extra
+    d_f = d_f - imbalance_flops(inst.layout, net, tokens) * net.present if inst.layout is not None else d_f
     dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
     d_w = d_w - (dp - 1.0) * dense * inst.weight_bytes * net.present     # read by the dense class, per DP rank
     g_eff = saturating(tokens / mb, eff.gemm_eff_max, eff.gemm_tokens_half)

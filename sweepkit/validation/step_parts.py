@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from sweepkit.costmodel.allreduce import tp_allreduces
 from sweepkit.costmodel.efficiency import Efficiency, saturating, step_time_by_class
-from sweepkit.costmodel.layout import layout_work
+from sweepkit.costmodel.layout import effective_imbalance, imbalance_flops, layout_work
 from sweepkit.costmodel.moe_comm import moe_all_to_all
 from sweepkit.costmodel.passes import Work, combine
 from sweepkit.costmodel.rank_balance import busiest_rank_scale, rank_tokens, scaled
@@ -56,8 +56,10 @@ def step_parts(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> 
     a2a_s, _ = moe_all_to_all(lay, dev, net, sends / n, jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
     parts = step_time_by_class(decode, busiest, net, dev, eff, n, row.weight_bytes, row.kv_bytes,
                                row.compute_speedup, allreduces=tp_allreduces(net, a2a_layers), ring=tp,
-                               ring_share=1.0 / dp, dp=dp, expert_tokens=tokens)
+                               ring_share=1.0 / dp, dp=dp, expert_tokens=tokens,
+                               expert_imbalance=effective_imbalance(lay))
     d_f, d_w, d_o = layout_work(lay, net, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
+    d_f = d_f - imbalance_flops(lay, net, tokens) * net.present    # priced by the MoE class
     dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
     d_w = d_w - (dp - 1.0) * dense * row.weight_bytes * net.present
     g_eff = saturating(tokens, eff.gemm_eff_max, eff.gemm_tokens_half)
