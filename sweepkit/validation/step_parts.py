@@ -8,10 +8,11 @@ decode rows and prompt chunks is (:func:`sweepkit.costmodel.profiled.measured_pa
 with each class as :func:`sweepkit.costmodel.efficiency.step_time_by_class` prices it on the replica's tp x dp
 GPUs (the busiest attention-DP rank's prompt chunks, :mod:`sweepkit.costmodel.rank_balance`), t_a2a = L_a2a x
 one MoE layer's all-to-alls (:func:`sweepkit.costmodel.moe_comm.moe_all_to_all`), t_layout the layout's extra
-FLOPs and weight bytes and t_host = t_0 + t_tok T_busiest / dp. :func:`step_parts` returns these terms; their
-sum is the step (tests/validation/test_step_parts.py), except under two-batch overlap or asynchronous
-scheduling, where the step overlaps them (:func:`sweepkit.costmodel.moe_comm.overlapped`, ``host_overlap``) and
-the terms are what is overlapped.
+FLOPs and weight bytes (the expert imbalance's FLOPs are t_moe's, on the busiest EP rank) and
+t_host = t_0 + t_tok T_busiest / dp. :func:`step_parts` returns these terms; their sum is the step
+(tests/validation/test_step_parts.py), except under two-batch overlap or asynchronous scheduling, where the
+step overlaps them (:func:`sweepkit.costmodel.moe_comm.overlapped`, ``host_overlap``) and the terms are what
+is overlapped.
 
 Example:
   DeepSeek-R1 NVFP4 on 8 B200 (DEP8, FP8 KV) at 896 running requests a rank: the parts of the mean step

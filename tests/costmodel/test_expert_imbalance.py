@@ -56,7 +56,7 @@ def test_imbalance_flops_closed_form():
 
 def test_busiest_rank_runs_its_larger_groups_at_their_own_efficiency():
     # compute-bound MoE (7,168 tokens, m = 7,168 x 8 / 256 = 224 per expert): t_e(I) / t_e(1) =
-    # I e(m) / e(I m) = (I m + m_half) / (m + m_half)
+    # I e(m) / e(I m) = (I m + T_half) / (m + T_half)
     eff = _eff()
     m, i = 224.0, 1.3
     ratio = _moe_s(7168.0, i, eff) / _moe_s(7168.0, 1.0, eff)
