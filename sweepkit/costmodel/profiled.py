@@ -91,13 +91,8 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
                                expert_tokens=per_mb(decode).tokens + per_mb(prefill).tokens,
                                expert_imbalance=imbalance)
     compute = (parts["gemm"] + parts["moe"] + parts["attn_decode"] + parts["attn_prefill"] + parts["kernels"]) / pp
-    d_f, d_w, d_o = extra
-    d_f = d_f - imbalance_flops(inst.layout, net, tokens) * net.present if inst.layout is not None else d_f
-    dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
-    d_w = d_w - (dp - 1.0) * dense * inst.weight_bytes * net.present     # read by the dense class, per DP rank
-    g_eff = saturating(tokens / mb, eff.gemm_eff_max, eff.gemm_tokens_half)
-    t_layout = jnp.maximum(d_f / (mb * pp) / (dev.peak_flops_per_s * n * inst.compute_speedup * g_eff),
-                           (d_w / pp + d_o / (mb * pp)) / (dev.hbm_bytes_per_s * n * eff.weight_bw_eff))
+    t_layout = layout_s(inst.layout, net, dev, eff, extra, tokens, inst.weight_bytes, inst.compute_speedup, n, dp,
+                        mb, pp)
     size = tokens / mb * net.d_model * ACTIVATION_BYTES
     hop_s = jnp.where(pp > 1.0, size / dev.link_bytes_per_s + dev.link_latency_s, 0.0)
     a2a = a2a_layers / pp * a2a_s
@@ -110,6 +105,23 @@ def measured_pass_s(inst, decode: Work, prefill: Work, extra: tuple, a2a: tuple)
                + slots * (parts["comm"] + hop_s))
         t = jnp.where(inst.layout.overlap > 0.0, tbo + host, t)
     return t * net.present
+
+
+def layout_s(lay, net, dev, eff, extra: tuple, tokens: jax.Array, weight_bytes: jax.Array,
+             compute_speedup: jax.Array, n: jax.Array, dp: jax.Array, mb: jax.Array = 1.0,
+             pp: jax.Array = 1.0) -> jax.Array:
+    """t_layout of one pipeline slot (module docstring): the layout's extra work (dF, dW, dO) of a pass of
+    ``tokens`` over n GPUs, less what the classes already price (the expert imbalance's FLOPs, priced by the
+    grouped MoE class on the busiest EP rank; the dense weights' copies per DP rank, read by the dense class),
+    at the dense GEMM and weight-streaming efficiencies. ``lay`` None: no layout (``extra`` is zeros)."""
+    d_f, d_w, d_o = extra
+    if lay is not None:
+        d_f = d_f - imbalance_flops(lay, net, tokens) * net.present
+    dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
+    d_w = d_w - (dp - 1.0) * dense * weight_bytes * net.present     # read by the dense class, per DP rank
+    g_eff = saturating(tokens / mb, eff.gemm_eff_max, eff.gemm_tokens_half)
+    return jnp.maximum(d_f / (mb * pp) / (dev.peak_flops_per_s * n * compute_speedup * g_eff),
+                       (d_w / pp + d_o / (mb * pp)) / (dev.hbm_bytes_per_s * n * eff.weight_bw_eff))
 
 
 def split(work: Work, prefill: Work | None) -> tuple[Work, Work, Work]:

@@ -25,10 +25,11 @@ import jax
 import jax.numpy as jnp
 
 from sweepkit.costmodel.allreduce import tp_allreduces
-from sweepkit.costmodel.efficiency import Efficiency, saturating, step_time_by_class
-from sweepkit.costmodel.layout import effective_imbalance, imbalance_flops, layout_work
+from sweepkit.costmodel.efficiency import Efficiency, step_time_by_class
+from sweepkit.costmodel.layout import effective_imbalance, layout_work
 from sweepkit.costmodel.moe_comm import moe_all_to_all
 from sweepkit.costmodel.passes import Work, combine
+from sweepkit.costmodel.profiled import layout_s
 from sweepkit.costmodel.rank_balance import busiest_rank_scale, rank_tokens, scaled
 from sweepkit.validation.steady import _layout
 from sweepkit.validation.steady_rows import RowInputs
@@ -59,13 +60,8 @@ def step_parts(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> 
                                row.compute_speedup, allreduces=tp_allreduces(net, a2a_layers), ring=tp,
                                ring_share=1.0 / dp, dp=dp, expert_tokens=tokens,
                                expert_imbalance=effective_imbalance(lay))
-    d_f, d_w, d_o = layout_work(lay, net, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
-    d_f = d_f - imbalance_flops(lay, net, tokens) * net.present    # priced by the MoE class
-    dense = net.matmul_params - net.experts_per_token * net.routed_expert_params
-    d_w = d_w - (dp - 1.0) * dense * row.weight_bytes * net.present
-    g_eff = saturating(tokens, eff.gemm_eff_max, eff.gemm_tokens_half)
-    t_layout = jnp.maximum(d_f / (dev.peak_flops_per_s * n * row.compute_speedup * g_eff),
-                           (d_w + d_o) / (dev.hbm_bytes_per_s * n * eff.weight_bw_eff))
+    extra = layout_work(lay, net, combine(decode, prefill), row.weight_bytes, row.kv_bytes)
+    t_layout = layout_s(lay, net, dev, eff, extra, tokens, row.weight_bytes, row.compute_speedup, n, dp)
     host = eff.step_overhead_s + eff.token_overhead_s * (decode.tokens + busiest.tokens) / dp
     out = dict(gemm=parts["gemm"], moe=parts["moe"], attn_decode=parts["attn_decode"],
                attn_prefill=parts["attn_prefill"], allreduce=parts["comm"], kernels=parts["kernels"],
