@@ -13,17 +13,14 @@ Published figures (tolerance: 1% or half a unit of the last printed digit, as te
 - Kimi-K2.6: 1T / 32B, Kimi-K2's language model (61 layers, 384 + 1 experts, MLA) plus a 0.4B MoonViT encoder.
 """
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.scripts import load_script
 from sweepkit.catalogue import device_key, get_device, get_model, model_from_hf_config, model_key
 from sweepkit.errors import InputError
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def card(text: str) -> tuple[float, float]:
@@ -179,9 +176,7 @@ def test_ascend_910b_figures_and_formats():
 
 
 def test_the_corpus_builder_maps_the_gpustack_device_name():
-    spec = importlib.util.spec_from_file_location("build_measured", ROOT / "benchmarks" / "data" / "build_measured.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = load_script("benchmarks/data/build_measured.py")
     assert build.device("Ascend 910B NPU") == "Ascend-910B" and build.compute("int8", "Ascend-910B") == "int8"
     assert build.compute("fp8", "Ascend-910B") == "bf16"                        # no FP8 on the 910B
 

@@ -4,24 +4,19 @@ The seed values come from aiconfigurator-core 0.12.0 systems data (github.com/ai
 Apache-2.0); the script that derives them is run here on a small Parquet file written with a known answer.
 """
 
-import importlib.util
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pytest
+from support.scripts import load_script
 
 from sweepkit.catalogue.efficiency import packaged_profile
 from sweepkit.costmodel.efficiency import saturating
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "aic_efficiency.py"
-
 
 def _script():
-    spec = importlib.util.spec_from_file_location("aic_efficiency", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/data/aic_efficiency.py")
 
 
 def test_seed_b200_fp4_gemm_efficiency_closed_form():

@@ -5,20 +5,15 @@ The script fits t = t_call + R t_row + max(F / R_f, K kv / R_b) to aiconfigurato
 latencies come from that form, and must give the parameters back.
 """
 
-import importlib.util
 from pathlib import Path
 
 import duckdb
 import numpy as np
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "aic_mla_kernel.py"
+from support.scripts import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("aic_mla_kernel", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/data/aic_mla_kernel.py")
 
 
 def _write_table(path: Path, truth: dict) -> None:

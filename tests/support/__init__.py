@@ -1,1 +1,1 @@
-"""Test helpers that do not ship in the wheel (the headless-browser driver)."""
+"""Test helpers that do not ship in the wheel (the headless-browser driver, a loader for the repository's scripts)."""

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from support.scripts import load_script
 from sweepkit.catalogue.efficiency import profile_for
 from sweepkit.validation.field_refit import slice_loss
 from sweepkit.validation.framework_fit import fittable, framework_rows
@@ -71,13 +72,7 @@ def test_the_mi300x_entry_is_fitted_on_train_rows_only_and_the_instinct_family_i
 def test_oracle_batch_latency_of_the_fit_script_under_the_fitted_entry(rows):
     # Oracle's batch of 1 (128 in / 128 out, 3.53 s) and of 256 (measured 11.97 s) priced by the fit script's
     # step sums with the shipped entry: stage 2 fitted allreduce_overhead_s on these rows
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[2] / "benchmarks/data/fit_mi300x_vllm.py"
-    spec = importlib.util.spec_from_file_location("fit_mi300x_vllm", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/data/fit_mi300x_vllm.py")
     prof = profile_for("vLLM")
     one = next(m for m in rows if m.source == "oracle-blog-llama405b-mi300x" and m.concurrency == 1)
     assert one.value_si == pytest.approx(3.53)

@@ -9,30 +9,25 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from support.scripts import load_script
 from sweepkit.catalogue.efficiency import profile_for
 from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.validation import Measurement, load_measurements
 from sweepkit.validation.steady import burst, dataset_waves, row_value, running, steady_step_s
 from sweepkit.validation.steady_rows import burst_requests, concurrency, row_inputs
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAD = ("source,url,framework,device,gpus,tp,pp,ep,dp,model,weight_format,kv_format,input_tokens,"
         "output_tokens,concurrency,request_rate,scenario,metric,value,unit,percentile,lever,pair_id,notes\n")
 
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_measured", ROOT / "benchmarks/data/build_measured.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/data/build_measured.py")
 
 
 def _row(metric="max_output_throughput", requests=None, rate=None, isl=128, osl=4096) -> Measurement:

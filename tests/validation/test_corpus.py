@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
-from pathlib import Path
 
 import pytest
 
+from support.scripts import load_script
 from sweepkit.errors import InputError
 from sweepkit.validation import load_measurements, parse_measurements, status
 from sweepkit.validation.aliases import device_name, model_name
 from sweepkit.validation.measurements import CORPUS, public_text
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_measured", ROOT / "benchmarks/data/build_measured.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/data/build_measured.py")
 
 
 @pytest.mark.parametrize("written, name", [

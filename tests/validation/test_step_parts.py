@@ -7,6 +7,7 @@ import dataclasses
 import jax
 import pytest
 
+from support.scripts import load_script
 from sweepkit.catalogue.efficiency import profile_for
 from sweepkit.costmodel.efficiency import efficiency_arrays
 from sweepkit.costmodel.passes import Work
@@ -44,13 +45,7 @@ def test_the_parts_add_up_to_the_step(m):
 
 
 def test_the_breakdown_script_prints_each_row_of_a_source(capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_step_breakdown.py"
-    spec = importlib.util.spec_from_file_location("bench_step_breakdown", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/bench_step_breakdown.py")
     assert mod.main(["--source", "trtllm-blog-dsr1-best-perf"]) == 0
     out = capsys.readouterr().out
     # rows 1471-1473 of the packaged corpus: per rank 896, 384 and 128 running requests
