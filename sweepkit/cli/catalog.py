@@ -41,7 +41,8 @@ def models(fmt: str) -> None:
     """List the models a grid's model (and draft) axis may name, with their shapes.
 
     experts: routed / per token + shared; attention: gqa or mla, and the layers with a window; aliases: other
-    names (HF ids) that resolve to the model. A HF id "org/Name" also matches the model named Name.
+    names (HF ids) that resolve to the model. A HF id "org/Name" also matches the model named Name, and a
+    quantised checkpoint "org/Name-FP8" (-FP8-dynamic, -FP4, -NVFP4) what "org/Name" matches.
 
     \b
     Example: sweepkit models --format csv

@@ -1,0 +1,83 @@
+"""Quantised checkpoints' names resolve to their base model, and state their format.
+
+NVIDIA's TensorRT Model Optimizer checkpoints (huggingface.co/nvidia: ``nvidia/Llama-3.3-70B-Instruct-FP4``,
+``nvidia/Qwen3-235B-A22B-FP4``, ``nvidia/Llama-4-Maverick-17B-128E-Instruct-FP8``, ...; "Only the weights and
+activations of the linear operators within transformer blocks are quantized") keep the base model's
+config.json shapes, as do RedHat's llm-compressor ``-FP8-dynamic`` checkpoints. TensorRT-LLM's perf-overview
+names its models so.
+"""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweepkit.catalogue import get_model, model_key
+from sweepkit.catalogue.aliases import QUANT_SUFFIXES, checkpoint_format
+from sweepkit.catalogue.model_registry import load_models
+from sweepkit.errors import InputError
+from sweepkit.validation import parse_measurements
+
+HEADER = "source,device,model,metric,value,unit,weight_format,kv_format,compute_format\n"
+
+
+@pytest.mark.parametrize("name, key", [
+    ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama-3.1-70b"),       # through the alias of Llama-3.3-70B-Instruct
+    ("nvidia/Llama-3.3-70B-Instruct-FP8", "llama-3.1-70b"),
+    ("nvidia/Llama-3.1-405B-Instruct-FP4", "llama-3.1-405b"),
+    ("nvidia/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b"),
+    ("nvidia/Qwen3-235B-A22B-FP4", "qwen3-235b-a22b"),
+    ("nvidia/Qwen3-30B-A3B-FP4", "qwen3-30b-a3b"),
+    ("nvidia/Llama-4-Maverick-17B-128E-Instruct-FP4", "llama-4-maverick"),
+    ("nvidia/Llama-4-Scout-17B-16E-Instruct-FP4", "llama-4-scout"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "llama-3.1-8b"),
+    ("Qwen/Qwen3-32B-FP8", "qwen3-32b"),
+    # NVIDIA's DeepSeek NVFP4 checkpoints keep attention in bf16: named in aliases.toml, not read off the suffix.
+    ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-r1-nvfp4"),
+    ("nvidia/DeepSeek-V3-0324-FP4", "deepseek-r1-nvfp4"),
+])
+def test_quantised_checkpoint_resolves_to_its_base_model(name, key):
+    assert model_key(name) == key
+    assert get_model(name).name == key
+
+
+def test_an_unknown_base_model_stays_unknown():
+    with pytest.raises(InputError, match="acme/unknown-9b-FP8"):
+        get_model("acme/unknown-9b-FP8")
+
+
+def test_checkpoint_format():
+    assert checkpoint_format("nvidia/Qwen3-30B-A3B-FP4") == "fp4"
+    assert checkpoint_format("nvidia/Qwen3.5-397B-A17B-NVFP4") == "fp4"
+    assert checkpoint_format("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic") == "fp8"
+    assert checkpoint_format("meta-llama/Llama-3.1-8B-Instruct") is None
+    assert checkpoint_format("fp8") is None                       # a suffix alone names no checkpoint
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.sampled_from(sorted(load_models())), suffix=st.sampled_from(sorted(QUANT_SUFFIXES)),
+       org=st.sampled_from(["nvidia", "RedHatAI", "acme"]), upper=st.booleans())
+def test_any_catalogue_model_with_a_quantisation_suffix_resolves_to_itself(key, suffix, org, upper):
+    name = f"{org}/{key}{suffix.upper() if upper else suffix}"
+    assert model_key(name) == key
+    assert checkpoint_format(name) == QUANT_SUFFIXES[suffix]
+
+
+def _row(model, weight="", kv="", compute=""):
+    text = HEADER + f"s,B200,{model},max_output_throughput,1000,tok/s,{weight},{kv},{compute}\n"
+    return parse_measurements(text, "demo.csv")[0]
+
+
+def test_a_row_naming_a_quantised_checkpoint_takes_its_format_where_it_states_none():
+    m = _row("nvidia/Llama-3.3-70B-Instruct-FP4")
+    assert (m.weight_format, m.compute_format, m.kv_format) == ("fp4", "fp4", "bf16")
+    m = _row("nvidia/Llama-3.1-8B-Instruct-FP8", kv="fp8")
+    assert (m.weight_format, m.compute_format, m.kv_format) == ("fp8", "fp8", "fp8")
+
+
+def test_stated_formats_win_and_plain_names_keep_the_defaults():
+    m = _row("nvidia/Llama-3.3-70B-Instruct-FP4", weight="fp4", compute="bf16")   # stated W4A16 stays W4A16
+    assert (m.weight_format, m.compute_format) == ("fp4", "bf16")
+    m = _row("nvidia/Llama-3.3-70B-Instruct-FP4", weight="fp8")                   # another stated weight format
+    assert (m.weight_format, m.compute_format) == ("fp8", "bf16")
+    m = _row("meta-llama/Llama-3.1-8B-Instruct")
+    assert (m.weight_format, m.compute_format, m.kv_format) == ("bf16", "bf16", "bf16")
