@@ -3,14 +3,17 @@
 A name resolves, in order: as a catalogue key; through ``aliases.toml`` after normalising (case folded,
 runs of spaces, hyphens and underscores made one space); the same without a trailing parenthesised note
 ("H200 (141GB HBM3)" -> "H200") or cut at its first parenthesis or comma ("H100 (80GB), 8 per node" ->
-"H100"); and, for a HF id ``org/Name``, as the catalogue key or the alias (an aliased HF id's ``Name``)
-equal to ``Name``, to ``Name`` less one quantised checkpoint's suffix (``-FP8``, ``-FP8-dynamic``, ``-FP4``,
-``-NVFP4``: :data:`QUANT_SUFFIXES`), and to either less one ``-Instruct`` / ``-hf`` / ``-chat`` / ``-Base``
-suffix (case folded). A quantised checkpoint keeps its base model's config.json shapes (NVIDIA's ModelOpt
-checkpoints, ``nvidia/Llama-3.3-70B-Instruct-FP4``; RedHat's ``-FP8-dynamic``); its format is the suffix's
-(:func:`checkpoint_format`), and a checkpoint whose format changes more than its weights is named in
-aliases.toml (``nvidia/DeepSeek-R1-FP4``: bf16 attention). Unknown names get the catalogue's error listing
-the known names, with the closest ones first.
+"H100"); each of those without a leading vendor name ("NVIDIA DGX B200" -> "DGX B200"); and, for a HF id
+``org/Name``, as the catalogue key or the alias (an aliased HF id's ``Name``) equal to ``Name`` or to ``Name``
+less its trailing suffixes one by one (case folded): a quantised checkpoint's (``-FP8``, ``-FP8-dynamic``,
+``-FP8-KV``, ``-FP4``, ``-NVFP4``, ``-MXFP4``: :data:`QUANT_SUFFIXES`) and ``-Instruct`` / ``-hf`` /
+``-chat`` / ``-Base`` / ``-Preview``.
+
+A quantised checkpoint keeps its base model's config.json shapes (NVIDIA's Model Optimizer checkpoints,
+``nvidia/Llama-3.3-70B-Instruct-FP4``; RedHat's ``-FP8-dynamic``; AMD's ``-FP8-KV``); its formats are the
+suffix's (:func:`checkpoint_format`, :func:`checkpoint_kv_format`). A checkpoint whose format changes more
+than that is named in aliases.toml (``nvidia/DeepSeek-R1-FP4``: bf16 attention). Unknown names get the
+catalogue's error listing the known names, with the closest ones first.
 """
 
 from __future__ import annotations
@@ -23,14 +26,19 @@ from typing import Iterable
 from sweepkit.catalogue._toml import read_packaged
 from sweepkit.errors import InputError, bad_value
 
-_SUFFIXES = ("-instruct", "-hf", "-chat", "-base")
-QUANT_SUFFIXES = {"-fp8-dynamic": "fp8", "-fp8": "fp8", "-nvfp4": "fp4", "-fp4": "fp4"}
+_SUFFIXES = ("-instruct", "-hf", "-chat", "-base", "-preview")
+QUANT_SUFFIXES = {"-fp8-dynamic": "fp8", "-fp8-kv": "fp8", "-fp8": "fp8", "-nvfp4": "fp4", "-mxfp4": "fp4",
+                  "-fp4": "fp4"}
 """A quantised checkpoint's name suffix (case folded) -> the format its weights and activations take: FP8 and
 NVFP4 (W4A4, read as ``fp4`` as the measured corpus does) checkpoints of NVIDIA's TensorRT Model Optimizer
 (huggingface.co/nvidia, "Only the weights and activations of the linear operators within transformer blocks
-are quantized") and RedHat's llm-compressor ``-FP8-dynamic`` (W8A8)."""
+are quantized"), RedHat's llm-compressor ``-FP8-dynamic`` (W8A8) and AMD Quark's ``-FP8-KV`` (W8A8 with an FP8
+KV cache) and ``-MXFP4`` (huggingface.co/amd)."""
+KV_SUFFIXES = {"-fp8-kv": "fp8"}
+"""A suffix that also states the KV cache's format."""
 _NOTE = re.compile(r"\s*\([^()]*\)\s*$")
 _HEAD = re.compile(r"\s+\(|,")
+_VENDOR = re.compile(r"^(nvidia|amd|huawei)\s+", re.I)
 
 
 def normalise(name: str) -> str:
@@ -52,11 +60,21 @@ def alias_table(kind: str) -> dict[str, str]:
     return dict(read_packaged("aliases.toml")[kind])
 
 
-def _unquantised(tail: str) -> str:
-    for suffix in QUANT_SUFFIXES:
-        if tail.endswith(suffix) and len(tail) > len(suffix):
-            return tail[: -len(suffix)]
-    return tail
+def _stems(tail: str) -> list[str]:
+    """``tail``, then ``tail`` less each trailing suffix in turn (``-Preview``, a quantisation, ``-Instruct``,
+    ...), as (suffix, stem) pairs; the first pair's suffix is ""."""
+    out = [("", tail)]
+    while True:
+        suffix = next((s for s in (*_SUFFIXES, *QUANT_SUFFIXES) if tail.endswith(s) and len(tail) > len(s)), None)
+        if suffix is None:
+            return out
+        tail = tail[: -len(suffix)]
+        out.append((suffix, tail))
+
+
+def _quant_suffix(name: str) -> str | None:
+    tail = name.strip().rsplit("/", 1)[-1].casefold()
+    return next((suffix for suffix, _ in _stems(tail) if suffix in QUANT_SUFFIXES), None)
 
 
 def checkpoint_format(name: str) -> str | None:
@@ -65,16 +83,21 @@ def checkpoint_format(name: str) -> str | None:
     >>> checkpoint_format("nvidia/Llama-3.3-70B-Instruct-FP4"), checkpoint_format("meta-llama/Llama-3.1-8B")
     ('fp4', None)
     """
-    tail = name.strip().rsplit("/", 1)[-1].casefold()
-    return next((fmt for suffix, fmt in QUANT_SUFFIXES.items() if tail.endswith(suffix) and len(tail) > len(suffix)),
-                None)
+    suffix = _quant_suffix(name)
+    return QUANT_SUFFIXES[suffix] if suffix else None
+
+
+def checkpoint_kv_format(name: str) -> str | None:
+    """The KV cache format a quantised checkpoint's name states (:data:`KV_SUFFIXES`), or None.
+
+    >>> checkpoint_kv_format("amd/Llama-3.3-70B-Instruct-FP8-KV"), checkpoint_kv_format("nvidia/Qwen3-8B-FP4")
+    ('fp8', None)
+    """
+    return KV_SUFFIXES.get(_quant_suffix(name) or "")
 
 
 def _hf_candidates(name: str) -> list[str]:
-    tail = name.rsplit("/", 1)[-1].casefold()
-    bases = list(dict.fromkeys([tail, _unquantised(tail)]))
-    return list(dict.fromkeys(b for base in bases
-                              for b in [base, *(base[: -len(s)] for s in _SUFFIXES if base.endswith(s))]))
+    return [stem for _, stem in _stems(name.rsplit("/", 1)[-1].casefold())]
 
 
 @cache
@@ -101,7 +124,8 @@ def resolve(name: str, kind: str, known: Iterable[str]) -> str | None:
         return name
     table = _table(kind)
     folded = {k.casefold(): k for k in known}
-    for candidate in dict.fromkeys([name, _NOTE.sub("", name), _HEAD.split(name, 1)[0]]):
+    heads = [name, _NOTE.sub("", name), _HEAD.split(name, 1)[0]]
+    for candidate in dict.fromkeys([*heads, *(_VENDOR.sub("", h) for h in heads)]):
         key = normalise(candidate)
         if key in table and table[key] in known:
             return table[key]

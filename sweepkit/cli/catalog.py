@@ -42,7 +42,7 @@ def models(fmt: str) -> None:
 
     experts: routed / per token + shared; attention: gqa or mla, and the layers with a window; aliases: other
     names (HF ids) that resolve to the model. A HF id "org/Name" also matches the model named Name, and a
-    quantised checkpoint "org/Name-FP8" (-FP8-dynamic, -FP4, -NVFP4) what "org/Name" matches.
+    quantised checkpoint "org/Name-FP8" (-FP8-dynamic, -FP8-KV, -FP4, -NVFP4, -MXFP4) what "org/Name" matches.
 
     \b
     Example: sweepkit models --format csv

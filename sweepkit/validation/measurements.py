@@ -3,8 +3,8 @@
 A measurement file is a CSV with a header row. Required columns: ``source``, ``device``, ``model``,
 ``metric``, ``value``, ``unit``. Optional: ``url``, ``framework``, ``tp`` (default 1), ``gpus`` (default tp),
 ``weight_format``, ``kv_format``, ``compute_format`` (default bf16; a quantised checkpoint's name, such as
-``nvidia/Llama-3.3-70B-Instruct-FP4``, sets the weight and compute formats a row leaves blank:
-:func:`sweepkit.catalogue.aliases.checkpoint_format`), ``batch``, ``context_tokens``,
+``nvidia/Llama-3.3-70B-Instruct-FP4``, sets the weight and compute formats a row leaves blank, and an
+``-FP8-KV`` one the KV format: :func:`sweepkit.catalogue.aliases.checkpoint_format`), ``batch``, ``context_tokens``,
 ``input_tokens``, ``output_tokens``, ``requests`` (requests in the benchmark run), ``concurrency``,
 ``request_rate`` (requests/s, Poisson arrivals),
 ``percentile`` (of a latency: mean, 50, 90 or 99, default 50), ``ttft_limit_s`` and ``tpot_limit_s`` (p99 limits
@@ -42,7 +42,7 @@ from importlib import resources
 from pathlib import Path
 
 from sweepkit.catalogue import get_draft, get_format, get_model
-from sweepkit.catalogue.aliases import checkpoint_format
+from sweepkit.catalogue.aliases import checkpoint_format, checkpoint_kv_format
 from sweepkit.errors import InputError, bad_value
 from sweepkit.validation.aliases import device_name, model_name
 
@@ -247,7 +247,7 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
     named = checkpoint_format(model_raw) or "bf16"      # a quantised checkpoint's name states its format
     given = {k: (raw.get(k) or "").strip() for k in ("weight_format", "kv_format", "compute_format")}
     weight = given["weight_format"] or named
-    fmts = {"weight_format": weight, "kv_format": given["kv_format"] or "bf16",
+    fmts = {"weight_format": weight, "kv_format": given["kv_format"] or checkpoint_kv_format(model_raw) or "bf16",
             "compute_format": given["compute_format"] or (named if weight == named else "bf16")}
     for key, value in fmts.items():
         _name({key: value}, key, where, get_format)

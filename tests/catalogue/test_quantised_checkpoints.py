@@ -4,15 +4,16 @@ NVIDIA's TensorRT Model Optimizer checkpoints (huggingface.co/nvidia: ``nvidia/L
 ``nvidia/Qwen3-235B-A22B-FP4``, ``nvidia/Llama-4-Maverick-17B-128E-Instruct-FP8``, ...; "Only the weights and
 activations of the linear operators within transformer blocks are quantized") keep the base model's
 config.json shapes, as do RedHat's llm-compressor ``-FP8-dynamic`` checkpoints. TensorRT-LLM's perf-overview
-names its models so.
+names its models so; AMD's Quark checkpoints add ``-FP8-KV`` and ``-MXFP4``; MLPerf names its benchmarks'
+reference checkpoints ``llama2-70b-99``, ``llama3.1-405b``, ``gptj-99``.
 """
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweepkit.catalogue import get_model, model_key
-from sweepkit.catalogue.aliases import QUANT_SUFFIXES, checkpoint_format
+from sweepkit.catalogue import device_key, get_model, model_key
+from sweepkit.catalogue.aliases import QUANT_SUFFIXES, checkpoint_format, checkpoint_kv_format
 from sweepkit.catalogue.model_registry import load_models
 from sweepkit.errors import InputError
 from sweepkit.validation import parse_measurements
@@ -34,6 +35,17 @@ HEADER = "source,device,model,metric,value,unit,weight_format,kv_format,compute_
     # NVIDIA's DeepSeek NVFP4 checkpoints keep attention in bf16: named in aliases.toml, not read off the suffix.
     ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-r1-nvfp4"),
     ("nvidia/DeepSeek-V3-0324-FP4", "deepseek-r1-nvfp4"),
+    ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-r1-nvfp4"),
+    # AMD Quark checkpoints (huggingface.co/amd): FP8 weights, activations and KV; MXFP4.
+    ("amd/Llama-3.3-70B-Instruct-FP8-KV", "llama-3.1-70b"),
+    ("amd/Mixtral-8x7B-Instruct-v0.1-FP8-KV", "mixtral-8x7b"),
+    ("amd/DeepSeek-R1-0528-MXFP4-Preview", "deepseek-v3"),
+    # MLPerf Inference's benchmark names (mlcommons/inference) name their reference checkpoints.
+    ("llama2-70b-99", "llama-2-70b"),
+    ("llama2-70b-interactive-99.9", "llama-2-70b"),
+    ("llama3.1-405b", "llama-3.1-405b"),
+    ("llama3.1-8b", "llama-3.1-8b"),
+    ("gptj-99", "gpt-j-6b"),
 ])
 def test_quantised_checkpoint_resolves_to_its_base_model(name, key):
     assert model_key(name) == key
@@ -51,6 +63,17 @@ def test_checkpoint_format():
     assert checkpoint_format("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic") == "fp8"
     assert checkpoint_format("meta-llama/Llama-3.1-8B-Instruct") is None
     assert checkpoint_format("fp8") is None                       # a suffix alone names no checkpoint
+    assert checkpoint_format("amd/DeepSeek-R1-0528-MXFP4-Preview") == "fp4"
+    assert checkpoint_kv_format("amd/Llama-3.3-70B-Instruct-FP8-KV") == "fp8"
+    assert checkpoint_kv_format("nvidia/Llama-3.3-70B-Instruct-FP8") is None
+
+
+@pytest.mark.parametrize("name, key", [
+    ("B200-SXM-180GB", "B200"), ("NVIDIA DGX B200", "B200"), ("NVIDIA H100-SXM-80GB", "H100"),
+    ("Instinct MI300X OAM", "MI300X"), ("AMD MI355X", "MI355X"), ("NVIDIA GB200 NVL72", "GB200"),
+])
+def test_system_names_of_public_results_resolve(name, key):
+    assert device_key(name) == key
 
 
 @settings(max_examples=60, deadline=None)
@@ -72,6 +95,9 @@ def test_a_row_naming_a_quantised_checkpoint_takes_its_format_where_it_states_no
     assert (m.weight_format, m.compute_format, m.kv_format) == ("fp4", "fp4", "bf16")
     m = _row("nvidia/Llama-3.1-8B-Instruct-FP8", kv="fp8")
     assert (m.weight_format, m.compute_format, m.kv_format) == ("fp8", "fp8", "fp8")
+    m = _row("amd/Llama-3.3-70B-Instruct-FP8-KV")
+    assert (m.weight_format, m.compute_format, m.kv_format) == ("fp8", "fp8", "fp8")
+    assert _row("amd/Llama-3.3-70B-Instruct-FP8-KV", kv="bf16").kv_format == "bf16"
 
 
 def test_stated_formats_win_and_plain_names_keep_the_defaults():
