@@ -60,7 +60,7 @@ def alias_table(kind: str) -> dict[str, str]:
     return dict(read_packaged("aliases.toml")[kind])
 
 
-def _stems(tail: str) -> list[str]:
+def _stems(tail: str) -> list[tuple[str, str]]:
     """``tail``, then ``tail`` less each trailing suffix in turn (``-Preview``, a quantisation, ``-Instruct``,
     ...), as (suffix, stem) pairs; the first pair's suffix is ""."""
     out = [("", tail)]

@@ -107,3 +107,17 @@ def test_stated_formats_win_and_plain_names_keep_the_defaults():
     assert (m.weight_format, m.compute_format) == ("fp8", "bf16")
     m = _row("meta-llama/Llama-3.1-8B-Instruct")
     assert (m.weight_format, m.compute_format, m.kv_format) == ("bf16", "bf16", "bf16")
+
+
+def test_aliased_hf_names_are_unambiguous_without_their_organisation():
+    # resolve() also matches an aliased HF id's Name under another organisation (nvidia/..., amd/...), so no
+    # two aliases may share a Name and differ in the model they name.
+    from collections import defaultdict
+
+    from sweepkit.catalogue.aliases import alias_table, normalise
+
+    named = defaultdict(set)
+    for spelling, key in alias_table("models").items():
+        if "/" in spelling:
+            named[normalise(spelling.rsplit("/", 1)[-1])].add(key)
+    assert {name: keys for name, keys in named.items() if len(keys) > 1} == {}
