@@ -9,7 +9,7 @@ dependency of sweepkit; without a path it says so and exits 0) and prices the sa
 class (:func:`sweepkit.costmodel.efficiency.step_time_by_class`, one decode step of T tokens over ep GPUs,
 the catalogue model's MoE layers, divided by their count):
 
-    t(T) = max(2 P_e k T / (P ep k_fmt e(T k / E)),  P_e E_read(T) w / (B ep b_w)) x s_tp
+    t(T) = max(2 P_e k T / (P ep k_fmt e(T k / E_read(T))),  P_e E_read(T) w / (B ep b_w)) x s_tp
     s_tp = 1 + l (ep - 1) (D L / P_mm) / r_0          (sweepkit.costmodel.efficiency.tp_stretch, r_0 = 1e-5)
     e(t) = e_max t / (t + T_half)
 

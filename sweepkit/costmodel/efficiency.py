@@ -9,7 +9,7 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
     eff(T; e_max, T_half) = e_max T / (T + T_half)                          (saturating GEMM efficiency)
     dense GEMM      t_g = max(2 T ((P_d - P_a) / (k eff(T; g)) + P_a / (k_a eff(T; g_a))) / (P tp),
                               ((P_d + T D) w + P_a (w_a' - w)) / (B tp b_w))
-    grouped MoE     t_e = max(2 k_e P_e T I / (P tp k eff(I T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w))
+    grouped MoE     t_e = max(2 k_e P_e T I / (P tp k eff(I T k_e / E_read(T); e)), P_e E_read(T) w_e / (B tp b_w))
     attention       t_a = max(2 L q A_j / (P tp a_j), K_j kv / (B tp b_kv))   j = decode, prefill (separately)
                     t_a,decode = max(t_a,decode, 2 L q A_d / (P_vec tp e_vec))   (CUDA-core decode kernel, e_vec > 0)
     communication   t_x = n_ar L (2 (tp - 1) / tp x T D 2 / (link c_x) + 2 (tp - 1) x latency + t_ar [tp > 1])
@@ -22,7 +22,10 @@ dense bf16 peak P, HBM bandwidth B and native format speed-up k, with w bytes pe
 
 I is the layout's expert imbalance (max / mean expert load over the EP ranks, :mod:`sweepkit.costmodel.layout`;
 1 without expert parallelism): the step waits for the busiest EP rank, whose grouped GEMMs run I times the mean
-tokens per expert at the efficiency of that many. P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model); P_a of them
+tokens per expert at the efficiency of that many. The tokens per expert are counted over the E_read(T) experts
+the step's tokens reach (:func:`~sweepkit.costmodel.passes.experts_read`), as a grouped GEMM runs tiles only for
+experts with work: 4 decode rows of gpt-oss-120b (E 128, k 4) reach 15.3 experts a layer, 1.05 tokens each,
+not 0.125 over all 128 (whose T_half would be paid by every expert). P_d = P_mm - k_e P_e is the dense share of the matmul parameters (all of them for a dense model); P_a of them
 (attention projections and output head) run at k_a and w_a' = max(w, w_a) where the checkpoint keeps them in
 a wider format, at g_a, the profile's GEMM fields for the device in that format, P_a = 0 otherwise
 (:mod:`sweepkit.costmodel.kept`). On a
@@ -184,7 +187,7 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
         (the busiest attention-DP rank's step, :mod:`sweepkit.costmodel.rank_balance`, scales the rest).
       expert_imbalance: I, max / mean expert load over the EP ranks (:mod:`sweepkit.costmodel.layout`; 1 without
         expert parallelism): the busiest rank's experts run I times the mean tokens, so the grouped MoE class
-        is t_e = max(2 k_e P_e T I / (P tp k eff(I T k_e / E; e)), P_e E_read(T) w_e / (B tp b_w)).
+        is t_e = max(2 k_e P_e T I / (P tp k eff(I T k_e / E_read(T); e)), P_e E_read(T) w_e / (B tp b_w)).
 
     Returns:
       dict of seconds: gemm, moe, attn_decode, attn_prefill, comm, kernels, overhead (each >= 0; kernels 0
@@ -207,7 +210,8 @@ def step_time_by_class(decode: Work, prefill: Work, model: ModelArrays, dev: Dev
                          ((dp * dense + tokens * model.d_model) * weight_bytes
                           + dp * kept_bytes_added(model.kept_params, model, weight_bytes)) / (bw * eff.weight_bw_eff))
     routed = tokens if expert_tokens is None else expert_tokens
-    per_expert = routed * model.experts_per_token / jnp.maximum(model.n_experts, 1.0)
+    # tokens per expert with work: the grouped GEMMs run for the E_read(T) experts the tokens reach
+    per_expert = routed * model.experts_per_token / jnp.maximum(experts_read(routed, model), 1.0)
     # the busiest EP rank's experts run I times the mean tokens, at the efficiency of that many
     e_eff = saturating(expert_imbalance * per_expert, eff.moe_eff_max, eff.moe_tokens_half)
     # experts stored in their own narrower format (gpt-oss's MXFP4 experts beside bf16 attention)

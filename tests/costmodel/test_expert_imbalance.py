@@ -1,7 +1,7 @@
 """The expert imbalance I of an EP layout, priced on the busiest EP rank by the grouped MoE class (closed forms).
 
 The busiest rank's experts run I times the mean tokens per expert, so under a measured profile its grouped
-GEMMs reach the efficiency of that many, e(I m) with m = T k / E (sweepkit/costmodel/efficiency.py), not the
+GEMMs reach the efficiency of that many, e(I m) with m = T k / E_read(T) (sweepkit/costmodel/efficiency.py), not the
 dense GEMMs' efficiency at the step's T tokens.
 """
 
