@@ -3,8 +3,9 @@
 A measurement file is a CSV with a header row. Required columns: ``source``, ``device``, ``model``,
 ``metric``, ``value``, ``unit``. Optional: ``url``, ``framework``, ``tp`` (default 1), ``gpus`` (default tp),
 ``weight_format``, ``kv_format``, ``compute_format`` (default bf16; a quantised checkpoint's name, such as
-``nvidia/Llama-3.3-70B-Instruct-FP4``, sets the weight and compute formats a row leaves blank, and an
-``-FP8-KV`` one the KV format: :func:`sweepkit.catalogue.aliases.checkpoint_format`), ``batch``, ``context_tokens``,
+``nvidia/Llama-3.3-70B-Instruct-FP4``, sets the weight format a row leaves blank, the compute format too on a
+device that computes in it natively, and an ``-FP8-KV`` one the KV format:
+:func:`sweepkit.catalogue.aliases.checkpoint_format`), ``batch``, ``context_tokens``,
 ``input_tokens``, ``output_tokens``, ``requests`` (requests in the benchmark run), ``concurrency``,
 ``request_rate`` (requests/s, Poisson arrivals),
 ``percentile`` (of a latency: mean, 50, 90 or 99, default 50), ``ttft_limit_s`` and ``tpot_limit_s`` (p99 limits
@@ -41,7 +42,7 @@ import io
 from importlib import resources
 from pathlib import Path
 
-from sweepkit.catalogue import get_draft, get_format, get_model
+from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.catalogue.aliases import checkpoint_format, checkpoint_kv_format
 from sweepkit.errors import InputError, bad_value
 from sweepkit.validation.aliases import device_name, model_name
@@ -215,6 +216,15 @@ def get_device_known(name: str):
         return None
 
 
+def _native(device: str, fmt: str) -> bool:
+    """Whether ``device`` (a catalogue name) computes in ``fmt`` natively: a quantised checkpoint's weights run
+    in its format only there, elsewhere weight-only against bf16 activations (FP8 on Ampere, NVFP4 on Hopper)."""
+    try:
+        return get_device(device).speedup(fmt) > 1.0
+    except InputError:
+        return False
+
+
 def _value(raw: dict, where: str) -> float:
     text = raw["value"].strip()
     try:
@@ -244,14 +254,15 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
     if unit not in UNITS[metric]:
         raise bad_value("unit", unit, f"for metric {metric}: one of {', '.join(UNITS[metric])}", where=where)
     model_raw, device_raw = raw["model"].strip(), raw["device"].strip()
+    model, device = model_name(model_raw) or model_raw, device_name(device_raw) or device_raw
     named = checkpoint_format(model_raw) or "bf16"      # a quantised checkpoint's name states its format
     given = {k: (raw.get(k) or "").strip() for k in ("weight_format", "kv_format", "compute_format")}
     weight = given["weight_format"] or named
     fmts = {"weight_format": weight, "kv_format": given["kv_format"] or checkpoint_kv_format(model_raw) or "bf16",
-            "compute_format": given["compute_format"] or (named if weight == named else "bf16")}
+            "compute_format": given["compute_format"] or (named if weight == named and _native(device, named)
+                                                          else "bf16")}
     for key, value in fmts.items():
         _name({key: value}, key, where, get_format)
-    model, device = model_name(model_raw) or model_raw, device_name(device_raw) or device_raw
     draft = (raw.get("draft") or "none").strip()
     split = (raw.get("split") or "test").strip()
     if split not in SPLITS:

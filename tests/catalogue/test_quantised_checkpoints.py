@@ -85,8 +85,8 @@ def test_any_catalogue_model_with_a_quantisation_suffix_resolves_to_itself(key, 
     assert checkpoint_format(name) == QUANT_SUFFIXES[suffix]
 
 
-def _row(model, weight="", kv="", compute=""):
-    text = HEADER + f"s,B200,{model},max_output_throughput,1000,tok/s,{weight},{kv},{compute}\n"
+def _row(model, weight="", kv="", compute="", device="B200"):
+    text = HEADER + f"s,{device},{model},max_output_throughput,1000,tok/s,{weight},{kv},{compute}\n"
     return parse_measurements(text, "demo.csv")[0]
 
 
@@ -98,6 +98,16 @@ def test_a_row_naming_a_quantised_checkpoint_takes_its_format_where_it_states_no
     m = _row("amd/Llama-3.3-70B-Instruct-FP8-KV")
     assert (m.weight_format, m.compute_format, m.kv_format) == ("fp8", "fp8", "fp8")
     assert _row("amd/Llama-3.3-70B-Instruct-FP8-KV", kv="bf16").kv_format == "bf16"
+
+
+def test_a_device_without_the_format_computes_weight_only():
+    # NVFP4 on Hopper and FP8 on Ampere have no tensor-core path: the weights keep the format, compute is bf16
+    m = _row("nvidia/Llama-3.3-70B-Instruct-FP4", device="H100")
+    assert (m.weight_format, m.compute_format) == ("fp4", "bf16")
+    m = _row("nvidia/Llama-3.1-8B-Instruct-FP8", device="A100")
+    assert (m.weight_format, m.compute_format) == ("fp8", "bf16")
+    assert _row("nvidia/Llama-3.1-8B-Instruct-FP8", device="H100").compute_format == "fp8"
+    assert _row("nvidia/Llama-3.1-8B-Instruct-FP8", device="acme-x1").compute_format == "bf16"   # unknown device
 
 
 def test_stated_formats_win_and_plain_names_keep_the_defaults():
