@@ -11,7 +11,9 @@ device that computes in it natively, and an ``-FP8-KV`` one the KV format:
 ``percentile`` (of a latency: mean, 50, 90 or 99, default 50), ``ttft_limit_s`` and ``tpot_limit_s`` (p99 limits
 a throughput was measured under), ``draft`` (default none), ``gamma``, ``split`` (``train``, ``test`` or
 ``check``: an independent check, never fitted, not even with ``--all-rows``; default test), ``notes``, ``pp``,
-``ep``, ``dp`` (pipeline, expert and data parallel degrees, default 1), ``scenario``
+``ep``, ``dp`` (pipeline, expert and data parallel degrees, default 1; a row stating ``gpus`` and none of
+``tp``, ``pp``, ``ep``, ``dp`` runs the smallest power-of-two tp that holds the weights:
+:mod:`sweepkit.validation.assumed_tp`), ``scenario``
 (the benchmark's load, as the source words it), ``lever`` and ``pair_id`` (a lever ending ``:with`` or
 ``:without``; rows of one measured pair share a ``pair_id``, several separated by ``;``).
 docs/validation.md describes every column.
@@ -46,6 +48,7 @@ from sweepkit.catalogue import get_device, get_draft, get_format, get_model
 from sweepkit.catalogue.aliases import checkpoint_format, checkpoint_kv_format
 from sweepkit.errors import InputError, bad_value
 from sweepkit.validation.aliases import device_name, model_name
+from sweepkit.validation.assumed_tp import assumed_tp
 
 REQUIRED = ("source", "device", "model", "metric", "value", "unit")
 OPTIONAL = ("url", "framework", "tp", "gpus", "weight_format", "kv_format", "compute_format", "batch",
@@ -269,6 +272,9 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
         raise bad_value("split", split, "train, test or check", where=where)
     tp = _int(raw, "tp", where, 1)
     gpus = _int(raw, "gpus", where, tp)
+    laid = any((raw.get(k) or "").strip() for k in ("tp", "pp", "ep", "dp"))
+    if not laid and gpus > 1:            # GPUs without a layout: the smallest TP that holds the weights
+        tp = assumed_tp(model, device, fmts["weight_format"], gpus)
     value = _value(raw, where)
     factor = UNITS[metric][unit]
     m = Measurement(
