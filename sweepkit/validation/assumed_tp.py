@@ -12,7 +12,7 @@ stages, H the model's attention heads, W(t) the weight bytes one GPU holds at te
 (:func:`sweepkit.costmodel.layout.per_gpu_weight_bytes`, the row's weight format), M the device's HBM and
 u = 0.9 its usable share (:data:`sweepkit.costmodel.memory.MEM_UTIL`, the bound the serving cluster checks).
 Where nothing fits (or the model or device is unknown) the row keeps tp = 1 and is reported with the
-cluster's reason. NVIDIA's MLPerf Llama-2-70B FP8 runs come out as published: TP2 on an H100 (70.0 GB at
+cluster's reason. NVIDIA's MLPerf Llama-2-70B FP8 runs come out as published: TP2 on an H100 (69.0 GB at
 TP1 against 0.75 x 72 GB), TP1 on an H200.
 
 Example:
@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from sweepkit.catalogue import get_format
+from sweepkit.catalogue import get_device, get_format, get_model
 from sweepkit.costmodel.layout import per_gpu_weight_bytes
 from sweepkit.costmodel.memory import MEM_UTIL
 from sweepkit.errors import InputError
@@ -34,8 +34,6 @@ KV_SHARE_KEPT = 0.75
 def assumed_tp(model: str, device: str, weight_format: str, gpus: int, pp: int = 1) -> int:
     """The smallest power-of-two tp (module docstring) for ``model`` in ``weight_format`` on ``gpus`` GPUs of
     ``device`` in ``pp`` stages; 1 where none fits or a name is unknown."""
-    from sweepkit.catalogue import get_device, get_model
-
     try:
         target, dev = get_model(model), get_device(device)
         w = get_format(weight_format).bytes_per_value
