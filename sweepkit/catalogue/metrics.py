@@ -1,6 +1,6 @@
 """The serving metrics, named once: short name, source column, unit, which direction is better.
 
-The lever matrix (``sweepkit/queries/matrix.sql``), the explorer query, the report's charts and
+The lever matrix (``queries/matrix.sql``), the explorer query, the report's charts and
 docs/serving.md all take a metric's name, unit and direction from here; the warehouse's long-format
 ``capacity_long`` macro is generated from :data:`METRICS` (:func:`values_sql`), so a metric added here
 reaches every query without a second list to keep in step.

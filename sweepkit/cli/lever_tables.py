@@ -62,7 +62,7 @@ def _share(row: dict) -> float | None:
 def lever_cells(table: pa.Table, device: str) -> dict[str, dict[str, dict[str, tuple[str, str | None]]]]:
     """The long matrix's rows of one device as lever -> workload -> metric -> (cell text, verdict).
 
-    Levers and workloads keep the matrix's order (sweepkit/queries/matrix.sql); metrics are the six.
+    Levers and workloads keep the matrix's order (queries/matrix.sql); metrics are the six.
     """
     out: dict[str, dict[str, dict[str, tuple[str, str | None]]]] = {}
     for row in table.to_pylist():
@@ -93,7 +93,7 @@ def render(table: pa.Table, device: str, lever: str | None = None, console=None)
     """Print one rich table per lever (or the one ``lever``) for ``device``, then the legend; returns the count.
 
     Args:
-      table: the long matrix (sweepkit/queries/matrix.sql's columns).  device: the device shown.
+      table: the long matrix (queries/matrix.sql's columns).  device: the device shown.
       lever: only this lever (None: every lever).  console: a rich Console (default: stdout).
     """
     from rich.console import Console
@@ -152,7 +152,7 @@ def reference_device(grid_toml: str | None, devices: list[str]) -> str | None:
 
 
 def render_best(best: pa.Table, device: str, console=None) -> None:
-    """The best lever per workload on ``device`` (sweepkit/queries/best_lever.sql), in a few columns."""
+    """The best lever per workload on ``device`` (queries/best_lever.sql), in a few columns."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

@@ -1,4 +1,4 @@
-"""``sweepkit query NAME``: run a report from sweepkit/queries/ (no NAME: list them)."""
+"""``sweepkit query NAME``: run a report from queries/ (no NAME: list them)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sweepkit.cli.common import emit, format_option, open_warehouse, parse_param
 @warehouse_option
 @format_option
 def query(name: str | None, params: tuple[str, ...], warehouse: str | None, fmt: str) -> None:
-    """Run the report NAME (one of sweepkit/queries/, or a path to a .sql file); without NAME, list the reports.
+    """Run the report NAME (one of queries/, or a path to a .sql file); without NAME, list the reports.
 
     Values: numbers, true/false, null, or text (run ids, device names). 'latest' for run_id means the newest
     committed decode run.

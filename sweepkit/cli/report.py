@@ -20,7 +20,7 @@ def report(out_dir: str, no_png: bool, warehouse: str | None, fmt: str) -> None:
 
     Charts: speed-up against batch with break-even and the verify bound; the bound regime map and the
     speed-up map over alpha x gamma; the lever matrix; an explorer of any two metrics; the mechanism
-    trace. Each is a query in sweepkit/queries/report_*.sql; a chart without data (no serving run, no
+    trace. Each is a query in queries/report_*.sql; a chart without data (no serving run, no
     trace) is a panel naming the command that fills it. Prints the files written.
 
     \b

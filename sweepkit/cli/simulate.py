@@ -230,7 +230,7 @@ def simulate(grid: str, warehouse: str | None, parquet_uri: str | None, force: b
 @format_option
 def matrix(warehouse: str | None, run_id: str, device: str | None, lever: str | None, long: bool,
            fmt: str) -> None:
-    """Print the lever matrix of a serving run from the warehouse (sweepkit/queries/matrix.sql).
+    """Print the lever matrix of a serving run from the warehouse (queries/matrix.sql).
 
     For people (--format table): per lever, a table of workloads x metrics for one device, each cell the
     change from the baseline with its caveat marks (+27% α), ✓ better / ✗ worse beyond ±2%, coloured on a

@@ -1,6 +1,6 @@
 """A plan into the warehouse: one ``plan`` run whose ``plan`` table holds every simulated configuration
 (the ``contract_plan`` columns of sweepkit/store/schema.sql), read through the ``v_plan`` feed view and
-``sweepkit/queries/plan_frontier.sql``."""
+``queries/plan_frontier.sql``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``sweepkit report``: one self-contained HTML file (scripts and data inlined) plus a PNG per chart.
 
-Every chart is built from the warehouse by one query in ``sweepkit/queries/`` (``report_*.sql``) and drawn by one
+Every chart is built from the warehouse by one query in ``queries/`` (``report_*.sql``) and drawn by one
 function of :mod:`sweepkit.report.charts` (Altair / Vega-Lite). The HTML inlines the Vega, Vega-Lite and
 Vega-Embed scripts (``vl_convert.javascript_bundle``) and every chart's spec with its data, so it opens with
 no network; the PNGs are rendered by vl-convert from the same specs. A section whose data is missing (no
@@ -59,7 +59,7 @@ SECTIONS = (
             "report_matrix", charts.lever_matrix, SERVING_HINT),
     Section("best", "Best lever per workload",
             "For each workload and device, the lever with the most goodput per GPU at capacity, its gain over the "
-            "baseline and its cost per million tokens (sweepkit/queries/best_lever.sql).",
+            "baseline and its cost per million tokens (queries/best_lever.sql).",
             "best_lever", charts.best_lever, SERVING_HINT),
     Section("explorer", "Explorer",
             "Any two metrics: one point per device x lever x workload (the baseline included).",
@@ -206,7 +206,7 @@ def _build(warehouse, out_dir: str | Path, *, png: bool, progress: Callable[[int
         "<h1>sweepkit report</h1>"
         f"<p class='note'>Which inference lever helps which workload, on which hardware, at what cost. "
         f"Built {stamp} from <code>{html.escape(str(warehouse.root))}</code>; every chart is a query in "
-        f"<code>sweepkit/queries/report_*.sql</code>. Speculative acceptance α is assumed, not measured.</p>"
+        f"<code>queries/report_*.sql</code>. Speculative acceptance α is assumed, not measured.</p>"
         + "".join(parts)
         + f"<section><h2>Runs in the warehouse</h2>{runs}</section>"
         f"<script type='application/json' id='sweepkit-specs'>{payload}</script>"

@@ -1,6 +1,6 @@
 """The report's charts as Altair (Vega-Lite) specifications, one function per chart, rows in -> chart out.
 
-Every function takes the rows of its query (``sweepkit/queries/report_*.sql``, a list of dicts) and returns an
+Every function takes the rows of its query (``queries/report_*.sql``, a list of dicts) and returns an
 ``alt.Chart`` (or layered / concatenated chart) with the data inlined, so the spec renders anywhere with no
 network. Colours mean the same thing everywhere: bound memory blue, power orange, compute red; verdict
 better green, worse red, same grey.

@@ -1,5 +1,5 @@
 """The report's plan chart: the simulated configurations of the latest plan run, objective against TTFT p99
-and TPOT p99, frontier points filled (rows of ``sweepkit/queries/report_plan.sql``)."""
+and TPOT p99, frontier points filled (rows of ``queries/report_plan.sql``)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ draw changes only Policy and Instance data, :class:`sweepkit.serving.config.Draw
 * ``price`` rescales the cost after the run; a table with ``price`` alone simulates nothing.
 
 With a zero-width range every draw equals its point (the same lanes run on the same data).
-The rows go to the ``serving_draws`` table; ``sweepkit/queries/matrix.sql`` turns them into the share of
+The rows go to the ``serving_draws`` table; ``queries/matrix.sql`` turns them into the share of
 draws in which a lever is better, worse or the same as the baseline.
 """
 

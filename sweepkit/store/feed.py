@@ -12,8 +12,8 @@ table whose columns changed), the view is created EMPTY with the promised column
 query never fails on a missing column: it sees no rows. A source is test-bound on a scratch in-memory
 database holding empty copies of the tables, so a failing view never aborts the caller's transaction.
 
-``v_matrix`` is the output of ``sweepkit/queries/matrix.sql`` over the latest serving run, ``v_validation_pairs``
-that of ``sweepkit/queries/validation_pairs.sql`` over the latest validation run (their header defaults are
+``v_matrix`` is the output of ``queries/matrix.sql`` over the latest serving run, ``v_validation_pairs``
+that of ``queries/validation_pairs.sql`` over the latest validation run (their header defaults are
 inlined as literals, since a view takes no parameters).
 """
 
@@ -180,7 +180,7 @@ _PARAM = re.compile(r"\$(\w+)\b")
 
 
 def matrix_source(name: str = "matrix") -> str | None:
-    """``sweepkit/queries/<name>.sql`` with its header defaults inlined as SQL literals; None without the file."""
+    """``queries/<name>.sql`` with its header defaults inlined as SQL literals; None without the file."""
     from sweepkit.errors import InputError
     from sweepkit.store.queries import load_query
 

@@ -1,4 +1,4 @@
-"""SQL reports: one ``sweepkit/queries/<name>.sql`` per report, its header documents and parameterises it.
+"""SQL reports: one ``queries/<name>.sql`` per report, its header documents and parameterises it.
 
 Header convention (comment lines before the SQL; docs/warehouse.md has a full example)::
 
@@ -20,8 +20,9 @@ A default is ``null``, ``true``/``false``, a number, ``'quoted text'`` or a bare
 bound by DuckDB's named-parameter binding (``$name``), never by string formatting; every declared parameter
 is bound, so the SQL must use each one. ``latest`` is plain text the SQL resolves itself (against ``runs``).
 
-The query files are package data of :mod:`sweepkit.queries` (declared in ``pyproject.toml``), read through
-:mod:`importlib.resources`, so an installed wheel needs no checkout.
+The query files live in the project's top-level ``queries/`` folder, which ``pyproject.toml`` ships as the
+package :mod:`sweepkit.queries` (its SQL declared package data); they are read through :mod:`importlib.resources`,
+so an installed wheel needs no checkout.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Mechanism traces into the warehouse: the ``trace_steps`` table (contract in sweepkit/store/schema.sql).
 
 A trace run holds both modes of one :class:`~sweepkit.trace.scheduler.Scenario` (``plain``, then
-``speculative``); ``sweepkit/queries/trace_summary.sql`` turns it into tokens per pass and TTFT/TPOT p99.
+``speculative``); ``queries/trace_summary.sql`` turns it into tokens per pass and TTFT/TPOT p99.
 """
 
 from __future__ import annotations

@@ -65,15 +65,42 @@ def test_no_symlinks_in_the_package():
     assert not links, f"symlinks under sweepkit/: {links}"
 
 
+SETUPTOOLS = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def _package_folders() -> dict[str, Path]:
+    """Each package of the project and its folder: those under sweepkit/, and those pyproject maps elsewhere
+    (the report SQL in the top-level queries/ folder ships as sweepkit.queries)."""
+    folders = {".".join(("sweepkit",) + p.parent.relative_to(PACKAGE).parts): p.parent for p in PACKAGE.rglob("__init__.py")}
+    for name, where in SETUPTOOLS.get("package-dir", {}).items():
+        folders[name] = PACKAGE.parent / where
+    return folders
+
+
+def test_every_package_is_listed():
+    """pyproject lists the packages by hand (a mapped folder rules out discovery): a package folder missing from
+    the list would be left out of the wheel, a listed one without a folder would fail the build."""
+    assert sorted(SETUPTOOLS["packages"]) == sorted(_package_folders())
+
+
+def test_the_queries_folder_ships_as_sweepkit_queries():
+    import sweepkit.queries
+
+    assert Path(sweepkit.queries.__file__).resolve().parent == (PACKAGE.parent / "queries").resolve()
+    assert not (PACKAGE / "queries").exists(), "sweepkit/queries/ would shadow the mapped top-level queries/ folder"
+
+
 def test_every_data_file_is_declared_package_data():
-    """A file under sweepkit/ that is not Python must match a ``[tool.setuptools.package-data]`` pattern of
+    """A file in a package's folder that is not Python must match a ``[tool.setuptools.package-data]`` pattern of
     its own package, or a wheel would silently leave it out."""
-    declared = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    declared = SETUPTOOLS["package-data"]
+    owner = {folder: package for package, folder in _package_folders().items()}
     missing = []
-    for path in PACKAGE.rglob("*"):
-        if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
-            continue
-        package = ".".join(("sweepkit",) + path.parent.relative_to(PACKAGE).parts)
-        if not any(fnmatch.fnmatch(path.name, pat) for pat in declared.get(package, [])):
-            missing.append(str(path.relative_to(PACKAGE)))
+    for folder in owner:
+        for path in folder.rglob("*"):
+            if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+                continue
+            package = owner.get(path.parent)       # a file in a folder that is no package is never shipped
+            if package is None or not any(fnmatch.fnmatch(path.name, pat) for pat in declared.get(package, [])):
+                missing.append(str(path.relative_to(PACKAGE.parent)))
     assert not missing, f"not declared as package data in pyproject.toml: {missing}"

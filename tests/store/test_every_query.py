@@ -1,4 +1,4 @@
-"""Every report in sweepkit/queries/ on one small real warehouse: its declared key is unique, its columns are
+"""Every report in queries/ on one small real warehouse: its declared key is unique, its columns are
 the documented ones, and every categorical column takes only the values its header lists.
 
 The warehouse holds what the reports read: a decode run (two gammas, two batches, i.i.d. and decaying

@@ -127,7 +127,7 @@ def test_export_to_stdout_and_bad_view(wh):
 
 
 def test_v_matrix_is_matrix_sql_with_its_defaults_inlined(wh, tmp_path, monkeypatch):
-    """v_matrix runs sweepkit/queries/matrix.sql (header defaults inlined); a matrix.sql that does not bind leaves
+    """v_matrix runs queries/matrix.sql (header defaults inlined); a matrix.sql that does not bind leaves
     the view empty with its promised columns instead of failing the commit."""
     import sweepkit.store.queries as queries_mod
     from sweepkit.store.feed import create_feed_views

@@ -1,4 +1,4 @@
-"""Every report in sweepkit/queries/ on a small real warehouse (grids/seed.toml and grids/leviathan.toml via the engine)."""
+"""Every report in queries/ on a small real warehouse (grids/seed.toml and grids/leviathan.toml via the engine)."""
 
 from __future__ import annotations
 
