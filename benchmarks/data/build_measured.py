@@ -36,7 +36,11 @@ Each row becomes one row of sweepkit's measurement format (docs/validation.md):
   a lever pair;
 - several inputs: each input's rows (its prefill node tests last) follow the previous input's, so the rows of
   the first input keep their row numbers; benchmarks/data/measurements-blackwell-moe.csv is the second input
-  of the shipped corpus, benchmarks/data/measurements-amd.csv the third.
+  of the shipped corpus, benchmarks/data/measurements-amd.csv the third;
+- an input whose header is sweepkit's own measurement format (the columns of measured.csv) is copied as it is,
+  its split included, less the excluded releases, after its rows pass the format's checks:
+  benchmarks/data/measurements-mlperf-v4.csv (MLPerf Inference v4.0 / v4.1 Llama-2-70B results, split test)
+  is the fourth input.
 """
 
 from __future__ import annotations
@@ -44,12 +48,13 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import io
 import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-from sweepkit.validation.measurements import OPTIONAL, REQUIRED
+from sweepkit.validation.measurements import OPTIONAL, REQUIRED, parse_measurements
 
 EXCLUDE = (re.compile(r"tensorrt-llm v?1\.\d", re.I), re.compile(r"mlperf.*v5", re.I), re.compile(r"inferencex", re.I))
 """Framework or source text that keeps a row out (TensorRT-LLM >= 1.0, MLPerf v5.x, InferenceX)."""
@@ -257,6 +262,20 @@ def convert(r: dict) -> tuple[dict | None, str]:
     return out, ""
 
 
+def passed_through(part: list[dict], path: str, dropped: Counter) -> list[dict]:
+    """The rows of an input already in sweepkit's measurement format (its header is the format's columns), as
+    they are, less the excluded releases; every row must pass the format's checks (a bad one stops the build
+    with its one-line error)."""
+    keep = [r for r in part if not any(p.search(r["framework"]) or p.search(r["source"]) for p in EXCLUDE)]
+    dropped["TensorRT-LLM >= 1.0, MLPerf v5.x or InferenceX"] += len(part) - len(keep)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(keep)
+    parse_measurements(buf.getvalue(), path)
+    return keep
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("measurements", nargs="+", help="measurement CSVs (the columns in this script's docstring)")
@@ -265,8 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     rows, kept, dropped = [], [], Counter()
     for path in args.measurements:
         with open(path, newline="", encoding="utf-8") as f:
-            part = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            part = list(reader)
         rows += part
+        if set(reader.fieldnames or ()) == set(COLUMNS):
+            kept += passed_through(part, path, dropped)
+            continue
         here, nodes = [], []
         for r in part:
             out, why = convert(r)

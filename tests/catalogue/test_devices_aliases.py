@@ -7,7 +7,7 @@ from sweepkit.catalogue import device_key, device_names, get_device, get_draft, 
 from sweepkit.costmodel.arrays import device_arrays
 from sweepkit.errors import InputError
 
-NEW = ["GB200", "GB300", "B300", "MI325X", "MI355X", "RTX-PRO-6000", "L40S", "GH200", "H800"]
+NEW = ["GB200", "GB300", "B300", "MI325X", "MI355X", "RTX-PRO-6000", "L40S", "GH200", "GH200-144GB", "H800"]
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -35,6 +35,8 @@ def test_new_devices_have_sources_and_dense_flops(name):
     # L40S datasheet: 362.05 TF bf16 dense, 864 GB/s, 48 GB, 350 W.
     ("L40S", 362.05, 0.864, 48, 350, 8, 200),
     ("GH200", 989, 4.0, 96, 1000, 1, 400),
+    # GH200 datasheet, HBM3e variant: the same H100 tensor cores with 144 GB at 4.9 TB/s.
+    ("GH200-144GB", 989, 4.9, 144, 1000, 1, 400),
     ("H800", 989, 3.35, 80, 700, 8, 400),
 ])
 def test_datasheet_figures(name, bf16_tflops, hbm_tb_s, hbm_gb, tdp_w, domain, scaleout_gbit):
@@ -73,7 +75,8 @@ def test_device_arrays_carry_the_domain_fields():
     ("H100 SXM", "H100"), ("H100 SXM (80GB HBM3)", "H100"), ("h100-sxm5-80gb", "H100"),
     ("H200 (141GB HBM3; doc says 131GB)", "H200"), ("GB200 NVL72", "GB200"), ("B200 (HGX)", "B200"),
     ("A100-SXM4-80GB", "A100"), ("A100 (80GB)", "A100"), ("RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000"),
-    ("GH200 (480GB)", "GH200"), ("gb300", "GB300"), ("AMD Instinct MI355X", "MI355X"),
+    ("GH200 (480GB)", "GH200"), ("GH200 144GB HBM3e", "GH200-144GB"),
+    ("GH200-GraceHopper-Superchip_GH200-144GB_aarch64x1", "GH200-144GB"), ("gb300", "GB300"), ("AMD Instinct MI355X", "MI355X"),
     ("H100 (80GB), 8 per node, InfiniBand", "H100"),
 ])
 def test_device_spellings(spelling, key):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import re
+from pathlib import Path
 
 import pytest
 
@@ -43,11 +45,12 @@ def test_corpus_rows_cite_public_sources_and_leave_out_later_releases():
     for r in rows:
         assert r["source"] and r["url"].startswith("https://"), r
         text = (r["source"] + r["framework"]).lower()
-        assert "mlperf" not in text and "inferencex" not in text
+        assert not re.search(r"mlperf.*v5", text) and "inferencex" not in text
         assert not any(f"tensorrt-llm v1.{k}" in text for k in range(10)), r["framework"]
         assert "/work/" not in ",".join(r.values())
     assert {r["split"] for r in rows} == {"train", "test", "check"}
     assert {r["split"] for r in rows if "-staging" in r["framework"]} == {"check"}
+    assert {r["split"] for r in rows if r["source"].startswith("mlperf-inference-v4")} == {"test"}
     v17 = {r["split"] for r in rows if r["source"] == "trtllm-perf-overview-v0.17"}
     v20 = {r["split"] for r in rows if r["source"] == "trtllm-perf-overview-v0.20"}
     assert v17 == {"train"} and v20 == {"test"}
@@ -186,3 +189,22 @@ def test_builder_writes_several_inputs_in_order_and_maps_amd_devices(tmp_path):
     only_first = tmp_path / "first.csv"
     assert _builder().main([str(first), "--out", str(only_first)]) == 0
     assert out.read_text().startswith(only_first.read_text())
+
+
+def test_builder_copies_an_input_in_sweepkits_own_format_and_checks_its_rows(tmp_path):
+    """benchmarks/data/measurements-mlperf-v4.csv is such an input: its rows arrive as written (split included),
+    an MLPerf v5.x row is left out, and a bad row stops the build with the format's one-line error."""
+    own = tmp_path / "own.csv"
+    mlperf = (Path(__file__).resolve().parents[2] / "benchmarks/data/measurements-mlperf-v4.csv").read_text()
+    head, first = mlperf.splitlines()[:2]
+    v5 = first.replace("mlperf-inference-v4.1", "mlperf-inference-v5.0")
+    own.write_text("\n".join([head, first, v5]) + "\n")
+    out = tmp_path / "out.csv"
+    assert _builder().main([str(own), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 1 and rows[0] == next(csv.DictReader(io.StringIO(head + "\n" + first + "\n")))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([head, first.replace(",tok/s,", ",furlongs,", 1)]) + "\n")
+    with pytest.raises(InputError) as exc:
+        _builder().main([str(bad), "--out", str(out)])
+    assert str(exc.value).startswith(f"{bad} row 1 (line 2): unit = 'furlongs' is not allowed")
