@@ -26,11 +26,11 @@ from sweepkit.catalogue import get_format
 from sweepkit.costmodel.layout import INTERCONNECTS
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import number, string
-from sweepkit.serving.engine import CHUNKED, DECODE_PRIORITY, LEAST_LOADED, PREFILL_PRIORITY, SESSION
+from sweepkit.serving.engine import CHUNKED, DECODE_PRIORITY, LEAST_LOADED, LEAST_OUTSTANDING, PREFILL_PRIORITY, SESSION
 
 _INT = (1, 1 << 20)
 _CODES = {"prefill-priority": PREFILL_PRIORITY, "decode-priority": DECODE_PRIORITY, "chunked": CHUNKED,
-          "least-loaded": LEAST_LOADED, "session": SESSION}
+          "least-loaded": LEAST_LOADED, "session": SESSION, "least-outstanding": LEAST_OUTSTANDING}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +98,7 @@ FIELDS: tuple[LeverField, ...] = (
     F("preemption", "choice", lambda c, r: "recompute", choices=("recompute", "swap"), policy="swap",
       encode=lambda v, s: _f64(s.kv == "paged" and v == "swap")),
     F("prefix_caching", "bool", lambda c, r: False, policy="prefix", encode=lambda v, s: _f64(v)),
-    F("router", "choice", lambda c, r: "least-loaded", choices=("least-loaded", "session"), policy="router",
+    F("router", "choice", lambda c, r: "least-loaded", choices=("least-loaded", "session", "least-outstanding"), policy="router",
       encode=_code),
     # number formats: priced through the replica and its KV capacity
     F("weight_format", "format", lambda c, r: c.weight_format),
@@ -153,6 +153,9 @@ def resolve(cluster, lever) -> Settings:
         value = getattr(lever, f.key)
         keep = value is None or (f.disagg_only and got["mode"] != "disagg")
         got[f.key] = f.default(cluster, got) if keep else value
+        if not keep and f.kind == "choice" and value not in f.choices:    # a Lever built in Python skips parse_field
+            raise InputError(f"lever {lever.name!r}: {f.key} = {value!r} is not allowed; expected one of "
+                             f"{', '.join(f.choices)}")
     return Settings(**got, total_instances=got["instances"] + got["prefill_instances"])
 
 

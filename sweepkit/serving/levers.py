@@ -13,7 +13,7 @@ optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
 * KV memory: ``kv`` = reserved | paged, ``preemption`` = recompute | swap, ``prefix_caching`` = true | false;
 * formats: ``weight_format``, ``kv_format``, ``compute_format`` (bf16, or the weight format: W8A8, W4A4);
 * speculation: ``draft`` (none, mtp or a catalogue model), ``gamma``, ``alpha`` (assumed, not measured);
-* routing: ``router`` = least-loaded | session;
+* routing: ``router`` = least-loaded | session | least-outstanding;
 * disaggregation: ``mode`` = colocated | disagg, ``prefill_instances`` and ``prefill_tp`` (the prefill
   pool, with ``prefill_ep`` and ``prefill_dp``; ``instances``, ``tp``, ``ep``, ``dp`` are then the decode
   pool), ``handoff`` = pull | push (pull, the default:

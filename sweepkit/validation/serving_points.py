@@ -13,7 +13,11 @@ without a rate (MLPerf Server) the value is lambda* x output, lambda* the highes
 
 The scheduler is assumed, not measured (the sources do not state it): paged KV, mixed (chunked) batches of
 at most :data:`TOKEN_BUDGET` tokens, at most :data:`MAX_BATCH` running requests per instance, the device's
-per-pass overhead as the step overhead.
+per-pass overhead as the step overhead, and arrivals sent to the instance holding the fewest requests in any
+phase (``router = "least-outstanding"``: a load balancer in front of replicas sees each request until it
+ends; the lever matrix's reference router leaves prompts mid-prefill out of the count, which piles arrivals
+onto the replicas that are prefilling: 8 x TP1 H200 under MLPerf's Server limits met them at 0.62 of the
+rate one replica alone met per GPU).
 
 Target passes are priced by the row's efficiency profile (:func:`engine_profile`: the one given where it names
 the row's framework or none, else the fitted profile shipped for the row's framework; "reference" or a
@@ -128,7 +132,7 @@ def point_config(m: Measurement, max_batch: int = MAX_BATCH, profile: Profile | 
         devices=[m.device], **extra)
     cluster = dataclasses.replace(cluster, profile=profile)
     lever = Lever(name="measured", description="the measured system's layout and formats", kv="paged",
-                  batching="chunked")
+                  batching="chunked", router="least-outstanding")
     return cluster, Config(device=m.device, lever=lever)
 
 

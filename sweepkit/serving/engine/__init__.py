@@ -10,10 +10,10 @@ Example:
 
 from sweepkit.serving.engine.loop import MISS_SHARE, simulate
 from sweepkit.serving.engine.state import CHUNKED, COLOCATED, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, \
-    PREFILL_POOL, PREFILL_PRIORITY, SESSION, Load, Policy, Requests, Shape, State, bin_centres_s
+    LEAST_OUTSTANDING, PREFILL_POOL, PREFILL_PRIORITY, SESSION, Load, Policy, Requests, Shape, State, bin_centres_s
 
 __all__ = [
     "simulate", "State", "Policy", "Requests", "Load", "Shape", "MISS_SHARE", "bin_centres_s",
-    "PREFILL_PRIORITY", "DECODE_PRIORITY", "CHUNKED", "LEAST_LOADED", "SESSION",
+    "PREFILL_PRIORITY", "DECODE_PRIORITY", "CHUNKED", "LEAST_LOADED", "SESSION", "LEAST_OUTSTANDING",
     "COLOCATED", "PREFILL_POOL", "DECODE_POOL",
 ]

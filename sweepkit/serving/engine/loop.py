@@ -25,8 +25,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from sweepkit.serving.engine.state import DECODE, DECODE_POOL, DECODE_PRIORITY, LEAST_LOADED, PREFILL_POOL, RESERVED, SWAPPED, Load, Policy, \
-    Requests, Shape, State, init_state
+from sweepkit.serving.engine.state import DECODE, DECODE_POOL, DECODE_PRIORITY, LEAST_OUTSTANDING, PREFILL, PREFILL_POOL, RESERVED, SESSION, \
+    SWAPPED, Load, Policy, Requests, Shape, State, init_state
 from sweepkit.serving.engine import minblocks
 from sweepkit.serving.engine.decode_run import finished_by, promoted_by
 from sweepkit.serving.engine.handoff import cut_plan, hand_off, start_transfers
@@ -87,12 +87,14 @@ def _fits_empty(pol: Policy, req: Requests, rid, inst):
 def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nxt: Arrival) -> State:
     """Route the pending arrival ``nxt`` (:func:`next_arrival`) where ``do``: the first turn of session a0,
     session b's next turn, or (``hand``) session h's request whose KV landed, to the least-loaded instance of
-    its pool."""
+    its pool (its load: queued + decoding, swapped and reserved rows; under LEAST_OUTSTANDING its prefilling
+    rows too)."""
     B, N, I, Q = shape.sessions, shape.requests, shape.instances, shape.queue
     t_arr, first, b, hand, h = nxt.t_s, nxt.first, nxt.b, nxt.hand, nxt.h
     session, rid = nxt.session, nxt.rid
     r = s.rows
-    rows = jnp.sum((r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED), axis=1)
+    held = (r.phase == DECODE) | (r.phase == SWAPPED) | (r.phase == RESERVED)
+    rows = jnp.sum(held | ((pol.router == LEAST_OUTSTANDING) & (r.phase == PREFILL)), axis=1)
     moved = promoted_by(s.plan, t_arr) - finished_by(s.plan, t_arr, jnp.zeros((I,), bool))   # plans not yet landed
     loads = (s.q_tail - s.q_head) + rows + moved.astype(rows.dtype)
     pool = jnp.where(hand, pol.role == DECODE_POOL, pol.role != DECODE_POOL)
@@ -100,7 +102,7 @@ def route(pol: Policy, req: Requests, load: Load, s: State, shape: Shape, do, nx
     least = jnp.argmin(loads).astype(jnp.int32)
     home = jnp.where(first | (nxt.home < 0), least, nxt.home)
     pulled = hand & (pol.pull > 0)        # its room is reserved on xfer_to: wake it, enqueue nothing
-    inst = jnp.where(pulled, nxt.xfer_to, jnp.where((pol.router == LEAST_LOADED) | hand, least, home))
+    inst = jnp.where(pulled, nxt.xfer_to, jnp.where((pol.router != SESSION) | hand, least, home))
     reject = do & ~hand & ~_fits_empty(pol, req, rid, inst)
     ok = do & ~reject
     enq = ok & ~pulled

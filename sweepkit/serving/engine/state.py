@@ -33,8 +33,10 @@ decode pool; a decode instance's room reserved for a prompt whose KV is crossing
 PREFILL_PRIORITY, DECODE_PRIORITY, CHUNKED = 0, 1, 2
 """Batching policies (``Policy.batching``)."""
 
-LEAST_LOADED, SESSION = 0, 1
-"""Routers (``Policy.router``)."""
+LEAST_LOADED, SESSION, LEAST_OUTSTANDING = 0, 1, 2
+"""Routers (``Policy.router``): the fewest queued + decoding rows (a prompt mid-prefill counts in neither); the
+first turn's instance for every turn of a session; the fewest requests held in any phase (queued, prefilling,
+decoding, swapped or reserved)."""
 
 COLOCATED, PREFILL_POOL, DECODE_POOL = 0, 1, 2
 """Instance roles (``Policy.role``): prefill and decode on one instance; a disaggregated prefill instance
@@ -87,7 +89,7 @@ class Policy:
       inst: the replica priced by :func:`sweepkit.costmodel.steps.step_cost`.  instances: replicas in use
       (<= the shape's; the rest never receive a request, so layouts of 1, 2 and 4 share a program).
       batching: PREFILL_PRIORITY, DECODE_PRIORITY or CHUNKED.  token_budget: tokens per prefill or mixed step.
-      batch_cap: rows per instance (rows still prefilling count).  router: LEAST_LOADED or SESSION.
+      batch_cap: rows per instance (rows still prefilling count).  router: LEAST_LOADED, SESSION or LEAST_OUTSTANDING.
       block_tokens: KV unit (1 = reserved whole sequences, 16 = paged blocks).  paged: grow rows block by
       block and preempt.  swap: preempt by swapping out (else recompute).  watermark_units: free units kept at
       admission.  kv_units: KV capacity per instance in units.  kv_token_bytes: KV bytes per token (target
