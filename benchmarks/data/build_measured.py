@@ -200,10 +200,18 @@ def prefill_node(r: dict, out: dict) -> str:
     return str(int(m.group(1)) // int(out["input_tokens"]))
 
 
+EXCLUDED = "TensorRT-LLM >= 1.0, MLPerf v5.x or InferenceX"
+
+
+def excluded(r: dict) -> bool:
+    """Whether a row's framework or source names a release kept out (:data:`EXCLUDE`)."""
+    return any(p.search(r["framework"]) or p.search(r["source"]) for p in EXCLUDE)
+
+
 def convert(r: dict) -> tuple[dict | None, str]:
     """One input row -> (output row or None, why it was left out)."""
-    if any(p.search(r["framework"]) or p.search(r["source"]) for p in EXCLUDE):
-        return None, "TensorRT-LLM >= 1.0, MLPerf v5.x or InferenceX"
+    if excluded(r):
+        return None, EXCLUDED
     notes = [r["notes"].strip()] if r["notes"].strip() else []
     out = {c: "" for c in COLUMNS}
     for k in ("source", "url", "framework", "scenario", "metric", "lever", "pair_id"):
@@ -266,8 +274,9 @@ def passed_through(part: list[dict], path: str, dropped: Counter) -> list[dict]:
     """The rows of an input already in sweepkit's measurement format (its header is the format's columns), as
     they are, less the excluded releases; every row must pass the format's checks (a bad one stops the build
     with its one-line error)."""
-    keep = [r for r in part if not any(p.search(r["framework"]) or p.search(r["source"]) for p in EXCLUDE)]
-    dropped["TensorRT-LLM >= 1.0, MLPerf v5.x or InferenceX"] += len(part) - len(keep)
+    keep = [r for r in part if not excluded(r)]
+    if len(keep) < len(part):
+        dropped[EXCLUDED] += len(part) - len(keep)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     w.writeheader()
