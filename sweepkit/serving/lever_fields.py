@@ -115,6 +115,12 @@ Settings.__doc__ = """A lever resolved over the cluster: every field of :data:`F
 lever's, else the default), and ``total_instances`` (the decode pool's, or colocated, plus the prefill pool's)."""
 
 
+def _check_choice(f: LeverField, value, where: str) -> None:
+    """One-line InputError unless ``value`` is one of choice field ``f``'s values."""
+    if value not in f.choices:
+        raise InputError(f"{where}: {f.key} = {value!r} is not allowed; expected one of {', '.join(f.choices)}")
+
+
 def parse_field(f: LeverField, raw: dict, where: str):
     """The lever's value of field ``f`` from a TOML table (None where absent); one-line InputError naming
     ``where``, the key, the value and what is allowed."""
@@ -122,8 +128,7 @@ def parse_field(f: LeverField, raw: dict, where: str):
         return None
     value = raw[f.key]
     if f.kind == "choice":
-        if value not in f.choices:
-            raise InputError(f"{where}: {f.key} = {value!r} is not allowed; expected one of {', '.join(f.choices)}")
+        _check_choice(f, value, where)
         return value
     if f.kind == "bool":
         if not isinstance(value, bool):
@@ -153,9 +158,8 @@ def resolve(cluster, lever) -> Settings:
         value = getattr(lever, f.key)
         keep = value is None or (f.disagg_only and got["mode"] != "disagg")
         got[f.key] = f.default(cluster, got) if keep else value
-        if not keep and f.kind == "choice" and value not in f.choices:    # a Lever built in Python skips parse_field
-            raise InputError(f"lever {lever.name!r}: {f.key} = {value!r} is not allowed; expected one of "
-                             f"{', '.join(f.choices)}")
+        if not keep and f.kind == "choice":        # a Lever built in Python skips parse_field
+            _check_choice(f, value, f"lever {lever.name!r}")
     return Settings(**got, total_instances=got["instances"] + got["prefill_instances"])
 
 
