@@ -64,3 +64,22 @@ def test_a_grid_horizon_and_min_sessions_shorten_every_workloads_runs(tmp_path):
     with pytest.raises(InputError, match=r"horizon = 0.5 is not allowed") as exc:
         load_serving_grid(bad)
     assert "\n" not in str(exc.value)
+
+
+def test_the_moe_exchange_lever_reaches_the_layout_and_needs_a_dep_layout():
+    # TensorRT-LLM's attention-DP MoE (all-gather + reduce-scatter) on 8 H200 as DEP8; FP8 tokens at 1 B a value
+    lever = parse_lever(dict(instances=3, tp=1, dp=8, ep=8, moe_exchange="gather"), "levers.toml [levers.x]", "x")
+    res = check(DS, Config("H200", lever), "levers.toml [levers.x]")
+    with jax.enable_x64(True):
+        lay = pool_layout(DS, Config("H200", lever), res)
+    assert (res.moe_exchange, float(lay.exchange), float(lay.dispatch_bytes)) == ("gather", 1.0, 1.0)
+    assert resolve(DS, parse_lever(dict(tp=1, dp=8, ep=8), "l", "y")).moe_exchange == "all-to-all"
+    with pytest.raises(InputError, match=r"levers.toml \[levers.z\]: moe_exchange = 'ring' is not allowed; "
+                                         r"expected one of all-to-all, gather") as exc:
+        parse_lever(dict(moe_exchange="ring"), "levers.toml [levers.z]", "z")
+    assert "\n" not in str(exc.value)
+    tp8 = parse_lever(dict(moe_exchange="gather"), "levers.toml [levers.w]", "w")
+    with pytest.raises(InputError, match=r"lever 'w' on H200: moe_exchange = 'gather' is not allowed with dp = 1, "
+                                         r"ep = \d+; .*expected dp > 1 and ep = tp x dp, or 'all-to-all'") as exc:
+        check(DS, Config("H200", tp8), "levers.toml [levers.w]")
+    assert "\n" not in str(exc.value)

@@ -73,6 +73,16 @@ INTERCONNECTS = {
 """Scale-out network per GPU: (bytes/s one direction, latency s). NVIDIA ConnectX-7/8 and ConnectX-6 product
 briefs (line rates); 10 us per message as :data:`sweepkit.serving.config.KV_LINK`."""
 DEFAULT_INTERCONNECT = "ib-ndr"
+EXCHANGES = ("all-to-all", "gather")
+"""How a DEP layout's MoE layer moves tokens to their experts and back: ``all-to-all`` (DeepEP-style dispatch
+and combine, SGLang's and vLLM's all-to-all backends, TensorRT-LLM's wide-EP all-to-all) or ``gather``
+(TensorRT-LLM's attention-DP MoE without an all-to-all backend: ``allgather`` of the quantized tokens, their
+scales and routing before the fused MoE, ``reducescatter`` of its output after it; tensorrt_llm/_torch/modules/
+fused_moe/fused_moe_cutlass.py, ``use_dp and parallel_size > 1``), priced by
+:func:`sweepkit.costmodel.moe_comm.ep_gather`."""
+NVFP4_BYTES = 0.5 + 1.0 / 16.0
+"""Bytes per value of an NVFP4 tensor: a 4-bit value plus one FP8 scale per 16 values (NVIDIA Transformer Engine
+docs, "NVFP4": 16-element blocks with an E4M3 scale)."""
 
 
 @jax.tree_util.register_dataclass
@@ -89,7 +99,9 @@ class Layout:
         replicas.  overlap: 1 with two-batch overlap, else 0.  moe_tp: GPUs sharing each expert, n / ep
         (n under attention DP with ep = 1: the gathered tensor-parallel MoE layer).  rank_budget: tokens one
         attention-DP rank schedules per step, N_tok / dp (inf: not bounded), the most prompt tokens the busiest
-        rank holds (:mod:`sweepkit.costmodel.rank_balance`).
+        rank holds (:mod:`sweepkit.costmodel.rank_balance`).  exchange: how a DEP layout (ep = n) moves tokens
+        to their experts: 0 dispatch and combine all-to-alls, 1 an all-gather of every rank's quantized tokens
+        and a reduce-scatter of the partial sums (:data:`EXCHANGES`).
     """
 
     dp: jax.Array
@@ -106,6 +118,7 @@ class Layout:
     overlap: jax.Array
     moe_tp: jax.Array
     rank_budget: jax.Array = float("inf")
+    exchange: jax.Array = 0.0
 
 
 def scale_up_domain(device: Device) -> int:
@@ -130,7 +143,7 @@ def kv_replicas(model: Model, tp: int) -> float:
 def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int = 1, imbalance: float | None = None,
                 compute_format: str = "bf16", gpus_per_node: int | None = None, interconnect: str | None = None,
                 redundant_experts: int = 0, two_batch_overlap: bool = False, token_budget: float | None = None,
-                dtype=None) -> Layout:
+                exchange: str = "all-to-all", dtype=None) -> Layout:
     """The :class:`Layout` of a replica (host values; :func:`check_layout` validates them first).
 
     Args:
@@ -140,6 +153,8 @@ def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int =
         device's scale-out network).  redundant_experts: R, expert replicas beyond the routed experts.
       two_batch_overlap: overlap the all-to-alls of two micro-batches with each other's compute.
       token_budget: N_tok, tokens the replica schedules per step (None: not bounded); each DP rank N_tok / dp.
+      exchange: a DEP layout's MoE exchange, one of :data:`EXCHANGES`; ``gather`` moves FP4 tokens at
+        :data:`NVFP4_BYTES` a value (quantized before the all-gather), FP8 at 1 B.
 
     Example:
       >>> from sweepkit.catalogue import get_device, get_model
@@ -150,14 +165,19 @@ def make_layout(device: Device, model: Model, tp: int, *, dp: int = 1, ep: int =
     domain = min(scale_up_domain(device), gpus_per_node or scale_up_domain(device))
     bw, lat = scale_out(device, interconnect)
     low = compute_format in ("fp8", "fp4", "nvfp4", "mxfp4")
+    if exchange not in EXCHANGES:
+        raise InputError(f"exchange = {exchange!r} is not allowed; expected one of {', '.join(EXCHANGES)}")
+    gather = exchange == "gather"
+    dispatch = (NVFP4_BYTES if gather and compute_format in ("fp4", "nvfp4", "mxfp4") else 1.0) if low else 2.0
     f = lambda x: jnp.asarray(x, dtype)  # noqa: E731
     return Layout(dp=f(dp), ep=f(ep), imbalance=f(IMBALANCE if imbalance is None else imbalance),
                   moe_layers=f(model.n_moe_layers if model.is_moe else 0), kv_replicas=f(kv_replicas(model, tp)),
-                  dispatch_bytes=f(1.0 if low else 2.0), combine_bytes=f(2.0), domain_gpus=f(domain),
+                  dispatch_bytes=f(dispatch), combine_bytes=f(2.0), domain_gpus=f(domain),
                   scale_out_bytes_per_s=f(bw), scale_out_latency_s=f(lat),
                   expert_slots=f(model.n_experts + redundant_experts), overlap=f(1.0 if two_batch_overlap else 0.0),
                   moe_tp=f(tp * dp / max(ep, 1)),
-                  rank_budget=f(float("inf") if token_budget is None else token_budget / dp))
+                  rank_budget=f(float("inf") if token_budget is None else token_budget / dp),
+                  exchange=f(1.0 if gather else 0.0))
 
 
 def check_layout(model: Model, device: Device, tp: int, dp: int, ep: int, where: str,

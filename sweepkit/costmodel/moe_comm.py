@@ -18,6 +18,10 @@ dispatch and 9 % for combine (within 3 % and 6 % from EP16 up); bytes and hops a
 every entry. Those fixed microseconds are the send and receive kernels, which occupy the GPU's SMs (the bytes in
 flight do not).
 
+DEP by all-gather and reduce-scatter (``exchange`` = 1, TensorRT-LLM's attention-DP MoE without an all-to-all
+backend): every GPU receives every rank's quantized tokens and returns partial sums for all of them, two ring
+passes of n - 1 steps over the mean rank's t tokens, no fixed call time (:func:`ep_gather`).
+
 Gathered MoE tensor parallelism (dp > 1, ep = 1): before each MoE layer the n GPUs all-gather every rank's
 t = T / n tokens (SGLang ``dp_gather``: an all-gather of the padded buffer in a decode step, an all-reduce of
 the zero-filled one, two ring passes, when the batch holds prompt tokens), after it they all-reduce the
@@ -142,19 +146,50 @@ def moe_gather(lay: Layout, dev: DeviceArrays, tokens_per_gpu: jax.Array, d_mode
     return bytes_ / bw + passes * steps * lat, bytes_
 
 
+def ep_gather(lay: Layout, dev: DeviceArrays, tokens_per_gpu: jax.Array, d_model: jax.Array):
+    """(seconds, bytes each GPU sends) of one expert-parallel MoE layer exchanged by an all-gather of every
+    rank's quantized tokens and a reduce-scatter of the experts' partial sums (``lay.exchange`` = 1; module
+    doc): two ring passes over the n = ep GPUs, the gather at ``dispatch_bytes`` a value, the reduce-scatter
+    at ``combine_bytes``, each of n - 1 steps of one rank's chunk t D b.
+
+        t = (n - 1) t D (b_d + b_c) / link + 2 (n - 1) lat      (the busiest expert rank's load is compute's)
+
+    Args:
+      lay: the layout (ep, dispatch_bytes, combine_bytes, the scale-up domain).  dev: the device.
+      tokens_per_gpu: t, the mean tokens of one rank (every rank receives all of them).  d_model: D.
+
+    Example:
+      DeepSeek-R1 NVFP4 DEP8 on B200 (NVLink 900 GB/s, 5 us a step), 384 decode rows a rank: 7 x 384 x 7,168 x
+      (0.5625 + 2) B = 49.4 MB per GPU: 54.9 us + 14 x 5 us = 124.9 us per MoE layer
+      (tests/costmodel/test_ep_gather.py).
+    """
+    n = lay.ep
+    across = n > lay.domain_gpus
+    bw = jnp.where(across, jnp.minimum(dev.link_bytes_per_s, lay.scale_out_bytes_per_s), dev.link_bytes_per_s)
+    lat = dev.link_latency_s + jnp.where(across, lay.scale_out_latency_s, 0.0)
+    steps = jnp.maximum(n - 1.0, 0.0)
+    bytes_ = steps * tokens_per_gpu * d_model * (lay.dispatch_bytes + lay.combine_bytes)
+    return bytes_ / bw + 2.0 * steps * lat, bytes_
+
+
 def moe_all_to_all(lay: Layout, dev: DeviceArrays, net: ModelArrays, tokens_per_gpu: jax.Array,
-                   extend: jax.Array = 0.0):
+                   extend: jax.Array = 0.0, mean_tokens_per_gpu: jax.Array | None = None):
     """(seconds, bytes sent by all GPUs per GPU) of one MoE layer's communication where dp > 1: its dispatch
-    and combine all-to-alls (ep = n), or its all-gather and combine (:func:`moe_gather`, ep = 1; ``extend``
-    1 where the pass holds prompt tokens)."""
+    and combine all-to-alls (ep = n), its all-gather and reduce-scatter (ep = n, ``lay.exchange`` = 1:
+    :func:`ep_gather` over ``mean_tokens_per_gpu``, default ``tokens_per_gpu``), or its all-gather and combine
+    (:func:`moe_gather`, ep = 1; ``extend`` 1 where the pass holds prompt tokens)."""
     k, d = net.experts_per_token, net.d_model
+    mean = tokens_per_gpu if mean_tokens_per_gpu is None else mean_tokens_per_gpu
     b_in = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.dispatch_bytes)
     b_out = all_to_all_bytes(lay, tokens_per_gpu, d, k, lay.combine_bytes)
     on = jnp.where(lay.dp > 1.0, 1.0, 0.0)
     t = all_to_all_s(lay, dev, b_in, DISPATCH_LATENCY_S) + all_to_all_s(lay, dev, b_out, COMBINE_LATENCY_S)
+    e_t, e_b = ep_gather(lay, dev, mean, d)
+    ex = lay.exchange > 0.0
+    t, b = jnp.where(ex, e_t, t), jnp.where(ex, e_b, b_in + b_out)
     g_t, g_b = moe_gather(lay, dev, tokens_per_gpu, d, extend)
     gathered = lay.moe_tp > 1.0
-    return on * jnp.where(gathered, g_t, t), on * jnp.where(gathered, g_b, b_in + b_out)
+    return on * jnp.where(gathered, g_t, t), on * jnp.where(gathered, g_b, b)
 
 
 def overlap_microbatches(lay: Layout | None, mb, tokens: jax.Array):

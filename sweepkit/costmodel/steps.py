@@ -174,13 +174,14 @@ def _slot_work(inst: Instance, work: Work, flops: jax.Array, bytes_: jax.Array):
     return pp, mb, (flops + d_f) / (mb * pp), (w_bytes + d_w) / pp + (bytes_ - w_bytes + d_o) / (mb * pp)
 
 
-def _all_to_all(inst: Instance, tokens_per_gpu: jax.Array, extend: jax.Array = 0.0):
+def _all_to_all(inst: Instance, tokens_per_gpu: jax.Array, extend: jax.Array = 0.0, mean_tokens_per_gpu=None):
     """(MoE layers priced by all-to-alls or gathers, seconds and bytes per GPU of one such layer); zeros without
-    a layout. ``extend``: 1 where the pass holds prompt tokens."""
+    a layout. ``extend``: 1 where the pass holds prompt tokens; ``mean_tokens_per_gpu``: what a gathered
+    exchange moves (:func:`sweepkit.costmodel.moe_comm.moe_all_to_all`)."""
     if inst.layout is None:
         return 0.0, 0.0, 0.0
     lay = inst.layout
-    t, b = moe_all_to_all(lay, inst.device, inst.target, tokens_per_gpu, extend)
+    t, b = moe_all_to_all(lay, inst.device, inst.target, tokens_per_gpu, extend, mean_tokens_per_gpu)
     return jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0), t, b
 
 
@@ -201,7 +202,7 @@ def _target(inst: Instance, work: Work, prefill: Work | None = None):
     slot = roofline(slot_flops, slot_bytes, dev, n, inst.compute_speedup, 0.0)
     size = work.tokens / mb * net.d_model * ACTIVATION_BYTES
     extend = jnp.where(prefill.tokens > 0.0, 1.0, 0.0)
-    a2a_layers, a2a_s, _ = _all_to_all(inst, busiest / (mb * n), extend)    # the busiest rank's sends
+    a2a_layers, a2a_s, _ = _all_to_all(inst, busiest / (mb * n), extend, work.tokens / (mb * n))  # busiest sends
     _, _, a2a_bytes = _all_to_all(inst, work.tokens / (mb * n), extend)          # the bytes all GPUs send
     n_ar = tp_allreduces(net, a2a_layers) / pp * net.present
     ar_size = size / inst.dp

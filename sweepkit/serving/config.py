@@ -112,6 +112,9 @@ def check(cluster: Cluster, cfg: Config, where: str) -> Settings:
     at = f"{where}: lever {cfg.lever.name!r} on {cfg.device}"
     model, device = get_model(cluster.model), get_device(cfg.device)
     check_layout(model, device, res.tp, res.dp, res.ep, at, cluster.gpus_per_node, res.redundant_experts)
+    if res.moe_exchange == "gather" and not (res.dp > 1 and res.ep > 1):
+        raise InputError(f"{at}: moe_exchange = 'gather' is not allowed with dp = {res.dp}, ep = {res.ep}; it "
+                         f"prices a DEP layout's MoE exchange: expected dp > 1 and ep = tp x dp, or 'all-to-all'")
     if res.prefill_instances:
         check_layout(model, device, res.prefill_tp, res.prefill_dp, res.prefill_ep, f"{at} (prefill pool)",
                      cluster.gpus_per_node, res.redundant_experts if res.prefill_ep > 1 else 0)
@@ -169,7 +172,8 @@ def pool_layout(cluster: Cluster, cfg: Config, res: Settings, prefill: bool = Fa
                        dp=getattr(res, f"{pre}dp"), ep=ep, imbalance=res.expert_imbalance,
                        compute_format=res.compute_format, gpus_per_node=cluster.gpus_per_node,
                        interconnect=res.scale_out, redundant_experts=res.redundant_experts if ep > 1 else 0,
-                       two_batch_overlap=res.two_batch_overlap, token_budget=res.token_budget, dtype=jnp.float64)
+                       two_batch_overlap=res.two_batch_overlap, token_budget=res.token_budget,
+                       exchange=res.moe_exchange, dtype=jnp.float64)
 
 
 def acceptance(cfg: Config, workload: str | None = None) -> tuple[np.ndarray, str]:

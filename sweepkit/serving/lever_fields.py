@@ -23,7 +23,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 
 from sweepkit.catalogue import get_format
-from sweepkit.costmodel.layout import INTERCONNECTS
+from sweepkit.costmodel.layout import EXCHANGES, INTERCONNECTS
 from sweepkit.errors import InputError
 from sweepkit.serving._toml import number, string
 from sweepkit.serving.engine import CHUNKED, DECODE_PRIORITY, LEAST_LOADED, LEAST_OUTSTANDING, PREFILL_PRIORITY, SESSION
@@ -83,6 +83,7 @@ FIELDS: tuple[LeverField, ...] = (
     F("expert_imbalance", "float", lambda c, r: c.expert_imbalance, lo=1.0, hi=16.0),
     F("redundant_experts", "int", lambda c, r: c.redundant_experts, lo=0, hi=65536),
     F("two_batch_overlap", "bool", lambda c, r: False),
+    F("moe_exchange", "choice", lambda c, r: "all-to-all", choices=EXCHANGES),
     F("scale_out", "choice", lambda c, r: c.scale_out or None, choices=tuple(INTERCONNECTS)),
     F("prefill_instances", "int", lambda c, r: 1 if r["mode"] == "disagg" else 0, disagg_only=True),
     F("prefill_tp", "int", lambda c, r: r["tp"]),

@@ -8,7 +8,9 @@ optional; an absent field keeps the cluster's value (``cluster.toml``). Fields:
   load over the EP ranks, >= 1), ``scale_out`` (the network between scale-up domains:
   :data:`sweepkit.costmodel.layout.INTERCONNECTS`), ``redundant_experts`` (EPLB replicas: ep need only divide
   the routed + redundant slots), ``two_batch_overlap`` = true | false (all-to-alls overlapped with the other
-  micro-batch's compute); see :mod:`sweepkit.costmodel.layout` for the rules;
+  micro-batch's compute), ``moe_exchange`` = all-to-all | gather (a DEP layout's MoE exchange: dispatch and
+  combine all-to-alls, or TensorRT-LLM's all-gather and reduce-scatter); see :mod:`sweepkit.costmodel.layout`
+  for the rules;
 * batching: ``batching`` = prefill-priority | decode-priority | chunked, ``token_budget`` (tokens per step);
 * KV memory: ``kv`` = reserved | paged, ``preemption`` = recompute | swap, ``prefix_caching`` = true | false;
 * formats: ``weight_format``, ``kv_format``, ``compute_format`` (bf16, or the weight format: W8A8, W4A4);
@@ -58,6 +60,8 @@ class Lever:
       redundant_experts: EPLB expert replicas (slots = routed + redundant; ep need only divide the slots).
       two_batch_overlap: two micro-batches per pass, each one's all-to-alls overlapping the other's compute
         (:func:`sweepkit.costmodel.moe_comm.overlapped`).
+      moe_exchange: how a DEP layout moves tokens to their experts, ``all-to-all`` or ``gather``
+        (:data:`sweepkit.costmodel.layout.EXCHANGES`).
       mode, prefill_instances, prefill_tp, prefill_ep, prefill_dp: colocated, or a disaggregated prefill pool
         of that many instances.
       handoff: pull or push KV hand-off (disaggregated only).  weight_format, kv_format, compute_format: formats.
@@ -98,6 +102,7 @@ class Lever:
     scale_out: str | None = None
     redundant_experts: int | None = None
     two_batch_overlap: bool | None = None
+    moe_exchange: str | None = None
 
     @property
     def speculative(self) -> bool:

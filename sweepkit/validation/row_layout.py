@@ -57,6 +57,26 @@ ALL_TO_ALL_FLAGS = re.compile(r"--moe-a2a-backend[ =](?!none\b)\w+|--enable-deep
 """Serving flags that route a DP-attention replica's tokens to their experts by all-to-alls (ep = n)."""
 
 
+TRTLLM_ALL_TO_ALL = re.compile(r"\bWIDEEP\b|\bMNNVL\b|alltoall|all-to-all", re.I)
+"""What names an all-to-all MoE exchange in a TensorRT-LLM row's framework or notes (the wide-EP backend, the
+MNNVL all-to-all); without it TensorRT-LLM's attention-DP MoE all-gathers and reduce-scatters."""
+
+
+def moe_exchange(m: Measurement) -> str:
+    """How the row's DEP layout moves tokens to their experts (:data:`sweepkit.costmodel.layout.EXCHANGES`):
+    ``gather`` for a TensorRT-LLM row that names no all-to-all (its attention-DP MoE all-gathers every rank's
+    quantized tokens and reduce-scatters the output: tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py,
+    ``use_dp and parallel_size > 1``), else ``all-to-all``.
+
+    Example:
+      The DeepSeek-R1 guide's B200 DEP8 rows (CUTLASS MoE, ``enable_attention_dp: true``): ``gather``; an SGLang
+      row with ``--moe-a2a-backend deepep``: ``all-to-all`` (tests/validation/test_row_layout.py).
+    """
+    text = f"{m.framework or ''} {m.notes or ''}"
+    trtllm = framework_key(m.framework) == "tensorrt-llm"
+    return "gather" if trtllm and TRTLLM_ALL_TO_ALL.search(text) is None else "all-to-all"
+
+
 DP_SIZE_FLAG = re.compile(r"--(?:dp-size|dp|data-parallel-size)[ =]\d+")
 """SGLang's flags that set the DP degree (``--dp-size N``, its alias ``--dp N``)."""
 

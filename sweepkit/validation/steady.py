@@ -172,7 +172,8 @@ def _step(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> jax.A
     tokens = decode.tokens + prefill.tokens
     mb = overlap_microbatches(lay, 1.0, tokens)           # 2 under two-batch overlap: each call moves half
     busiest = rank_tokens(lay.dp, decode, prefill, lay.rank_budget)   # the busiest DP rank's sends, host work
-    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, busiest / (mb * n), jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
+    a2a_s, _ = moe_all_to_all(lay, row.device, row.model, busiest / (mb * n), jnp.where(prefill.tokens > 0.0, 1.0, 0.0),
+                              tokens / (mb * n))
     a2a_layers = jnp.where(lay.dp > 1.0, lay.moe_layers, 0.0)
     t = measured_pass_s(inst, decode, prefill, extra, (a2a_layers, a2a_s))
     host = eff.step_overhead_s + eff.token_overhead_s * busiest / lay.dp

@@ -174,7 +174,7 @@ def burst_requests(m) -> float:
 def _layout(m, dtype) -> tuple[Layout, int, int, bool]:
     """(layout, attention tp, replicas, has a layout) of row ``m`` (:func:`sweepkit.validation.row_layout.row_layout`
     where it has ep or dp > 1 on a mixture-of-experts model, else the identity over tp GPUs)."""
-    from sweepkit.validation.row_layout import row_layout
+    from sweepkit.validation.row_layout import moe_exchange, row_layout
 
     device, model = get_device(m.device), get_model(m.model)
     if model.is_moe and max(m.ep, m.dp) > 1:
@@ -184,7 +184,7 @@ def _layout(m, dtype) -> tuple[Layout, int, int, bool]:
         return (make_layout(device, model, lay.tp, dp=lay.dp, ep=lay.ep, imbalance=imb,
                             compute_format=m.compute_format, gpus_per_node=per_node,
                             redundant_experts=lay.redundant_experts, two_batch_overlap=two_batch_overlap(m),
-                            dtype=dtype),
+                            exchange=moe_exchange(m), dtype=dtype),
                 lay.tp, lay.instances, True)
     ident = make_layout(device, model, m.tp, dtype=dtype)
     return dataclasses.replace(ident, kv_replicas=jnp.asarray(1.0, dtype)), m.tp, m.gpus // m.tp, False

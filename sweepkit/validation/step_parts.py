@@ -55,7 +55,7 @@ def step_parts(row: RowInputs, eff: Efficiency, decode: Work, prefill: Work) -> 
     busiest = scaled(prefill, busiest_rank_scale(dp, prefill, lay.rank_budget))
     a2a_layers = jnp.where(dp > 1.0, lay.moe_layers, 0.0)
     sends = rank_tokens(dp, decode, prefill, lay.rank_budget)
-    a2a_s, _ = moe_all_to_all(lay, dev, net, sends / n, jnp.where(prefill.tokens > 0.0, 1.0, 0.0))
+    a2a_s, _ = moe_all_to_all(lay, dev, net, sends / n, jnp.where(prefill.tokens > 0.0, 1.0, 0.0), tokens / n)
     parts = step_time_by_class(decode, busiest, net, dev, eff, n, row.weight_bytes, row.kv_bytes,
                                row.compute_speedup, allreduces=tp_allreduces(net, a2a_layers), ring=tp,
                                ring_share=1.0 / dp, dp=dp, expert_tokens=tokens,

@@ -148,3 +148,24 @@ def test_a_closed_loop_wider_than_the_engine_batch_is_not_modelled_with_why():
     assert serving_status(wide) == ("not modelled: a closed loop of 7168 users per instance (the serving engine "
                                     "runs at most 4096 requests per instance)")
     assert serving_status(parse_measurements(csv.format(c=4096), "demo.csv")[0]) == MODELLED
+
+
+def test_a_tensorrt_llm_dep_row_gathers_and_reduce_scatters():
+    # TensorRT-LLM's attention-DP MoE all-gathers and reduce-scatters (fused_moe_cutlass.py); its wide-EP backend
+    # and the other frameworks' DEP backends exchange by all-to-alls
+    from sweepkit.validation.row_layout import moe_exchange
+    from sweepkit.validation.steady_rows import _layout
+
+    def row(framework, notes=""):
+        csv = ("source,device,model,metric,value,unit,framework,weight_format,kv_format,compute_format,gpus,tp,ep,dp,"
+               f"input_tokens,output_tokens,requests,notes\ndemo,B200,deepseek-v3,max_output_throughput,1,tok/s,"
+               f"{framework},fp4,fp8,fp4,8,8,8,8,1024,2048,64,{notes}\n")
+        return parse_measurements(csv, "demo.csv")[0]
+
+    trt = row("TensorRT-LLM (PyTorch backend)", "attention DP (enable_attention_dp: true) + EP8")
+    assert moe_exchange(trt) == "gather"
+    assert moe_exchange(row("TensorRT-LLM (PyTorch backend)", "moe backend WIDEEP")) == "all-to-all"
+    assert moe_exchange(row("SGLang v0.5.6", "flags: --moe-a2a-backend deepep")) == "all-to-all"
+    with jax.enable_x64(True):
+        lay = _layout(trt, jax.numpy.float64)[0]
+    assert (float(lay.exchange), float(lay.dispatch_bytes), float(lay.ep)) == (1.0, 0.5625, 8.0)
