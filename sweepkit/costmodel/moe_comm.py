@@ -117,8 +117,10 @@ def all_to_all_s(lay: Layout, dev: DeviceArrays, bytes_: jax.Array, call_s: jax.
 
 def a2a_busy_s(lay: Layout) -> jax.Array:
     """B per MoE layer: seconds of its dispatch and combine that occupy the SMs (their fixed call times,
-    :data:`DISPATCH_LATENCY_S` + :data:`COMBINE_LATENCY_S`), where dp > 1 and ep > 1; else 0."""
-    return jnp.where((lay.dp > 1.0) & (lay.ep > 1.0), DISPATCH_LATENCY_S + COMBINE_LATENCY_S, 0.0)
+    :data:`DISPATCH_LATENCY_S` + :data:`COMBINE_LATENCY_S`), where dp > 1 and ep > 1 exchange by all-to-alls;
+    else 0 (a gathered exchange has no fixed call time, :func:`ep_gather`)."""
+    return jnp.where((lay.dp > 1.0) & (lay.ep > 1.0) & (lay.exchange == 0.0), DISPATCH_LATENCY_S + COMBINE_LATENCY_S,
+                     0.0)
 
 
 def moe_gather(lay: Layout, dev: DeviceArrays, tokens_per_gpu: jax.Array, d_model: jax.Array,

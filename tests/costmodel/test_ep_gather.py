@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from sweepkit.catalogue import get_device, get_model
 from sweepkit.costmodel.arrays import device_arrays, model_arrays
 from sweepkit.costmodel.layout import EXCHANGES, NVFP4_BYTES, make_layout
-from sweepkit.costmodel.moe_comm import all_to_all_bytes, all_to_all_s, ep_gather, moe_all_to_all, \
-    DISPATCH_LATENCY_S, COMBINE_LATENCY_S
+from sweepkit.costmodel.moe_comm import COMBINE_LATENCY_S, DISPATCH_LATENCY_S, a2a_busy_s, all_to_all_bytes, \
+    all_to_all_s, ep_gather, moe_all_to_all
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import instance, target_pass
 from sweepkit.errors import InputError
@@ -56,6 +56,9 @@ def test_the_gather_moves_the_mean_rank_and_ignores_the_imbalance():
     assert (float(t), float(b)) == (float(g_t), float(g_b))
     t1, _ = moe_all_to_all(dataclasses.replace(lay, imbalance=F(1.0)), dev, net, F(1408), F(1.0), F(576))
     assert float(t1) == float(t)
+    # no DeepEP send / receive kernels: nothing of it occupies the SMs under two-batch overlap
+    assert float(a2a_busy_s(lay)) == 0.0
+    assert float(a2a_busy_s(_dep8(exchange="all-to-all"))) == pytest.approx(DISPATCH_LATENCY_S + COMBINE_LATENCY_S)
 
 
 def test_the_all_to_all_default_is_unchanged():
