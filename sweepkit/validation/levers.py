@@ -17,7 +17,8 @@ A pair (a ``:with`` and a ``:without`` row, sweepkit.validation.summary) changes
 scheduler settings, asynchronous scheduling, a speculative draft, prefix caching. Its *family* is the parts
 joined by ``+``; levers a source names only in its ``lever`` text (two-batch overlap, cache-aware routing,
 expert balance: :data:`NAMED`) are parts too; expert balance is priced where the ``:with`` side is a simulated
-perfect balance (:func:`perfectly_balanced`: I = 1 against the layout's imbalance). A pair is *expressed* when
+perfect balance (:func:`perfectly_balanced`: I = 1 against the layout's imbalance), two-batch overlap where one
+side runs it and the other not (:func:`two_batch_overlap`). A pair is *expressed* when
 every part is one the model prices and both sides are priced the
 same way (both by the steady state, or both by the serving engine); otherwise :func:`pair_status` says
 which part is not, and why, and the pair's predicted change is not reported.
@@ -43,14 +44,28 @@ FLAGS = re.compile(r"flags:\s*([^;]*)")
 BUDGET_FLAGS = ("max-num-batched-tokens", "chunked-prefill-size", "max-num-tokens")
 CAP_FLAGS = ("max-num-seqs", "max-running-requests", "max-batch-size")
 SPECULATIVE = re.compile(r"speculative|eagle|\bmtp\b|draft|num-steps", re.I)
-NAMED = ((re.compile(r"two-batch overlap|\btbo\b", re.I), "two-batch overlap",
-          "the step adds its all-to-alls to the device time; two overlapped micro-batches are not modelled"),
+TBO = re.compile(r"two-batch overlap|\btbo\b", re.I)
+NAMED = ((TBO, "two-batch overlap", "the sides run it alike (the :with side's framework must name TBO)"),
          (re.compile(r"cache-aware|load balancer|router", re.I), "routing",
           "prefix-cache hits per data-parallel worker are not modelled"),
          (re.compile(r"\beplb\b|expert distribution", re.I), "expert balance",
           "the layouts route tokens to experts uniformly"))
 """Levers a source names only in its ``lever`` text: (pattern, part, why it is not expressed)."""
 EXPRESSED = "expressed"
+
+
+def two_batch_overlap(m: Measurement) -> bool:
+    """Whether the row ran two-batch overlap: its framework names it ("TBO", "two-batch overlap"), unless it is
+    the ``:without`` side of a pair whose lever names it (an ablation states the framework once for both
+    sides).
+
+    Example:
+      LMSYS's decode ablation, framework "SGLang (... + EPLB + TBO)", lever "two-batch overlap (TBO) on vs
+      off:without": False; the same row's ``:with`` side: True (tests/validation/test_levers.py).
+    """
+    if m.side == "without" and TBO.search(m.lever.rsplit(":", 1)[0]):
+        return False
+    return TBO.search(m.framework or "") is not None
 
 
 def flags(m: Measurement) -> str:
@@ -215,8 +230,8 @@ def lever_parts(w: Measurement, wo: Measurement) -> list[tuple[str, str]]:
         parts.append(("async scheduling", ""))
     name = w.lever.rsplit(":", 1)[0]
     # a simulated perfect balance is priced (I = 1 against the layout's imbalance): the expert-balance lever then is
-    parts += [(part, "" if part == "expert balance" and perfectly_balanced(w) else why)
-              for pattern, part, why in NAMED if pattern.search(name)]
+    told = {"expert balance": perfectly_balanced(w), "two-batch overlap": two_batch_overlap(w) != two_batch_overlap(wo)}
+    parts += [(part, "" if told.get(part) else why) for pattern, part, why in NAMED if pattern.search(name)]
     if w.draft != wo.draft or SPECULATIVE.search(flags(w)) or SPECULATIVE.search(w.lever.split(":")[0]):
         parts.append(("speculative", "needs the draft's acceptance, which the source does not give"))
     if "prefix-caching" in flags(w).replace("_", "-") and "prefix-caching" not in flags(wo).replace("_", "-"):

@@ -31,7 +31,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import jax
 import jax.numpy as jnp
@@ -42,7 +41,8 @@ from sweepkit.catalogue.efficiency import framework_family
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.layout import IMBALANCE, IMBALANCE_EPLB, Layout, make_layout
 from sweepkit.validation.levers import (host_overlap, per_rank_settings, perfectly_balanced, prefill_first,
-                                       scheduler_defaults, scheduler_scales, stated_kv_free_fraction)
+                                       scheduler_defaults, scheduler_scales, stated_kv_free_fraction,
+                                       two_batch_overlap)
 
 
 @jax.tree_util.register_dataclass
@@ -136,11 +136,6 @@ def node_test(m) -> bool:
     """A decode or prefill pool's node test (:func:`decode_only`, :func:`prefill_only`): the steady state under a
     profile alone prices it (the serving engine has no output length to run)."""
     return decode_only(m) or prefill_only(m)
-
-
-def two_batch_overlap(m) -> bool:
-    """Whether the row's framework names two-batch overlap ("TBO", "two-batch overlap")."""
-    return re.search(r"\bTBO\b|two-batch overlap", m.framework or "", re.I) is not None
 
 
 def all_at_once(m) -> bool:

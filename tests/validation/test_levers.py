@@ -15,7 +15,7 @@ from sweepkit.catalogue.efficiency import profile_for
 from sweepkit.costmodel.efficiency import efficiency_arrays, step_time_by_class
 from sweepkit.validation import Measurement, evaluate_points
 from sweepkit.validation.levers import (EXPRESSED, flags, host_overlap, lever_family, lever_parts, pair_status,
-                                        scheduler_defaults, scheduler_scales, stated)
+                                        scheduler_defaults, scheduler_scales, stated, two_batch_overlap)
 from sweepkit.validation.steady import row_step_time, running, step_work
 from sweepkit.validation.steady_rows import row_inputs
 from sweepkit.validation.store import rows
@@ -184,8 +184,14 @@ def test_levers_named_only_in_the_lever_text():
     base = _row(framework="SGLang", lever="TBO on vs off:without", pair="T")
     tbo = _row(framework="SGLang", lever="two-batch overlap (TBO) on vs off:with", pair="T")
     assert lever_family(tbo, base) == "two-batch overlap"
-    assert "two overlapped micro-batches are not modelled" in pair_status(tbo, base, "steady state: x",
-                                                                          "steady state: x")
+    assert "the sides run it alike" in pair_status(tbo, base, "steady state: x", "steady state: x")
+    # a framework naming TBO runs it on the :with side only: the pair is then expressed
+    named = dict(framework="SGLang (DeepEP + TBO)", pair="T")
+    tbo_on = _row(lever="two-batch overlap (TBO) on vs off:with", **named)
+    tbo_off = _row(lever="two-batch overlap (TBO) on vs off:without", **named)
+    assert (two_batch_overlap(tbo_on), two_batch_overlap(tbo_off)) == (True, False)
+    assert pair_status(tbo_on, tbo_off, "steady state: x", "steady state: x") == EXPRESSED
+    assert two_batch_overlap(_row(lever="kv fp8 vs bf16:without", **named))   # another lever's side keeps it
     ovl = _row(framework="SGLang", lever="overlap scheduling on vs off:with", pair="O")
     assert host_overlap(ovl) and lever_family(ovl, base) == "async scheduling"
     router = _row(lever="cache-aware load balancer vs round-robin data parallel:with", pair="R")
