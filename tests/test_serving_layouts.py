@@ -105,9 +105,10 @@ def test_simulated_dep8_run_prices_its_steps_with_the_layout():
     w = dataclasses.replace(base, name="fixed", prompt_mean_tokens=1000, prompt_cv=0.0, output_mean_tokens=50,
                             output_cv=0.0, system_prompts=0, system_prompt_tokens=0, turns=1, min_sessions=12,
                             ttft_slo_s=10.0, tpot_slo_s=1.0)
-    cfgs = [Config("H200", MOE["baseline"]), Config("H200", MOE["dep8"])]
-    lanes = run_configs(w, DS, cfgs, np.full((2, 1), 0.001), early_stop=False)
-    ms = [lane_metrics(lanes, c, 0, w, DS.gpus, 100.0, 3.5) for c in range(2)]
+    gather = dataclasses.replace(MOE["dep8"], name="dep8-gather", moe_exchange="gather")
+    cfgs = [Config("H200", MOE["baseline"]), Config("H200", MOE["dep8"]), Config("H200", gather)]
+    lanes = run_configs(w, DS, cfgs, np.full((3, 1), 0.001), early_stop=False)
+    ms = [lane_metrics(lanes, c, 0, w, DS.gpus, 100.0, 3.5) for c in range(3)]
     with jax.enable_x64(True):
         for m, cfg in zip(ms, cfgs):
             inst = policy(DS, cfg).inst
@@ -120,6 +121,8 @@ def test_simulated_dep8_run_prices_its_steps_with_the_layout():
             assert m["tpot_p50_s"] == pytest.approx(t_dec, rel=2e-3)
     # one request at a time: DEP8 runs it on one attention rank's GPU and re-reads the shared weights
     assert ms[1]["tpot_p50_s"] != ms[0]["tpot_p50_s"]
+    # TensorRT-LLM's all-gather exchange: one token a step has no DeepEP call time to pay (moe_comm.ep_gather)
+    assert ms[2]["tpot_p50_s"] < ms[1]["tpot_p50_s"]
     # its prompt too: one rank's dense and attention work, not an eighth of it on each
     with jax.enable_x64(True):
         dep8 = policy(DS, cfgs[1]).inst

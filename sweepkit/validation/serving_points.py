@@ -49,7 +49,7 @@ from sweepkit.serving.profile import REFERENCE
 from sweepkit.serving.workloads import Workload, fixed_workload
 from sweepkit.validation.decode_kernel import with_decode_kernel
 from sweepkit.validation.measurements import LATENCIES, Measurement
-from sweepkit.validation.row_layout import row_layout
+from sweepkit.validation.row_layout import moe_exchange, row_layout
 
 REQUESTS = 1024
 """Most requests simulated per point (the public sources ran 1,000-30,000; fixed lengths make a run's waves
@@ -132,7 +132,8 @@ def point_config(m: Measurement, max_batch: int = MAX_BATCH, profile: Profile | 
         devices=[m.device], **extra)
     cluster = dataclasses.replace(cluster, profile=profile)
     lever = Lever(name="measured", description="the measured system's layout and formats", kv="paged",
-                  batching="chunked", router="least-outstanding")
+                  batching="chunked", router="least-outstanding",
+                  moe_exchange=moe_exchange(m) if lay.dp > 1 and lay.ep > 1 else None)
     return cluster, Config(device=m.device, lever=lever)
 
 

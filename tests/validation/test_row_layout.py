@@ -169,3 +169,21 @@ def test_a_tensorrt_llm_dep_row_gathers_and_reduce_scatters():
     with jax.enable_x64(True):
         lay = _layout(trt, jax.numpy.float64)[0]
     assert (float(lay.exchange), float(lay.dispatch_bytes), float(lay.ep)) == (1.0, 0.5625, 8.0)
+
+
+def test_a_simulated_tensorrt_llm_dep_point_gathers_too():
+    # the serving engine's configuration of a loaded row takes the row's exchange, as the steady state does
+    csv = ("source,device,model,metric,value,unit,framework,weight_format,kv_format,compute_format,gpus,tp,ep,dp,"
+           "input_tokens,output_tokens,request_rate,notes\ndemo,H200,deepseek-v3,ttft,1,s,TensorRT-LLM,fp8,fp8,fp8,"
+           "8,8,8,8,1024,128,2,attention DP\n")
+    m = parse_measurements(csv, "demo.csv")[0]
+    cluster, cfg = point_config(m)
+    res = resolve(cluster, cfg.lever)
+    with jax.enable_x64(True):
+        lay = pool_layout(cluster, cfg, res)
+    assert (res.moe_exchange, float(lay.exchange), float(lay.ep), float(lay.dp)) == ("gather", 1.0, 8.0, 8.0)
+    sglang = parse_measurements(csv.replace("TensorRT-LLM", "SGLang").replace("attention DP",
+                                                                            "flags: --moe-a2a-backend deepep"),
+                                "demo.csv")[0]
+    cluster, cfg = point_config(sglang)
+    assert resolve(cluster, cfg.lever).moe_exchange == "all-to-all"
