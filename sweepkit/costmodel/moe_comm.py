@@ -123,6 +123,14 @@ def a2a_busy_s(lay: Layout) -> jax.Array:
                      0.0)
 
 
+def _ring_link(lay: Layout, dev: DeviceArrays, n: jax.Array):
+    """(bytes/s, latency s) of one step of a ring over n GPUs: the scale-up link's, or where the ring spans
+    scale-up domains the slower of it and the scale-out network's, with both latencies."""
+    across = n > lay.domain_gpus
+    bw = jnp.where(across, jnp.minimum(dev.link_bytes_per_s, lay.scale_out_bytes_per_s), dev.link_bytes_per_s)
+    return bw, dev.link_latency_s + jnp.where(across, lay.scale_out_latency_s, 0.0)
+
+
 def moe_gather(lay: Layout, dev: DeviceArrays, tokens_per_gpu: jax.Array, d_model: jax.Array,
                extend: jax.Array = 0.0):
     """(seconds, bytes each GPU sends) of one gathered tensor-parallel MoE layer's all-gather and combine over
@@ -139,9 +147,7 @@ def moe_gather(lay: Layout, dev: DeviceArrays, tokens_per_gpu: jax.Array, d_mode
       (tests/costmodel/test_moe_gather.py).
     """
     n = lay.ep * lay.moe_tp
-    across = n > lay.domain_gpus
-    bw = jnp.where(across, jnp.minimum(dev.link_bytes_per_s, lay.scale_out_bytes_per_s), dev.link_bytes_per_s)
-    lat = dev.link_latency_s + jnp.where(across, lay.scale_out_latency_s, 0.0)
+    bw, lat = _ring_link(lay, dev, n)
     passes = 1.0 + extend + GATHER_COMBINE_PASSES
     steps = jnp.maximum(n - 1.0, 0.0)
     bytes_ = passes * steps * tokens_per_gpu * d_model * ACTIVATION_BYTES
@@ -166,9 +172,7 @@ def ep_gather(lay: Layout, dev: DeviceArrays, tokens_per_gpu: jax.Array, d_model
       (tests/costmodel/test_ep_gather.py).
     """
     n = lay.ep
-    across = n > lay.domain_gpus
-    bw = jnp.where(across, jnp.minimum(dev.link_bytes_per_s, lay.scale_out_bytes_per_s), dev.link_bytes_per_s)
-    lat = dev.link_latency_s + jnp.where(across, lay.scale_out_latency_s, 0.0)
+    bw, lat = _ring_link(lay, dev, n)
     steps = jnp.maximum(n - 1.0, 0.0)
     bytes_ = steps * tokens_per_gpu * d_model * (lay.dispatch_bytes + lay.combine_bytes)
     return bytes_ / bw + 2.0 * steps * lat, bytes_
