@@ -146,14 +146,16 @@ def inspect_page(html_path: str | Path, screenshot: str | Path | None = None, *,
 @contextlib.contextmanager
 def _chromium(chromium: str | None, width_px: int, timeout_s: float):
     """Headless Chromium with the Runtime, Log and Page domains on; yields its DevTools connection, then stops
-    the browser and deletes its profile."""
+    the browser and deletes its profile (and the temporary files it kept there)."""
     binary = chromium or find_chromium()
     if binary is None:
         raise RuntimeError("chromium is not installed (apt-get install chromium)")
     profile = tempfile.mkdtemp(prefix="sweepkit-chromium-")
+    # Chromium keeps its singleton lock and socket in a directory under TMPDIR that a terminated browser
+    # leaves behind; inside the profile, it goes with the profile.
     proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
                              f"--window-size={width_px},1000", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": profile})
     cdp = None
     try:
         port_file = Path(profile) / "DevToolsActivePort"
@@ -178,7 +180,11 @@ def _chromium(chromium: str | None, width_px: int, timeout_s: float):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
+        for _ in range(5):          # a helper process may still write a file as the browser exits
+            shutil.rmtree(profile, ignore_errors=True)
+            if not os.path.exists(profile):
+                break
+            time.sleep(0.2)
 
 
 class LivePage:
