@@ -1,6 +1,7 @@
 """Calibration benchmark: held-out error of the measured profile per slice, before and after the fit.
 
 Usage:  python benchmarks/bench_calibration.py [MEASUREMENTS.csv] [--framework TensorRT-LLM] [--engine N]
+                                              [--loss l2|cauchy]
 
 Rows: the framework's steady-state rows that sweepkit prices (default: the packaged corpus; for
 TensorRT-LLM its perf-overview v0.17 and v0.20 max-throughput rows, for another framework its max-throughput
@@ -44,6 +45,7 @@ from sweepkit.catalogue.efficiency import packaged_profile  # noqa: E402
 from sweepkit.validation import load_measurements  # noqa: E402
 from sweepkit.validation.framework_fit import (calibrate_framework, errors_pct, fittable,  # noqa: E402
                                                framework_rows, slice_of)
+from sweepkit.validation.profile_fit import LOSSES  # noqa: E402
 from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET  # noqa: E402
 from sweepkit.validation.serving_runs import evaluate_serving  # noqa: E402
 from sweepkit.validation.steady import reference_throughput  # noqa: E402
@@ -61,13 +63,13 @@ def reference_pct(rows) -> np.ndarray:
     return 100.0 * (v / np.array([m.value_si for m in rows]) - 1.0)
 
 
-def held_out(rows, folds, framework) -> tuple[np.ndarray, float]:
-    """Error % of every row under the profile fitted on the other fold; seconds of fitting."""
+def held_out(rows, folds, framework, loss="l2") -> tuple[np.ndarray, float]:
+    """Error % of every row under the profile fitted (under ``loss``) on the other fold; seconds of fitting."""
     out, spent = np.full(len(rows), np.nan), 0.0
     for k in sorted(set(folds)):
         pts = [dataclasses.replace(m, split="test" if f == k else "train") for m, f in zip(rows, folds)]
         t0 = time.perf_counter()
-        fit = calibrate_framework(pts, framework, file="bench", sha256="-")
+        fit = calibrate_framework(pts, framework, file="bench", sha256="-", loss=loss)
         spent += time.perf_counter() - t0
         test = [i for i, f in enumerate(folds) if f == k]
         out[test] = errors_pct([rows[i] for i in test], fit.profile)
@@ -92,20 +94,21 @@ def main() -> None:
     ap.add_argument("measurements", nargs="?", default=None)
     ap.add_argument("--framework", default="TensorRT-LLM")
     ap.add_argument("--engine", type=int, default=0, help="rows to simulate with the serving engine")
+    ap.add_argument("--loss", choices=LOSSES, default="l2", help="the held-out fits' data loss (calibrate --loss)")
     args = ap.parse_args()
     points, name, _ = load_measurements(args.measurements)
     trt = args.framework.lower().startswith("tensorrt")
     sources = ("trtllm-perf-overview-v0.17", "trtllm-perf-overview-v0.20") if trt else ()
     rows = [m for m in framework_rows(points, args.framework, sources) if fittable(m)]
-    print(f"{len(rows)} {args.framework} steady-state rows of {name}")
+    print(f"{len(rows)} {args.framework} steady-state rows of {name}; held-out fits under the {args.loss} loss")
     seed = errors_pct(rows, packaged_profile())
     ref = reference_pct(rows)
-    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework) if trt \
+    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework, args.loss) if trt \
         else (np.full(len(rows), np.nan), 0.0)
     pairs = sorted({(m.input_tokens, m.output_tokens) for m in rows})
     parity = {p: i % 2 for i, p in enumerate(pairs)}
-    by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework)
-    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework)
+    by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework, args.loss)
+    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework, args.loss)
     print(f"median |error| % (signed median %); fits {t_v:.1f} s (version folds), {t_p:.1f} s (pair folds), "
           f"{t_d:.1f} s (device folds)")
     report(rows, {"reference": ref, "seed profile": seed, "held-out:version": version, "held-out:pairs": by_pair,
