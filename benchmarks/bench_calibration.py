@@ -1,7 +1,7 @@
 """Calibration benchmark: held-out error of the measured profile per slice, before and after the fit.
 
 Usage:  python benchmarks/bench_calibration.py [MEASUREMENTS.csv] [--framework TensorRT-LLM] [--engine N]
-                                              [--loss l2|cauchy]
+                                              [--loss l2|cauchy] [--pin DEVICE:FORMAT:FIELD=VALUE ...]
 
 Rows: the framework's steady-state rows that sweepkit prices (default: the packaged corpus; for
 TensorRT-LLM its perf-overview v0.17 and v0.20 max-throughput rows, for another framework its max-throughput
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 
-from sweepkit.catalogue.efficiency import packaged_profile  # noqa: E402
+from sweepkit.catalogue.efficiency import FIELDS, packaged_profile  # noqa: E402
 from sweepkit.validation import load_measurements  # noqa: E402
 from sweepkit.validation.framework_fit import (calibrate_framework, errors_pct, fittable,  # noqa: E402
                                                framework_rows, slice_of)
@@ -63,13 +63,14 @@ def reference_pct(rows) -> np.ndarray:
     return 100.0 * (v / np.array([m.value_si for m in rows]) - 1.0)
 
 
-def held_out(rows, folds, framework, loss="l2") -> tuple[np.ndarray, float]:
-    """Error % of every row under the profile fitted (under ``loss``) on the other fold; seconds of fitting."""
+def held_out(rows, folds, framework, loss="l2", pinned=None) -> tuple[np.ndarray, float]:
+    """Error % of every row under the profile fitted (under ``loss``, ``pinned`` fields held) on the other fold;
+    seconds of fitting."""
     out, spent = np.full(len(rows), np.nan), 0.0
     for k in sorted(set(folds)):
         pts = [dataclasses.replace(m, split="test" if f == k else "train") for m, f in zip(rows, folds)]
         t0 = time.perf_counter()
-        fit = calibrate_framework(pts, framework, file="bench", sha256="-", loss=loss)
+        fit = calibrate_framework(pts, framework, file="bench", sha256="-", loss=loss, pinned=pinned)
         spent += time.perf_counter() - t0
         test = [i for i, f in enumerate(folds) if f == k]
         out[test] = errors_pct([rows[i] for i in test], fit.profile)
@@ -78,6 +79,21 @@ def held_out(rows, folds, framework, loss="l2") -> tuple[np.ndarray, float]:
 
 def _cell(e) -> str:
     return f"{np.median(np.abs(e)):5.1f} ({np.median(e):+5.1f})"
+
+
+def parse_pins(pins: list[str]) -> dict:
+    """``DEVICE:FORMAT:FIELD=VALUE`` arguments -> {(device, format): {field: value}}."""
+    out: dict = {}
+    for p in pins:
+        try:
+            where, value = p.split("=")
+            device, fmt, field = where.split(":")
+            out.setdefault((device, fmt), {})[field] = float(value)
+        except ValueError:
+            raise SystemExit(f"--pin {p!r}: expected DEVICE:FORMAT:FIELD=VALUE, e.g. H100:bf16:gemm_eff_max=0.79") from None
+        if field not in FIELDS:
+            raise SystemExit(f"--pin {p!r}: field {field!r} is not one of {', '.join(FIELDS)}")
+    return out
 
 
 def report(rows, columns: dict[str, np.ndarray]) -> None:
@@ -95,20 +111,25 @@ def main() -> None:
     ap.add_argument("--framework", default="TensorRT-LLM")
     ap.add_argument("--engine", type=int, default=0, help="rows to simulate with the serving engine")
     ap.add_argument("--loss", choices=LOSSES, default="l2", help="the held-out fits' data loss (calibrate --loss)")
+    ap.add_argument("--pin", action="append", default=[], metavar="DEVICE:FORMAT:FIELD=VALUE",
+                    help="hold a field at a value in every fit (a measured kernel table's); repeatable")
     args = ap.parse_args()
+    pinned = parse_pins(args.pin)
     points, name, _ = load_measurements(args.measurements)
     trt = args.framework.lower().startswith("tensorrt")
     sources = ("trtllm-perf-overview-v0.17", "trtllm-perf-overview-v0.20") if trt else ()
     rows = [m for m in framework_rows(points, args.framework, sources) if fittable(m)]
-    print(f"{len(rows)} {args.framework} steady-state rows of {name}; held-out fits under the {args.loss} loss")
+    print(f"{len(rows)} {args.framework} steady-state rows of {name}; held-out fits under the {args.loss} loss"
+          + (f", held: {pinned}" if pinned else ""))
     seed = errors_pct(rows, packaged_profile())
     ref = reference_pct(rows)
-    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework, args.loss) if trt \
+    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework, args.loss, pinned) if trt \
         else (np.full(len(rows), np.nan), 0.0)
     pairs = sorted({(m.input_tokens, m.output_tokens) for m in rows})
     parity = {p: i % 2 for i, p in enumerate(pairs)}
-    by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework, args.loss)
-    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework, args.loss)
+    by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework, args.loss,
+                            pinned)
+    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework, args.loss, pinned)
     print(f"median |error| % (signed median %); fits {t_v:.1f} s (version folds), {t_p:.1f} s (pair folds), "
           f"{t_d:.1f} s (device folds)")
     report(rows, {"reference": ref, "seed profile": seed, "held-out:version": version, "held-out:pairs": by_pair,

@@ -78,7 +78,7 @@ def errors_pct(points: list[Measurement], profile: Profile) -> np.ndarray:
 
 def calibrate_framework(points: list[Measurement], framework: str, *, file: str, sha256: str,
                         all_rows: bool = False, start: Profile | None = None,
-                        sources: tuple[str, ...] = (), loss: str = "l2") -> FrameworkFit:
+                        sources: tuple[str, ...] = (), loss: str = "l2", pinned: dict | None = None) -> FrameworkFit:
     """Fit ``framework``'s profile on its rows of split train (every split with ``all_rows``) whose source
     may be fitted on (:func:`fittable`) and starts with one of ``sources`` (when given), under the data
     ``loss`` (:data:`sweepkit.validation.profile_fit.LOSSES`); raises InputError (naming the file) with fewer
@@ -93,7 +93,8 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
     with jax.enable_x64(True):
         res = fit_profile(row_inputs(train, MAX_BATCH, TOKEN_BUDGET), [m.value_si for m in train],
                           [(m.device, m.compute_format) for m in train], start,
-                          fit_token_budget=any(m.metric != "max_output_throughput" for m in train), loss=loss)
+                          fit_token_budget=any(m.metric != "max_output_throughput" for m in train), loss=loss,
+                          pinned=pinned)
     moe = {(m.device, m.compute_format) for m in train if get_model(m.model).n_experts > 0}
     slices = {k: v if k in moe else {f: x for f, x in v.items() if f not in MOE_FIELDS}
               for k, v in res.slices.items()}
