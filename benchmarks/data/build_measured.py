@@ -72,6 +72,11 @@ GPUSTACK_PROMPTS = {("Very Long Prompt", "32000"): "100", ("Long Prompt", "4000"
                     ("Medium Prompt", "2000"): "500", ("Short Prompt", "128"): "1000"}
 """(dataset case, input tokens) -> prompts of a GPUStack performance-lab burst (github.com/gpustack/gpustack,
 docs/performance-lab/*/*.md: the benchmark outputs print "Successful requests" 100, 500, 500 and 1000)."""
+CHUNK_TIMED_PAGES = ("performance-lab/qwen3.5-9b/h100.md", "performance-lab/qwen3.5-35b-a3b/h200.md",
+                     "performance-lab/qwen3.5-9b/h100-latency.md", "performance-lab/qwen3.5-35b-a3b/h200-latency.md")
+"""GPUStack performance-lab pages run with GPUStack's benchmark-runner on guidellm, whose every benchmark output
+shows a median inter-token latency of 0.00 ms and peak output rates of 20-40 M tokens/s: it timestamps the
+chunks a stream arrives in, not tokens. Their rows get sweepkit.validation.floor.CHUNK_TIMED in notes."""
 TRTLLM_BENCH_REQUESTS = {
     "trtllm-perf-overview-v0.17": {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (2048, 128): 3000,
                                    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000,
@@ -266,6 +271,9 @@ def convert(r: dict) -> tuple[dict | None, str]:
         out["pair_id"] = ""
     out["draft"], out["gamma"] = (r.get("draft") or "").strip(), (r.get("gamma") or "").strip()
     out["split"] = split_of(out)
+    if out["source"] == "gpustack-performance-lab" and out["url"].endswith(CHUNK_TIMED_PAGES):
+        notes.append("harness: guidellm (GPUStack benchmark-runner), tokens timed as they arrive in chunks "
+                     "(the page's median ITL is 0.00 ms)")
     out["notes"] = "; ".join(n for n in notes if n)
     return out, ""
 

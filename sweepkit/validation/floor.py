@@ -12,6 +12,10 @@ Without speculative decoding a request gains one token per step, so its TPOT, ea
 step time are >= t_floor. A row below it (tokens streamed in bursts, a mislabelled unit) measures something
 other than what it states; it is listed as not modelled, with both figures, and stays out of every median.
 Rows with a draft are priced through their acceptance (:mod:`sweepkit.validation.points`) and not checked.
+
+A per-token latency above the floor can still time something else: a harness that timestamps the chunks a
+stream arrives in (its median inter-token latency 0.00 ms) reports a TPOT that is not a decode step's. Rows
+whose notes say so (:data:`CHUNK_TIMED`) are listed as not modelled too (:func:`chunk_timed`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,29 @@ def step_floor_s(m: Measurement) -> float:
     if model.expert_weight_format:
         w = min(w, get_format(model.expert_weight_format).bytes_per_value)
     return model.matmul_params * w / (max(m.gpus, 1) * dev.hbm_bytes_per_s)
+
+
+CHUNK_TIMED = "tokens timed as they arrive in chunks"
+"""The phrase a row's notes carry when its harness timestamps streamed chunks, not tokens: its benchmark output
+shows a median inter-token latency of 0.00 ms, so its TPOT and ITL do not time decode steps
+(benchmarks/data/build_measured.py ``CHUNK_TIMED_PAGES``)."""
+
+
+def chunk_timed(m: Measurement) -> str:
+    """Why ``m`` is not modelled when its per-token latency was timed per streamed chunk, else ''.
+
+    Example:
+      >>> from sweepkit.validation import parse_measurements
+      >>> m = parse_measurements("source,device,model,metric,value,unit,notes\\n"
+      ...                        "s,H100,llama-3.1-8b,tpot,10,ms,harness: guidellm; " + CHUNK_TIMED + "\\n",
+      ...                        "demo.csv")[0]
+      >>> chunk_timed(m).split(" (")[0]
+      "not modelled: the source's harness timed tokens as they arrived in chunks"
+    """
+    if m.metric not in ("tpot", "itl") or CHUNK_TIMED not in m.notes:
+        return ""
+    return (f"not modelled: the source's harness timed tokens as they arrived in chunks (its median ITL is "
+            f"0.00 ms), so its {m.metric} does not time decode steps")
 
 
 def below_floor(m: Measurement) -> str:

@@ -22,7 +22,7 @@ from sweepkit.catalogue import Device, get_device, get_format, get_model
 from sweepkit.costmodel.arrays import DeviceArrays, ModelArrays, device_arrays, model_arrays
 from sweepkit.costmodel.passes import decode_work
 from sweepkit.costmodel.steps import pass_cost
-from sweepkit.validation.floor import below_floor
+from sweepkit.validation.floor import below_floor, chunk_timed
 from sweepkit.validation.measurements import PER_PASS, Measurement
 from sweepkit.validation.profiles import priced_by_profile, steady_row
 from sweepkit.validation.serving_points import MODELLED, serving_status
@@ -65,7 +65,7 @@ def status(m: Measurement) -> str:
         return SPEEDUP
     if m.draft != "none":
         return NEEDS_ACCEPTANCE
-    if floor := below_floor(m):
+    if floor := below_floor(m) or chunk_timed(m):
         return floor
     if m.metric not in PER_PASS and node_test(m):     # the steady state alone prices a pool's node test
         return MODELLED if steady_row(m) else serving_status(m)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sweepkit.catalogue import get_model
 from sweepkit.validation import Measurement, load_measurements
-from sweepkit.validation.floor import below_floor, step_floor_s
+from sweepkit.validation.floor import CHUNK_TIMED, below_floor, chunk_timed, step_floor_s
 from sweepkit.validation.points import status
 
 
@@ -69,3 +69,24 @@ def test_floor_scales_as_one_over_gpus_and_bytes(gpus, fmt):
     if w is not None:
         assert abs(got - one * (w / 2.0) / gpus) < 1e-12 * max(one, 1.0)
     assert step_floor_s(dataclasses.replace(row, gpus=gpus + 1, tp=gpus + 1)) < got
+
+
+def test_chunk_timed_rows_keep_their_throughput_and_lose_their_per_token_latencies():
+    """GPUStack's guidellm pages (median ITL 0.00 ms in every benchmark output) mark their rows in notes: their
+    TPOT rows are not modelled and say why; their throughput and end-to-end rows stay modelled as before."""
+    rows = load_measurements()[0]
+    marked = [m for m in rows if CHUNK_TIMED in m.notes]
+    assert marked and all("qwen3.5" in m.url and m.source == "gpustack-performance-lab" for m in marked)
+    assert not [m for m in rows if "qwen3.5" in m.url and m.source == "gpustack-performance-lab"
+                and CHUNK_TIMED not in m.notes]
+    per_token = [m for m in marked if m.metric in ("tpot", "itl")]
+    assert len(per_token) == 16
+    for m in per_token:
+        why = status(m)
+        assert why.startswith("not modelled") and ("in chunks" in why or "physical floor" in why
+                                                   or "needs input_tokens" in why), why
+    assert sum("in chunks" in status(m) for m in per_token) == 14     # the other 2 are below the floor
+    for m in [m for m in marked if m.metric == "total_throughput" and m.input_tokens][:3]:
+        assert chunk_timed(m) == ""
+    plain = dataclasses.replace(per_token[0], notes="")
+    assert chunk_timed(plain) == ""
