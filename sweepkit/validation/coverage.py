@@ -46,7 +46,7 @@ from sweepkit.errors import InputError, bad_value
 from sweepkit.serving.config import check, kv_tokens
 from sweepkit.validation.aliases import device_name, model_name
 from sweepkit.validation.measurements import Measurement, get_device_known, get_model_known
-from sweepkit.validation.measurements import _int as optional_int
+from sweepkit.validation.cells import cell_int as optional_int
 from sweepkit.validation.row_layout import row_layout
 from sweepkit.validation.serving_points import MODELLED, point_config, serving_status
 

@@ -44,11 +44,13 @@ import io
 from importlib import resources
 from pathlib import Path
 
-from sweepkit.catalogue import get_device, get_draft, get_format, get_model
+from sweepkit.catalogue import get_draft, get_format, get_model
 from sweepkit.catalogue.aliases import checkpoint_format, checkpoint_kv_format
 from sweepkit.errors import InputError, bad_value
 from sweepkit.validation.aliases import device_name, model_name
 from sweepkit.validation.assumed_tp import assumed_tp
+from sweepkit.validation.cells import (PERCENTILES, cell_float, cell_int, cell_name, cell_percentile,  # noqa: F401
+                                       cell_rate, cell_value, get_device_known, get_model_known, native)
 
 REQUIRED = ("source", "device", "model", "metric", "value", "unit")
 OPTIONAL = ("url", "framework", "tp", "gpus", "weight_format", "kv_format", "compute_format", "batch",
@@ -67,8 +69,6 @@ SERVING = ("max_output_throughput", "output_throughput", "total_throughput", "tt
 """Metrics the serving engine evaluates (a simulated run at the measured load)."""
 LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
 """Metrics that are a latency statistic (``percentile``)."""
-PERCENTILES = ("mean", "50", "90", "99")
-"""Latency statistics the serving engine reports (the mean or a percentile)."""
 SPLITS = ("train", "test", "check")
 """``check``: an independent check, reported but never fitted on, whatever the fit's flags."""
 PUBLIC = "public.csv"
@@ -163,91 +163,6 @@ class Measurement:
         return "".join(parts)
 
 
-def _int(raw: dict, key: str, where: str, default=None, minimum: int = 1):
-    text = (raw.get(key) or "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise bad_value(key, text, f"an integer >= {minimum}", where=where) from None
-    if value < minimum:
-        raise bad_value(key, text, f"an integer >= {minimum}", where=where)
-    return value
-
-
-def _float(raw: dict, key: str, where: str) -> float | None:
-    """An optional positive number (None when the cell is empty)."""
-    text = (raw.get(key) or "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise bad_value(key, text, "a number > 0", where=where) from None
-    if not 0 < value < float("inf"):
-        raise bad_value(key, text, "a number > 0", where=where)
-    return value
-
-
-def _rate(raw: dict, where: str) -> float | None:
-    """``request_rate``: a number > 0, or ``inf`` (every request at t = 0)."""
-    if (raw.get("request_rate") or "").strip().lower() == "inf":
-        return float("inf")
-    try:
-        return _float(raw, "request_rate", where)
-    except InputError:
-        text = (raw.get("request_rate") or "").strip()
-        raise bad_value("request_rate", text, "a number > 0 or inf (every request at t = 0)", where=where) from None
-
-
-def get_model_known(name: str):
-    """The catalogue model ``name`` or None."""
-    try:
-        return get_model(name)
-    except InputError:
-        return None
-
-
-def get_device_known(name: str):
-    """The catalogue device ``name`` or None."""
-    from sweepkit.catalogue import get_device
-
-    try:
-        return get_device(name)
-    except InputError:
-        return None
-
-
-def _native(device: str, fmt: str) -> bool:
-    """Whether ``device`` (a catalogue name) computes in ``fmt`` natively: a quantised checkpoint's weights run
-    in its format only there, elsewhere weight-only against bf16 activations (FP8 on Ampere, NVFP4 on Hopper)."""
-    try:
-        return get_device(device).speedup(fmt) > 1.0
-    except InputError:
-        return False
-
-
-def _value(raw: dict, where: str) -> float:
-    text = raw["value"].strip()
-    try:
-        value = float(text)
-    except ValueError:
-        raise bad_value("value", text, "a number > 0", where=where) from None
-    if not value > 0 or value == float("inf"):
-        raise bad_value("value", text, "a number > 0 (times and rates are positive)", where=where)
-    return value
-
-
-def _name(raw: dict, key: str, where: str, check) -> str:
-    """The catalogue name of a row's device or model (an alias or HF id gives the name it stands for)."""
-    value = raw[key].strip()
-    try:
-        return check(value, key).name
-    except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
-
-
 def _row(raw: dict, row: int, where: str) -> Measurement:
     """Check one CSV row (``where`` names the file and row) and build its :class:`Measurement`."""
     metric = raw["metric"].strip()
@@ -262,33 +177,33 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
     given = {k: (raw.get(k) or "").strip() for k in ("weight_format", "kv_format", "compute_format")}
     weight = given["weight_format"] or named
     fmts = {"weight_format": weight, "kv_format": given["kv_format"] or checkpoint_kv_format(model_raw) or "bf16",
-            "compute_format": given["compute_format"] or (named if weight == named and _native(device, named)
+            "compute_format": given["compute_format"] or (named if weight == named and native(device, named)
                                                           else "bf16")}
     for key, value in fmts.items():
-        _name({key: value}, key, where, get_format)
+        cell_name({key: value}, key, where, get_format)
     draft = (raw.get("draft") or "none").strip()
     split = (raw.get("split") or "test").strip()
     if split not in SPLITS:
         raise bad_value("split", split, "train, test or check", where=where)
-    tp = _int(raw, "tp", where, 1)
-    gpus = _int(raw, "gpus", where, tp)
+    tp = cell_int(raw, "tp", where, 1)
+    gpus = cell_int(raw, "gpus", where, tp)
     laid = any((raw.get(k) or "").strip() for k in ("tp", "pp", "ep", "dp"))
     if not laid and gpus > 1:            # GPUs without a layout: the smallest TP that holds the weights
         tp = assumed_tp(model, device, fmts["weight_format"], gpus)
-    value = _value(raw, where)
+    value = cell_value(raw, where)
     factor = UNITS[metric][unit]
     m = Measurement(
         source=raw["source"].strip(), device=device, model=model, metric=metric,
         value=value, unit=unit, value_si=value * (gpus if factor is None else factor), row=row,
         url=(raw.get("url") or "").strip(), framework=(raw.get("framework") or "").strip(), tp=tp, gpus=gpus,
-        **fmts, batch=_int(raw, "batch", where), context_tokens=_int(raw, "context_tokens", where, minimum=0),
-        input_tokens=_int(raw, "input_tokens", where), output_tokens=_int(raw, "output_tokens", where),
-        requests=_int(raw, "requests", where), concurrency=_int(raw, "concurrency", where),
-        request_rate=_rate(raw, where),
-        percentile=_percentile(raw, where), ttft_limit_s=_float(raw, "ttft_limit_s", where),
-        tpot_limit_s=_float(raw, "tpot_limit_s", where), draft=draft, gamma=_int(raw, "gamma", where, minimum=0),
-        split=split, notes=(raw.get("notes") or "").strip(), pp=_int(raw, "pp", where, 1), ep=_int(raw, "ep", where, 1),
-        dp=_int(raw, "dp", where, 1), scenario=(raw.get("scenario") or "").strip(),
+        **fmts, batch=cell_int(raw, "batch", where), context_tokens=cell_int(raw, "context_tokens", where, minimum=0),
+        input_tokens=cell_int(raw, "input_tokens", where), output_tokens=cell_int(raw, "output_tokens", where),
+        requests=cell_int(raw, "requests", where), concurrency=cell_int(raw, "concurrency", where),
+        request_rate=cell_rate(raw, where),
+        percentile=cell_percentile(raw, where), ttft_limit_s=cell_float(raw, "ttft_limit_s", where),
+        tpot_limit_s=cell_float(raw, "tpot_limit_s", where), draft=draft, gamma=cell_int(raw, "gamma", where, minimum=0),
+        split=split, notes=(raw.get("notes") or "").strip(), pp=cell_int(raw, "pp", where, 1), ep=cell_int(raw, "ep", where, 1),
+        dp=cell_int(raw, "dp", where, 1), scenario=(raw.get("scenario") or "").strip(),
         lever=(raw.get("lever") or "").strip(), pair_id=(raw.get("pair_id") or "").strip(),
         model_as_written=model_raw, device_as_written=device_raw, file=where.split(" row ")[0])
     if metric in PER_PASS and (m.batch is None or m.context_tokens is None):
@@ -301,15 +216,6 @@ def _row(raw: dict, row: int, where: str) -> Measurement:
         raise bad_value("lever", m.lever, "a lever ending ':with' or ':without' (a row with a pair_id is one side "
                         "of a measured pair)", where=where)
     return m
-
-
-def _percentile(raw: dict, where: str) -> str:
-    text = (raw.get("percentile") or "").strip().lower()
-    if not text:
-        return "50"
-    if text not in PERCENTILES:
-        raise bad_value("percentile", text, f"one of {', '.join(PERCENTILES)}", where=where)
-    return text
 
 
 def _draft_methods() -> tuple[str, ...]:
