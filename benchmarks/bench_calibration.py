@@ -1,7 +1,7 @@
 """Calibration benchmark: held-out error of the measured profile per slice, before and after the fit.
 
 Usage:  python benchmarks/bench_calibration.py [MEASUREMENTS.csv] [--framework TensorRT-LLM] [--engine N]
-                                              [--loss l2|cauchy] [--pin DEVICE:FORMAT:FIELD=VALUE ...]
+                                              [--loss l2|cauchy] [--hold DEVICE:FORMAT:FIELD=VALUE ...]
 
 Rows: the framework's steady-state rows that sweepkit prices (default: the packaged corpus; for
 TensorRT-LLM its perf-overview v0.17 and v0.20 max-throughput rows, for another framework its max-throughput
@@ -41,11 +41,12 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 
-from sweepkit.catalogue.efficiency import FIELDS, packaged_profile  # noqa: E402
+from sweepkit.catalogue.efficiency import packaged_profile  # noqa: E402
 from sweepkit.validation import load_measurements  # noqa: E402
 from sweepkit.validation.framework_fit import (calibrate_framework, errors_pct, fittable,  # noqa: E402
                                                framework_rows, slice_of)
-from sweepkit.validation.profile_fit import LOSSES  # noqa: E402
+from sweepkit.errors import InputError  # noqa: E402
+from sweepkit.validation.profile_fit import LOSSES, parse_held  # noqa: E402
 from sweepkit.validation.serving_points import MAX_BATCH, TOKEN_BUDGET  # noqa: E402
 from sweepkit.validation.serving_runs import evaluate_serving  # noqa: E402
 from sweepkit.validation.steady import reference_throughput  # noqa: E402
@@ -81,21 +82,6 @@ def _cell(e) -> str:
     return f"{np.median(np.abs(e)):5.1f} ({np.median(e):+5.1f})"
 
 
-def parse_pins(pins: list[str]) -> dict:
-    """``DEVICE:FORMAT:FIELD=VALUE`` arguments -> {(device, format): {field: value}}."""
-    out: dict = {}
-    for p in pins:
-        try:
-            where, value = p.split("=")
-            device, fmt, field = where.split(":")
-            out.setdefault((device, fmt), {})[field] = float(value)
-        except ValueError:
-            raise SystemExit(f"--pin {p!r}: expected DEVICE:FORMAT:FIELD=VALUE, e.g. H100:bf16:gemm_eff_max=0.79") from None
-        if field not in FIELDS:
-            raise SystemExit(f"--pin {p!r}: field {field!r} is not one of {', '.join(FIELDS)}")
-    return out
-
-
 def report(rows, columns: dict[str, np.ndarray]) -> None:
     groups: dict[str, list[int]] = {}
     for i, m in enumerate(rows):
@@ -111,10 +97,14 @@ def main() -> None:
     ap.add_argument("--framework", default="TensorRT-LLM")
     ap.add_argument("--engine", type=int, default=0, help="rows to simulate with the serving engine")
     ap.add_argument("--loss", choices=LOSSES, default="l2", help="the held-out fits' data loss (calibrate --loss)")
-    ap.add_argument("--pin", action="append", default=[], metavar="DEVICE:FORMAT:FIELD=VALUE",
-                    help="hold a field at a value in every fit (a measured kernel table's); repeatable")
+    ap.add_argument("--hold", action="append", default=[], metavar="DEVICE:FORMAT:FIELD=VALUE",
+                    help="hold a field at a value in every fit (a measured kernel table's; calibrate --hold); "
+                         "repeatable")
     args = ap.parse_args()
-    pinned = parse_pins(args.pin)
+    try:
+        pinned = parse_held(args.hold)
+    except InputError as exc:
+        raise SystemExit(str(exc)) from None
     points, name, _ = load_measurements(args.measurements)
     trt = args.framework.lower().startswith("tensorrt")
     sources = ("trtllm-perf-overview-v0.17", "trtllm-perf-overview-v0.20") if trt else ()

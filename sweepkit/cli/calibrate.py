@@ -29,9 +29,12 @@ def _median_abs(values) -> float:
 @click.option("--loss", type=click.Choice(["l2", "cauchy"]), default="l2", show_default=True,
               help="With --framework: the fit's data loss on log errors; cauchy is robust, so a few rows the model "
                    "cannot express (a benchmark's front end setting the pace) do not pull every field toward them.")
+@click.option("--hold", "held", multiple=True, metavar="DEVICE:FORMAT:FIELD=VALUE",
+              help="With --framework: hold a field at a value instead of fitting it (a measured kernel table's, "
+                   "e.g. H100:bf16:gemm_eff_max=0.79); repeatable.")
 @format_option
 def calibrate(measurements: str | None, device: str | None, framework: str | None, out: str, name: str | None,
-              all_rows: bool, sources: tuple[str, ...], loss: str, fmt: str) -> None:
+              all_rows: bool, sources: tuple[str, ...], loss: str, held: tuple[str, ...], fmt: str) -> None:
     """Fit DEVICE's compute fraction, HBM fraction and per-pass overhead to MEASUREMENTS, or with
     --framework a framework's efficiency profile.
 
@@ -47,16 +50,19 @@ def calibrate(measurements: str | None, device: str | None, framework: str | Non
     max_output_throughput rows through the analytic steady state (docs/costmodel.md "Measured
     profile"); it prints the median |error| per slice (device x dense/MoE x format) and split before
     and after, and writes the profile that `validate --profile` reads. `--loss cauchy` fits it under
-    Cauchy's robust loss instead of least squares.
+    Cauchy's robust loss instead of least squares; `--hold` keeps a field at a given value (a measured
+    kernel table's) instead of fitting it.
 
     \b
     Example: sweepkit calibrate --device H100 --name H100-vllm --out /tmp/h100-vllm.toml
     """
     if framework is not None:
-        return _calibrate_framework(measurements, framework, out, all_rows, sources, loss, fmt)
+        return _calibrate_framework(measurements, framework, out, all_rows, sources, loss, held, fmt)
     if loss != "l2":
         raise InputError(f"--loss {loss} applies to a framework's profile (--framework NAME); a device's fit "
                          "(--device) is least squares")
+    if held:
+        raise InputError("--hold applies to a framework's profile (--framework NAME)")
     if device is None:
         raise InputError("calibrate needs --device DEVICE (a device's efficiencies) or --framework NAME "
                          "(a framework's efficiency profile)")
@@ -119,21 +125,24 @@ def _report_errors(usable, base, dev):
 
 
 def _calibrate_framework(measurements: str | None, framework: str, out: str, all_rows: bool,
-                         sources: tuple[str, ...], loss: str, fmt: str) -> None:
+                         sources: tuple[str, ...], loss: str, held: tuple[str, ...], fmt: str) -> None:
     """Fit and write a framework profile; print the per-slice errors before and after."""
     import numpy as np
     import pyarrow as pa
 
     from sweepkit.validation import load_measurements
     from sweepkit.validation.framework_fit import calibrate_framework, slice_table
+    from sweepkit.validation.profile_fit import parse_held
     from sweepkit.validation.profiles import write_profile
 
+    pinned = parse_held(held)
     points, file, sha = load_measurements(measurements)
     result = calibrate_framework(points, framework, file=file, sha256=sha, all_rows=all_rows, sources=sources,
-                                 loss=loss)
+                                 loss=loss, pinned=pinned)
     command = " ".join(["sweepkit calibrate", *([measurements] if measurements else []), "--framework", framework,
                         *[f"--source {s}" for s in sources], *(["--all-rows"] if all_rows else []),
-                        *([f"--loss {loss}"] if loss != "l2" else []), "--out", out])
+                        *([f"--loss {loss}"] if loss != "l2" else []), *[f"--hold {h}" for h in held],
+                        "--out", out])
     write_profile(out, result.profile, comment=f"Written by: {command}")
     table = slice_table(result)
     emit(pa.table({k: [r[k] for r in table] for k in table[0]}), fmt,

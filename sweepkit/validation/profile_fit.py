@@ -142,6 +142,40 @@ def identified_fields(rows: RowInputs, keys: list[tuple[str, str]], profile: Pro
     return _identified(rows, keys, slices, per, profile.overheads)
 
 
+def parse_held(specs: list[str] | tuple[str, ...]) -> dict:
+    """``DEVICE:FORMAT:FIELD=VALUE`` strings -> {(device, format): {field: value}}: fields a fit holds at given
+    values (a measured kernel table's), each checked against the catalogue and its physical range (:data:`BOUNDS`).
+
+    Example:
+      >>> parse_held(["H100:bf16:gemm_eff_max=0.79", "H100:bf16:gemm_tokens_half=0"])
+      {('H100', 'bf16'): {'gemm_eff_max': 0.79, 'gemm_tokens_half': 0.0}}
+    """
+    from sweepkit.catalogue import get_device, get_format
+
+    out: dict = {}
+    for spec in specs:
+        where, _, text = spec.partition("=")
+        parts = where.split(":")
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if len(parts) != 3 or value is None:
+            raise InputError(f"--hold {spec!r}: expected DEVICE:FORMAT:FIELD=VALUE, e.g. H100:bf16:gemm_eff_max=0.79")
+        device, fmt, field = (x.strip() for x in parts)
+        try:
+            device, fmt = get_device(device).name, get_format(fmt, "format").name
+        except InputError as exc:
+            raise InputError(f"--hold {spec!r}: {exc}") from None
+        if field not in FIELDS:
+            raise InputError(f"--hold {spec!r}: field {field!r} is not one of {', '.join(FIELDS)}")
+        lo, hi = BOUNDS[field]
+        if not lo <= value <= hi:
+            raise InputError(f"--hold {spec!r}: {field} = {value:g} is outside its range [{lo:g}, {hi:g}]")
+        out.setdefault((device, fmt), {})[field] = value
+    return out
+
+
 def robust(z, loss: str = "cauchy", c: float = CAUCHY_SCALE):
     """Residuals whose squares are the loss: z itself (``l2``), or Cauchy's z sqrt(log(1 + (z/c)^2) / (z/c)^2),
     whose square is c^2 log(1 + (z / c)^2).

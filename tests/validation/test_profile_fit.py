@@ -292,3 +292,25 @@ def test_pinned_fields_stay_at_their_values_while_the_rest_is_fitted():
     held = off.profile.fields("H100", "fp8")
     assert (held["gemm_eff_max"], held["gemm_tokens_half"]) == (0.3, 50.0)
     assert np.max(np.abs(off.after_pct)) > 5.0
+
+
+def test_calibrate_hold_keeps_a_field_at_its_value_and_bad_holds_are_one_line(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEAD + "".join(f"syn,H100,{m.model},max_output_throughput,{m.value!r},tok/s,TensorRT-LLM,{m.tp},"
+                                  f"{m.gpus},fp8,fp8,fp8,{m.input_tokens},{m.output_tokens},train\n"
+                                  for m in _synthetic(((1000, 1000), (2048, 128)))))
+    out = tmp_path / "trt.toml"
+    res = CliRunner().invoke(main, ["calibrate", str(csv), "--framework", "TensorRT-LLM", "--hold",
+                                    "H100:fp8:gemm_eff_max=0.65", "--out", str(out), "--format", "json"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "--hold H100:fp8:gemm_eff_max=0.65" in out.read_text().splitlines()[0]
+    assert load_profile(out).fields("H100", "fp8")["gemm_eff_max"] == 0.65
+    for args, message in ((["--framework", "TensorRT-LLM", "--hold", "H100:fp8:gemm=0.6"], "field 'gemm' is not one of"),
+                          (["--framework", "TensorRT-LLM", "--hold", "H100:fp8:gemm_eff_max=1.5"], "outside its range"),
+                          (["--framework", "TensorRT-LLM", "--hold", "X9:fp8:gemm_eff_max=0.5"], "device = 'X9'"),
+                          (["--framework", "TensorRT-LLM", "--hold", "H100:fp8"], "expected DEVICE:FORMAT:FIELD=VALUE"),
+                          (["--device", "H100", "--hold", "H100:fp8:gemm_eff_max=0.5"], "--hold applies to")):
+        res = CliRunner().invoke(main, ["calibrate", str(csv), *args, "--out", str(tmp_path / "p.toml")])
+        assert res.exit_code == 2 and message in res.stderr, (args, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1
