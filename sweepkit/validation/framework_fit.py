@@ -98,11 +98,13 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
     moe = {(m.device, m.compute_format) for m in train if get_model(m.model).n_experts > 0}
     slices = {k: v if k in moe else {f: x for f, x in v.items() if f not in MOE_FIELDS}
               for k, v in res.slices.items()}
+    for k, fields in (pinned or {}).items():      # a held field is written whatever rows its slice has
+        slices[k] = {**(slices[k] if k in slices else start.entries.get(k, {})), **fields}
     med = lambda r: float(100 * np.median(np.abs(np.expm1(r))))  # noqa: E731
     prof = fitted_profile(start, framework, slices, res.overheads, file=file, sha256=sha256,
                           rows=[m.row for m in train], error_before_pct=med(res.residuals_before),
                           error_after_pct=med(res.residuals_after), token_budget=res.token_budget)
-    prof = without_unidentified(prof, train)
+    prof = without_unidentified(prof, train, keep=pinned or {})
     return FrameworkFit(profile=prof, fit=res, train=train, rows=rows, before_pct=errors_pct(rows, start),
                         after_pct=errors_pct(rows, prof))
 
@@ -123,11 +125,12 @@ def with_kernel_time(start: Profile, framework: str) -> Profile:
     return dataclasses.replace(start, overheads={**start.overheads, KERNEL_FIELD: value[0]}, kernel_source=value[1])
 
 
-def without_unidentified(profile: Profile, train: list[Measurement]) -> Profile:
+def without_unidentified(profile: Profile, train: list[Measurement], keep: dict | None = None) -> Profile:
     """``profile`` with each entry field the rows of ``train`` do not pin down left out, so that it is inherited
     from the family's entries or the default (:mod:`sweepkit.catalogue.families`) as a slice without rows is.
 
-    A field f of slice k is left out when no row depends on it at the profile's values (a zero column of d log
+    A field f of slice k (not one ``keep`` holds: {(device, format): {field: value}}) is left out when no row
+    depends on it at the profile's values (a zero column of d log
     model / d theta: :func:`sweepkit.validation.profile_fit.identified_fields`) and every row of ``train`` keeps its
     value, to |log ratio| <= :data:`UNCHANGED`, with f inherited instead: a field whose term does not bind at
     the fitted value but would at the inherited one (the fit pushed it until it stopped binding) is kept.
@@ -150,7 +153,8 @@ def without_unidentified(profile: Profile, train: list[Measurement]) -> Profile:
     base = values(profile)
     fams = [d for fam in families()["families"].values() for d in fam["devices"]]
     for k in sorted(ident, key=lambda k: (fams.index(k[0]) if k[0] in fams else len(fams), k)):
-        for f in [f for f in profile.entries.get(k, {}) if f in FIELDS and f not in ident[k]]:
+        held = (keep or {}).get(k, {})
+        for f in [f for f in profile.entries.get(k, {}) if f in FIELDS and f not in ident[k] and f not in held]:
             entries = {**profile.entries, k: {g: v for g, v in profile.entries[k].items() if g != f}}
             trial = dataclasses.replace(profile, entries=entries)
             if np.max(np.abs(values(trial) - base)) <= UNCHANGED:

@@ -292,6 +292,12 @@ def test_pinned_fields_stay_at_their_values_while_the_rest_is_fitted():
     held = off.profile.fields("H100", "fp8")
     assert (held["gemm_eff_max"], held["gemm_tokens_half"]) == (0.3, 50.0)
     assert np.max(np.abs(off.after_pct)) > 5.0
+    # a held field of a slice no row runs on is written too, over the start's entry for it
+    other = calibrate_framework(rows, "TensorRT-LLM", file="s.csv", sha256="-",
+                                pinned={("B200", "fp4"): {"gemm_eff_max": 0.5}})
+    assert other.profile.fields("B200", "fp4")["gemm_eff_max"] == 0.5
+    assert other.profile.fields("B200", "fp4")["gemm_tokens_half"] == \
+        packaged_profile().fields("B200", "fp4")["gemm_tokens_half"]
 
 
 def test_calibrate_hold_keeps_a_field_at_its_value_and_bad_holds_are_one_line(tmp_path):
