@@ -17,32 +17,30 @@ PERCENTILES = ("mean", "50", "90", "99")
 """Latency statistics the serving engine reports (the mean or a percentile)."""
 
 
-def cell_int(raw: dict, key: str, where: str, default=None, minimum: int = 1):
-    """An optional integer >= ``minimum`` (``default`` when the cell is empty)."""
-    text = (raw.get(key) or "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise bad_value(key, text, f"an integer >= {minimum}", where=where) from None
-    if value < minimum:
-        raise bad_value(key, text, f"an integer >= {minimum}", where=where)
-    return value
-
-
-def cell_float(raw: dict, key: str, where: str) -> float | None:
-    """An optional positive number (None when the cell is empty)."""
+def _checked(raw: dict, key: str, where: str, convert, ok, allowed: str):
+    """The cell ``key`` converted (None when empty); a one-line error naming ``allowed`` when it does not convert
+    or ``ok`` rejects it."""
     text = (raw.get(key) or "").strip()
     if not text:
         return None
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        raise bad_value(key, text, "a number > 0", where=where) from None
-    if not 0 < value < float("inf"):
-        raise bad_value(key, text, "a number > 0", where=where)
+        raise bad_value(key, text, allowed, where=where) from None
+    if not ok(value):
+        raise bad_value(key, text, allowed, where=where)
     return value
+
+
+def cell_int(raw: dict, key: str, where: str, default=None, minimum: int = 1):
+    """An optional integer >= ``minimum`` (``default`` when the cell is empty)."""
+    value = _checked(raw, key, where, int, lambda v: v >= minimum, f"an integer >= {minimum}")
+    return default if value is None else value
+
+
+def cell_float(raw: dict, key: str, where: str) -> float | None:
+    """An optional positive number (None when the cell is empty)."""
+    return _checked(raw, key, where, float, lambda v: 0 < v < float("inf"), "a number > 0")
 
 
 def cell_rate(raw: dict, where: str) -> float | None:

@@ -260,11 +260,17 @@ def test_a_cauchy_fit_recovers_the_fields_that_a_few_slow_rows_pull_a_least_squa
     assert abs(l2.profile.fields("H100", "fp8")["gemm_eff_max"] / true["gemm_eff_max"] - 1) > 0.2
 
 
-def test_calibrate_loss_option_is_written_into_the_lineage_and_refused_for_a_device_fit(tmp_path):
+def _small_csv(tmp_path):
+    """A measurement CSV of 14 generated TensorRT-LLM rows (two length pairs), split train."""
     csv = tmp_path / "m.csv"
     csv.write_text(HEAD + "".join(f"syn,H100,{m.model},max_output_throughput,{m.value!r},tok/s,TensorRT-LLM,{m.tp},"
                                   f"{m.gpus},fp8,fp8,fp8,{m.input_tokens},{m.output_tokens},train\n"
                                   for m in _synthetic(((1000, 1000), (2048, 128)))))
+    return csv
+
+
+def test_calibrate_loss_option_is_written_into_the_lineage_and_refused_for_a_device_fit(tmp_path):
+    csv = _small_csv(tmp_path)
     out = tmp_path / "trt.toml"
     res = CliRunner().invoke(main, ["calibrate", str(csv), "--framework", "TensorRT-LLM", "--loss", "cauchy",
                                     "--out", str(out), "--format", "json"], catch_exceptions=False)
@@ -301,10 +307,7 @@ def test_pinned_fields_stay_at_their_values_while_the_rest_is_fitted():
 
 
 def test_calibrate_hold_keeps_a_field_at_its_value_and_bad_holds_are_one_line(tmp_path):
-    csv = tmp_path / "m.csv"
-    csv.write_text(HEAD + "".join(f"syn,H100,{m.model},max_output_throughput,{m.value!r},tok/s,TensorRT-LLM,{m.tp},"
-                                  f"{m.gpus},fp8,fp8,fp8,{m.input_tokens},{m.output_tokens},train\n"
-                                  for m in _synthetic(((1000, 1000), (2048, 128)))))
+    csv = _small_csv(tmp_path)
     out = tmp_path / "trt.toml"
     res = CliRunner().invoke(main, ["calibrate", str(csv), "--framework", "TensorRT-LLM", "--hold",
                                     "H100:fp8:gemm_eff_max=0.65", "--out", str(out), "--format", "json"],
