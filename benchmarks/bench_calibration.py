@@ -64,14 +64,14 @@ def reference_pct(rows) -> np.ndarray:
     return 100.0 * (v / np.array([m.value_si for m in rows]) - 1.0)
 
 
-def held_out(rows, folds, framework, loss="l2", pinned=None) -> tuple[np.ndarray, float]:
-    """Error % of every row under the profile fitted (under ``loss``, ``pinned`` fields held) on the other fold;
+def held_out(rows, folds, framework, loss="l2", held=None) -> tuple[np.ndarray, float]:
+    """Error % of every row under the profile fitted (under ``loss``, ``held`` fields kept) on the other fold;
     seconds of fitting."""
     out, spent = np.full(len(rows), np.nan), 0.0
     for k in sorted(set(folds)):
         pts = [dataclasses.replace(m, split="test" if f == k else "train") for m, f in zip(rows, folds)]
         t0 = time.perf_counter()
-        fit = calibrate_framework(pts, framework, file="bench", sha256="-", loss=loss, pinned=pinned)
+        fit = calibrate_framework(pts, framework, file="bench", sha256="-", loss=loss, held=held)
         spent += time.perf_counter() - t0
         test = [i for i, f in enumerate(folds) if f == k]
         out[test] = errors_pct([rows[i] for i in test], fit.profile)
@@ -102,7 +102,7 @@ def main() -> None:
                          "repeatable")
     args = ap.parse_args()
     try:
-        pinned = parse_held(args.hold)
+        held = parse_held(args.hold)
     except InputError as exc:
         raise SystemExit(str(exc)) from None
     points, name, _ = load_measurements(args.measurements)
@@ -110,16 +110,16 @@ def main() -> None:
     sources = ("trtllm-perf-overview-v0.17", "trtllm-perf-overview-v0.20") if trt else ()
     rows = [m for m in framework_rows(points, args.framework, sources) if fittable(m)]
     print(f"{len(rows)} {args.framework} steady-state rows of {name}; held-out fits under the {args.loss} loss"
-          + (f", held: {pinned}" if pinned else ""))
+          + (f", held: {held}" if held else ""))
     seed = errors_pct(rows, packaged_profile())
     ref = reference_pct(rows)
-    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework, args.loss, pinned) if trt \
+    version, t_v = held_out(rows, ["v0.17" in m.source for m in rows], args.framework, args.loss, held) if trt \
         else (np.full(len(rows), np.nan), 0.0)
     pairs = sorted({(m.input_tokens, m.output_tokens) for m in rows})
     parity = {p: i % 2 for i, p in enumerate(pairs)}
     by_pair, t_p = held_out(rows, [parity[(m.input_tokens, m.output_tokens)] for m in rows], args.framework, args.loss,
-                            pinned)
-    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework, args.loss, pinned)
+                            held)
+    by_device, t_d = held_out(rows, [m.device for m in rows], args.framework, args.loss, held)
     print(f"median |error| % (signed median %); fits {t_v:.1f} s (version folds), {t_p:.1f} s (pair folds), "
           f"{t_d:.1f} s (device folds)")
     report(rows, {"reference": ref, "seed profile": seed, "held-out:version": version, "held-out:pairs": by_pair,

@@ -135,10 +135,9 @@ def _calibrate_framework(measurements: str | None, framework: str, out: str, all
     from sweepkit.validation.profile_fit import parse_held
     from sweepkit.validation.profiles import write_profile
 
-    pinned = parse_held(held)
     points, file, sha = load_measurements(measurements)
     result = calibrate_framework(points, framework, file=file, sha256=sha, all_rows=all_rows, sources=sources,
-                                 loss=loss, pinned=pinned)
+                                 loss=loss, held=parse_held(held))
     command = " ".join(["sweepkit calibrate", *([measurements] if measurements else []), "--framework", framework,
                         *[f"--source {s}" for s in sources], *(["--all-rows"] if all_rows else []),
                         *([f"--loss {loss}"] if loss != "l2" else []), *[f"--hold {h}" for h in held],

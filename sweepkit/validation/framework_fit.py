@@ -78,10 +78,10 @@ def errors_pct(points: list[Measurement], profile: Profile) -> np.ndarray:
 
 def calibrate_framework(points: list[Measurement], framework: str, *, file: str, sha256: str,
                         all_rows: bool = False, start: Profile | None = None,
-                        sources: tuple[str, ...] = (), loss: str = "l2", pinned: dict | None = None) -> FrameworkFit:
+                        sources: tuple[str, ...] = (), loss: str = "l2", held: dict | None = None) -> FrameworkFit:
     """Fit ``framework``'s profile on its rows of split train (every split with ``all_rows``) whose source
     may be fitted on (:func:`fittable`) and starts with one of ``sources`` (when given), under the data
-    ``loss`` (:data:`sweepkit.validation.profile_fit.LOSSES`); raises InputError (naming the file) with fewer
+    ``loss`` (:data:`sweepkit.validation.profile_fit.LOSSES`), ``held`` fields kept at their values; raises InputError (naming the file) with fewer
     than 2 training rows."""
     start = with_kernel_time(start or packaged_profile(), framework)
     rows = framework_rows(points, framework, sources)
@@ -94,17 +94,17 @@ def calibrate_framework(points: list[Measurement], framework: str, *, file: str,
         res = fit_profile(row_inputs(train, MAX_BATCH, TOKEN_BUDGET), [m.value_si for m in train],
                           [(m.device, m.compute_format) for m in train], start,
                           fit_token_budget=any(m.metric != "max_output_throughput" for m in train), loss=loss,
-                          pinned=pinned)
+                          held=held)
     moe = {(m.device, m.compute_format) for m in train if get_model(m.model).n_experts > 0}
     slices = {k: v if k in moe else {f: x for f, x in v.items() if f not in MOE_FIELDS}
               for k, v in res.slices.items()}
-    for k, fields in (pinned or {}).items():      # a held field is written whatever rows its slice has
+    for k, fields in (held or {}).items():      # a held field is written whatever rows its slice has
         slices[k] = {**(slices[k] if k in slices else start.entries.get(k, {})), **fields}
     med = lambda r: float(100 * np.median(np.abs(np.expm1(r))))  # noqa: E731
     prof = fitted_profile(start, framework, slices, res.overheads, file=file, sha256=sha256,
                           rows=[m.row for m in train], error_before_pct=med(res.residuals_before),
                           error_after_pct=med(res.residuals_after), token_budget=res.token_budget)
-    prof = without_unidentified(prof, train, keep=pinned or {})
+    prof = without_unidentified(prof, train, keep=held or {})
     return FrameworkFit(profile=prof, fit=res, train=train, rows=rows, before_pct=errors_pct(rows, start),
                         after_pct=errors_pct(rows, prof))
 

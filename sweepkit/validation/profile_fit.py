@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sweepkit.catalogue import get_device, get_format
 from sweepkit.catalogue.efficiency import (CONTEXT_KERNEL_FIELD, FIELDS, FRAMEWORK_FIELDS, KEPT_FIELDS, KERNEL_FIELD,
                                            VECTOR_FIELD, Profile)
 from sweepkit.costmodel.efficiency import Efficiency
@@ -83,7 +84,7 @@ def _limits(names):
 
 
 def _to_u(theta, lo, hi):
-    width = hi - lo                       # 0 for a pinned field: theta is lo whatever u is
+    width = hi - lo                       # 0 for a held field: theta is lo whatever u is
     x = np.clip(np.divide(np.asarray(theta, np.float64) - lo, width, out=np.full(width.shape, 0.5), where=width > 0),
                 0.05, 0.95)
     return np.log(x) - np.log1p(-x)
@@ -150,8 +151,6 @@ def parse_held(specs: list[str] | tuple[str, ...]) -> dict:
       >>> parse_held(["H100:bf16:gemm_eff_max=0.79", "H100:bf16:gemm_tokens_half=0"])
       {('H100', 'bf16'): {'gemm_eff_max': 0.79, 'gemm_tokens_half': 0.0}}
     """
-    from sweepkit.catalogue import get_device, get_format
-
     out: dict = {}
     for spec in specs:
         where, _, text = spec.partition("=")
@@ -176,7 +175,7 @@ def parse_held(specs: list[str] | tuple[str, ...]) -> dict:
     return out
 
 
-def robust(z, loss: str = "cauchy", c: float = CAUCHY_SCALE):
+def robust(z, loss: str, c: float = CAUCHY_SCALE):
     """Residuals whose squares are the loss: z itself (``l2``), or Cauchy's z sqrt(log(1 + (z/c)^2) / (z/c)^2),
     whose square is c^2 log(1 + (z / c)^2).
 
@@ -191,7 +190,7 @@ def robust(z, loss: str = "cauchy", c: float = CAUCHY_SCALE):
       The residuals to square and sum.
 
     Example:
-      >>> round(float(robust(jnp.asarray(3.0), c=3.0) ** 2), 3)     # c^2 log 2 = 6.238
+      >>> round(float(robust(jnp.asarray(3.0), "cauchy", c=3.0) ** 2), 3)     # c^2 log 2 = 6.238
       6.238
 
     References:
@@ -207,10 +206,10 @@ def robust(z, loss: str = "cauchy", c: float = CAUCHY_SCALE):
 
 def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: Profile, *,
                 iterations: int = 200, fit_token_budget: bool = False, loss: str = "l2",
-                pinned: dict | None = None) -> ProfileFit:
+                held: dict | None = None) -> ProfileFit:
     """Fit the slices of ``keys`` (one (device, format) per row of ``rows``) and the overheads to ``measured``
     (per row what it measures, SI: :func:`~sweepkit.validation.steady.row_value`), starting from (and pulled toward) ``start``.
-    ``pinned`` ((device, format) -> {field: value}) holds fields at given values (measured kernel tables:
+    ``held`` ((device, format) -> {field: value}) keeps fields at given values (measured kernel tables:
     data, not fitted).
 
     Example:
@@ -224,11 +223,11 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
     extra = ["token_budget"] if fit_token_budget else []
     names = [f for _ in slices for f in FIELDS] + list(FRAMEWORK_FIELDS) + extra
     lo, hi = _limits(names)
-    held = [(pinned or {}).get(k, {}).get(f) for k in slices for f in FIELDS]
+    fixed = [(held or {}).get(k, {}).get(f) for k in slices for f in FIELDS]
     theta0 = [start.fields(*k)[f] for k in slices for f in FIELDS]
-    theta0 = [t if v is None else v for t, v in zip(theta0, held)]
+    theta0 = [t if v is None else v for t, v in zip(theta0, fixed)]
     theta0 += [start.overheads[f] for f in FRAMEWORK_FIELDS]
-    for j, v in enumerate(held):
+    for j, v in enumerate(fixed):
         if v is not None:
             lo[j] = hi[j] = float(v)
     theta0 += [start.token_budget or float(np.max(np.asarray(rows.token_budget)))] * len(extra)

@@ -86,7 +86,9 @@ def test_chunk_timed_rows_keep_their_throughput_and_lose_their_per_token_latenci
         assert why.startswith("not modelled") and ("in chunks" in why or "physical floor" in why
                                                    or "needs input_tokens" in why), why
     assert sum("in chunks" in status(m) for m in per_token) == 14     # the other 2 are below the floor
-    for m in [m for m in marked if m.metric == "total_throughput" and m.input_tokens][:3]:
-        assert chunk_timed(m) == ""
+    priced = [m for m in marked if m.metric == "total_throughput" and m.input_tokens]
+    assert len(priced) == 12
+    for m in priced:
+        assert chunk_timed(m) == "" and status(m) == "modelled", status(m)
     plain = dataclasses.replace(per_token[0], notes="")
     assert chunk_timed(plain) == ""

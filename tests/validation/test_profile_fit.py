@@ -284,23 +284,23 @@ def test_calibrate_loss_option_is_written_into_the_lineage_and_refused_for_a_dev
         calibrate_framework(_synthetic(((1000, 1000),)), "TensorRT-LLM", file="s.csv", sha256="-", loss="huber")
 
 
-def test_pinned_fields_stay_at_their_values_while_the_rest_is_fitted():
+def test_held_fields_stay_at_their_values_while_the_rest_is_fitted():
     """A field held at a measured kernel table's value is data, not a parameter: held at the truth, the fit
     recovers the rest; held off it, it stays exactly there and the rows cannot all be fitted."""
     rows = _synthetic(((128, 2048), (1000, 1000), (2048, 128), (5000, 500)))
     at_truth = calibrate_framework(rows, "TensorRT-LLM", file="s.csv", sha256="-",
-                                   pinned={("H100", "fp8"): {"gemm_eff_max": 0.65}})
+                                   held={("H100", "fp8"): {"gemm_eff_max": 0.65}})
     got = at_truth.profile.fields("H100", "fp8")
     assert got["gemm_eff_max"] == 0.65 and np.max(np.abs(at_truth.after_pct)) < 1.0
     assert got["weight_bw_eff"] == pytest.approx(TRUE[("H100", "fp8")]["weight_bw_eff"], rel=0.05)
     off = calibrate_framework(rows, "TensorRT-LLM", file="s.csv", sha256="-",
-                              pinned={("H100", "fp8"): {"gemm_eff_max": 0.3, "gemm_tokens_half": 50.0}})
+                              held={("H100", "fp8"): {"gemm_eff_max": 0.3, "gemm_tokens_half": 50.0}})
     held = off.profile.fields("H100", "fp8")
     assert (held["gemm_eff_max"], held["gemm_tokens_half"]) == (0.3, 50.0)
     assert np.max(np.abs(off.after_pct)) > 5.0
     # a held field of a slice no row runs on is written too, over the start's entry for it
     other = calibrate_framework(rows, "TensorRT-LLM", file="s.csv", sha256="-",
-                                pinned={("B200", "fp4"): {"gemm_eff_max": 0.5}})
+                                held={("B200", "fp4"): {"gemm_eff_max": 0.5}})
     assert other.profile.fields("B200", "fp4")["gemm_eff_max"] == 0.5
     assert other.profile.fields("B200", "fp4")["gemm_tokens_half"] == \
         packaged_profile().fields("B200", "fp4")["gemm_tokens_half"]
