@@ -43,27 +43,24 @@ An optional ``[bands]`` table gives uncertainty draws per point (:mod:`sweepkit.
 Ranges on integer axes are rounded and de-duplicated, keeping their order; a list must not repeat a value.
 A range has at most 1,000,000 values (``MAX_AXIS_VALUES``) and a grid at most 10^12 points (``MAX_POINTS``).
 Any error raises :class:`sweepkit.errors.InputError` with one line naming the file, the field, the bad value
-and what is allowed.
+and what is allowed (axis values: :mod:`sweepkit.sweep.axis_values`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from sweepkit.catalogue import (device_key, device_names, devices_file, draft_names, format_names, get_draft,
-                                get_model, is_config_path, load_hf_config, load_models_file, model_key, model_names,
+from sweepkit import acceptance as _acceptance
+from sweepkit.catalogue import (devices_file, get_draft, get_model, is_config_path, load_hf_config, load_models_file,
                                 register_model)
 from sweepkit.errors import InputError, bad_value
-from sweepkit import acceptance as _acceptance
 from sweepkit.inputs import read_text
+from sweepkit.sweep.axis_values import INT_MAX, MAX_AXIS_VALUES, axis_values, short
 from sweepkit.sweep.bands import Bands, parse_bands
 
 AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
@@ -79,21 +76,12 @@ DEFAULTS: dict[str, tuple] = {
 """Values of the axes a grid file leaves out."""
 
 TOP_LEVEL_KEYS = ("name", "description", "models_file", "devices_file", "axes", "bands")
-RANGE_KEYS = ("start", "stop", "num", "scale")
-MAX_AXIS_VALUES = 1_000_000
-"""Most values one axis may have (a range's num)."""
+ACCEPTANCE_AXES = ("alpha", "decay", "acceptance")
 MAX_POINTS = 10**12
 """Most points a grid may have (about 12 TB of Parquet, at ~12 bytes a point); split a bigger sweep into several
 grids."""
-SCALES = ("linear", "log")
-_NAME_AXES = {"device": device_names, "model": model_names, "draft": draft_names,
-              "weight_format": format_names, "kv_format": format_names, "compute_format": format_names,
-              "acceptance": lambda: sorted(_acceptance.load_packaged().tables)}
-ACCEPTANCE_AXES = ("alpha", "decay", "acceptance")
-_INT_MIN = {"tp": 1, "batch": 1, "context": 1, "gamma": 0}
-INT_MAX = {"tp": 1024, "batch": 1 << 20, "context": 1 << 24, "gamma": 64}
-"""Largest value of each integer axis (also for ``sweepkit.evaluate``): beyond them the float32 engine
-loses integer precision or the draft loop grows without use (gamma)."""
+__all__ = ["ACCEPTANCE_AXES", "AXES", "DEFAULTS", "GridSpec", "INT_MAX", "MAX_AXIS_VALUES", "MAX_POINTS",
+           "acceptance_models", "load_grid", "n_acceptance_models", "one_line_of", "parse_grid"]
 
 
 @dataclass(frozen=True)
@@ -161,7 +149,7 @@ def parse_grid(text: str, where: str = "<grid>", base: Path | None = None) -> Gr
         raise InputError(f"{where}: not valid TOML: {exc}") from None
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
-            raise bad_value(key, _short(raw[key]), "a top-level key among " + ", ".join(TOP_LEVEL_KEYS),
+            raise bad_value(key, short(raw[key]), "a top-level key among " + ", ".join(TOP_LEVEL_KEYS),
                             where=where)
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -171,14 +159,14 @@ def parse_grid(text: str, where: str = "<grid>", base: Path | None = None) -> Gr
         raise bad_value("description", description, "a string", where=where)
     table = raw.get("axes", {})
     if not isinstance(table, dict):
-        raise bad_value("axes", _short(table), "a table [axes] of axis = list or range", where=where)
+        raise bad_value("axes", short(table), "a table [axes] of axis = list or range", where=where)
     for key in table:
         if key not in AXES:
-            raise bad_value(f"axes.{key}", _short(table[key]), "an axis among " + ", ".join(AXES), where=where)
+            raise bad_value(f"axes.{key}", short(table[key]), "an axis among " + ", ".join(AXES), where=where)
     configs = _load_models_file(raw, where, base) + _load_configs(table, where, base)
     extra = _devices_file(raw.get("devices_file"), where)
     with devices_file(extra or None):
-        axes = {a: (_axis(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
+        axes = {a: (axis_values(a, table[a], where) if a in table else DEFAULTS[a]) for a in AXES}
     if "acceptance" in table and "alpha" not in table and "decay" not in table:
         axes["alpha"] = axes["decay"] = ()                   # the named tables only
     _check_drafts(axes, where)
@@ -215,103 +203,6 @@ def _devices_file(value: Any, where: str) -> str:
         raise bad_value("devices_file", value, "a path to a devices TOML (sweepkit calibrate --out)", where=where)
     path = Path(value)
     return str(path if path.is_absolute() else Path(where).parent / path)
-
-
-def _short(value: Any) -> Any:
-    """A value short enough for a one-line message."""
-    text = repr(value)
-    return value if len(text) <= 60 else _Raw(text[:57] + "...")
-
-
-class _Raw(str):
-    def __repr__(self) -> str:
-        return str(self)
-
-
-def _axis(axis: str, value: Any, where: str) -> tuple:
-    field_name = f"axes.{axis}"
-    if isinstance(value, dict):
-        if axis in _NAME_AXES:
-            raise bad_value(field_name, _short(value), "a non-empty list of names", where=where)
-        values = _range(axis, value, where)
-    elif isinstance(value, list):
-        values = value
-    else:
-        values = [value]
-    if not values:
-        raise bad_value(field_name, value, "a non-empty list or a range table {start, stop, num, scale}",
-                        where=where)
-    checked = tuple(_check_value(axis, v, where) for v in values)
-    if len(set(checked)) != len(checked):
-        dup = next(v for i, v in enumerate(checked) if v in checked[:i])
-        raise bad_value(field_name, _short(value), f"distinct values ({dup!r} repeats)", where=where)
-    return checked
-
-
-def _range(axis: str, table: dict, where: str) -> list:
-    field_name = f"axes.{axis}"
-    for key in table:
-        if key not in RANGE_KEYS:
-            raise bad_value(f"{field_name}.{key}", _short(table[key]),
-                            "a range key among " + ", ".join(RANGE_KEYS), where=where)
-    for key in ("start", "stop", "num"):
-        if key not in table:
-            raise InputError(f"{where}: {field_name} range is missing {key}; a range needs start, stop, num "
-                             f"(scale optional: linear or log)")
-    start, stop, num = table["start"], table["stop"], table["num"]
-    for key, v in (("start", start), ("stop", stop)):
-        if not _is_real(v):
-            raise bad_value(f"{field_name}.{key}", v, "a finite number", where=where)
-    if not (_is_real(num) and float(num).is_integer() and 1 <= num <= MAX_AXIS_VALUES):
-        raise bad_value(f"{field_name}.num", num, f"an integer in [1, {MAX_AXIS_VALUES:,}]", where=where)
-    scale = table.get("scale", "linear")
-    if scale not in SCALES:
-        raise bad_value(f"{field_name}.scale", scale, SCALES, where=where)
-    num = int(num)
-    if scale == "log":
-        for key, v in (("start", start), ("stop", stop)):
-            if v <= 0:
-                raise bad_value(f"{field_name}.{key}", v, "a number > 0 on a log scale", where=where)
-        points = np.geomspace(float(start), float(stop), num)
-    else:
-        points = np.linspace(float(start), float(stop), num)
-    points[0] = float(start)
-    if num > 1:
-        points[-1] = float(stop)                            # exact ends despite rounding in geomspace
-    if axis in _INT_MIN:
-        return list(dict.fromkeys(int(round(p)) for p in points))
-    return [float(f"{p:.12g}") for p in points]        # 0.15, not 0.15000000000000002
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _check_value(axis: str, v: Any, where: str) -> Any:
-    field_name = f"axes.{axis}"
-    if axis in _NAME_AXES:
-        allowed = _NAME_AXES[axis]()
-        if isinstance(v, str) and axis in ("model", "draft") and is_config_path(v):
-            return v                                        # loaded (and checked) by _load_configs
-        key = {"device": device_key, "model": model_key, "draft": model_key}.get(axis, lambda _: None)(v)
-        if v not in allowed and key in allowed:
-            return key                                      # an alias or HF id: the catalogue name
-        if not isinstance(v, str) or v not in allowed:
-            extra = ["a path to a HF config.json"] if axis in ("model", "draft") else []
-            raise bad_value(field_name, _short(v), list(allowed) + extra, where=where)
-        return v
-    if axis in _INT_MIN:
-        low, high = _INT_MIN[axis], INT_MAX[axis]
-        if not (_is_real(v) and float(v).is_integer() and low <= v <= high):
-            raise bad_value(field_name, _short(v), f"an integer in [{low}, {high:,}]", where=where)
-        return int(v)
-    if axis == "decay":
-        if not (_is_real(v) and v >= 0.0):
-            raise bad_value(field_name, _short(v), "a number >= 0 (alpha_i = alpha r^(i-1))", where=where)
-        return float(v)
-    if not (_is_real(v) and 0.0 <= v <= 1.0):           # alpha
-        raise bad_value(field_name, _short(v), "a number in [0, 1]", where=where)
-    return float(v)
 
 
 def _load_configs(table: dict, where: str, base: Path | None) -> list[str]:
