@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sweepkit.cli.common import emit, format_option, note
-from sweepkit.errors import InputError
+from sweepkit.errors import InputError, bad_value
 
 
 def _median_abs(values) -> float:
@@ -56,6 +56,7 @@ def calibrate(measurements: str | None, device: str | None, framework: str | Non
     \b
     Example: sweepkit calibrate --device H100 --name H100-vllm --out /tmp/h100-vllm.toml
     """
+    _check_out(out)
     if framework is not None:
         return _calibrate_framework(measurements, framework, out, all_rows, sources, loss, held, fmt)
     if loss != "l2":
@@ -151,3 +152,16 @@ def _calibrate_framework(measurements: str | None, framework: str, out: str, all
     note(f"fitted on {len(result.train)} rows: median |error| {before:.1f}% -> {after:.1f}% "
          f"({result.fit.iterations} iterations)")
     note(f"wrote {out}: profile {result.profile.name!r}")
+
+
+def _check_out(out: str) -> None:
+    """Refuse an ``--out`` that cannot be written before any fitting starts: its folder must exist and be
+    writable (the file is written to a temporary name beside it, then renamed into place)."""
+    import os
+    from pathlib import Path
+
+    folder = Path(out).parent
+    if not folder.is_dir():
+        raise bad_value("--out", out, "a file in an existing folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise bad_value("--out", out, "a file in a folder you can write to")

@@ -206,6 +206,16 @@ def test_calibrate_without_rows_or_target_is_one_line(tmp_path, args, message):
     assert res.exit_code == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("args", [["--framework", "TensorRT-LLM"], ["--device", "H100"]])
+def test_calibrate_refuses_an_unwritable_out_before_fitting(tmp_path, args):
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEAD + "syn,H100,llama-3.1-8b,max_output_throughput,1000,tok/s,vLLM,1,1,fp8,fp8,fp8,128,128,train\n")
+    out = tmp_path / "no-such-folder" / "p.toml"
+    res = CliRunner().invoke(main, ["calibrate", str(csv), *args, "--out", str(out)])
+    assert res.exit_code == 2 and "expected a file in an existing folder" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not out.parent.exists()
+
+
 def test_validate_with_a_bad_profile_file_is_one_line(tmp_path):
     bad = tmp_path / "p.toml"
     bad.write_text("[profile]\nname = 'x'\n[framework]\nstep_overhead_s = 0.001\n")
