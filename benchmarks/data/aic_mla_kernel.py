@@ -12,7 +12,10 @@ positions S = isl + step, one layer's time
     K = R S (d_c + d_r)                (the latent cache read once)
 
 (R rows, H heads, kv bytes per value) by least squares on the log of the time, from four starting compute rates,
-R_b at most the GPU's HBM peak (devices.toml), and prints R_f, R_b, t_row, t_call and the fit's median and largest |error|. docs/validation.md ("The expert
+R_b at most the GPU's HBM peak (devices.toml), and prints R_f, R_b, t_row, t_call and the fit's median and largest |error|.
+``--ratios`` prints instead, per GPU and heads, what an FP8 latent cache does to the kernel's time: the ratio
+t(FP8 KV) / t(BF16 KV) over the table's points measured in both (same heads, rows and cached positions; rows
+>= 64, 2,048-16,384 cached), median and range. A cache read at one byte rate for both would give 0.5. docs/validation.md ("The expert
 imbalance on the busiest EP rank's grouped GEMMs", "Tried, not shipped") quotes its output.
 
 Example:
@@ -60,10 +63,22 @@ def fit(rows: np.ndarray, kv_bytes: float, hbm_bytes_per_s: float) -> tuple[np.n
     return np.exp(best.x), model(best.x) / t - 1.0
 
 
+def kv_time_ratios(path: Path) -> dict[int, np.ndarray]:
+    """{heads: t(FP8 KV) / t(BF16 KV) at each (rows, cached positions) the table measures in both} over the
+    tp-1 rows with >= 64 rows and 2,048-16,384 cached positions."""
+    rows = duckdb.connect().execute(
+        "select b.num_heads, f.latency / b.latency from read_parquet(?) b join read_parquet(?) f using "
+        "(num_heads, tp_size, batch_size, isl, step) where b.kv_cache_dtype = 'bfloat16' and f.kv_cache_dtype = "
+        "'fp8' and b.tp_size = 1 and b.batch_size >= 64 and b.isl + b.step between 2048 and 16384 "
+        "and b.num_heads in (64, 128) order by 1", [str(path), str(path)]).fetchall()
+    return {h: np.array([r for hh, r in rows if hh == h]) for h in sorted({h for h, _ in rows})}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", nargs="*", default=[], help="aiconfigurator_core/systems/data/<gpu> folders")
     ap.add_argument("--version", default="1.3.0rc20", help="TensorRT-LLM version of the tables")
+    ap.add_argument("--ratios", action="store_true", help="print t(FP8 KV) / t(BF16 KV) per GPU and heads instead")
     args = ap.parse_args(argv)
     if not args.dir:
         print("no --dir given: point it at aiconfigurator_core/systems/data/<gpu> (pip install aiconfigurator)")
@@ -73,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     for folder in map(Path, args.dir):
         gpu = folder.name.split("_")[0].upper()
         table = folder / "mla" / "trtllm" / args.version / "generation_mla_perf.parquet"
+        if args.ratios:
+            for heads, r in kv_time_ratios(table).items():
+                print(f"{gpu} {heads:3d} heads: t(FP8 KV) / t(BF16 KV) median {np.median(r):.2f}, "
+                      f"{r.min():.2f}-{r.max():.2f} ({len(r)} points)")
+            continue
         for kv, kv_bytes in KV_BYTES.items():
             (r_f, r_b, t_row, t_call), err = fit(table_rows(table, kv), kv_bytes, get_device(gpu).hbm_bytes_per_s)
             print(f"{gpu} KV {kv:8s} R_f {r_f / 1e15:5.2f} PFLOP/s  R_b {r_b / 1e12:5.2f} TB/s  t_row {t_row * 1e9:5.0f} ns"

@@ -59,6 +59,18 @@ def test_bandwidth_never_above_the_hbm_peak(tmp_path):
     assert got[1] <= 4.8e12 * (1 + 1e-9)
 
 
+def test_kv_time_ratios_pair_the_two_caches_point_by_point(tmp_path):
+    # a memory-bound kernel reading both caches at one rate: FP8 halves the time wherever the read dominates
+    truth = {"bfloat16": (1e18, 5e12, 0.0, 0.0), "fp8": (1e18, 5e12, 0.0, 0.0)}
+    table = tmp_path / "generation_mla_perf.parquet"
+    _write_table(table, truth)
+    ratios = _script().kv_time_ratios(table)
+    assert sorted(ratios) == [64, 128]
+    for r in ratios.values():
+        assert len(r) == 3 * 2                              # rows 64-1,024 x cached 4,095 and 16,383 (1,023: < 2,048)
+        assert np.allclose(r, 0.5)
+
+
 def test_without_a_folder_it_says_so(capsys):
     assert _script().main([]) == 0
     assert "no --dir given" in capsys.readouterr().out
