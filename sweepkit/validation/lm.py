@@ -1,10 +1,8 @@
 """A Levenberg-Marquardt least-squares solver for the profile fit (:mod:`sweepkit.validation.profile_fit`).
 
 Each step solves the damped normal equations with the Jacobian from ``jax.jacfwd``, one jitted program a
-step; the accept / reject loop runs in Python. Against optimistix's ``LevenbergMarquardt`` (one compiled
-program for the whole solve) on the packaged vLLM fit it reaches a lower cost in the same number of steps
-in a fraction of the time, most of optimistix's being the compile (``benchmarks/bench_fit_solver.py``,
-docs/validation.md).
+step; the accept / reject loop runs in Python. ``benchmarks/bench_fit_solver.py`` compares it with
+optimistix's ``LevenbergMarquardt`` on the packaged fits (docs/validation.md, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -20,6 +18,11 @@ def levenberg_marquardt(residuals, u0: jax.Array, iterations: int = 200) -> tupl
     ``iterations`` steps.
 
         (J^T J + lambda diag(J^T J)) delta = -J^T r
+
+    Args:
+      residuals: u -> the residual vector (dimensionless; jax-traceable).
+      u0: the start (the unconstrained parameters).
+      iterations: the most steps taken.
 
     Returns:
       (u, steps taken).
