@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from sweepkit.errors import InputError, bad_value
+from sweepkit.errors import InputError, bad_value, short
 
 DRAFT_KINDS = ("mtp", "draft-model")
 """Draft kinds a workload can carry acceptance for; a lever's draft maps to one (:func:`draft_kind`)."""
@@ -208,25 +208,21 @@ def load_packaged() -> AcceptanceCatalogue:
 
 def _table(value: Any, field: str, where: str) -> dict:
     if not isinstance(value, dict):
-        raise bad_value(field, _short(value), "a table", where=where)
+        raise bad_value(field, short(value), "a table", where=where)
     return value
-
-
-def _short(value: Any) -> Any:
-    return value if len(repr(value)) <= 60 else repr(value)[:57] + "..."
 
 
 def _number(entry: dict, key: str, field: str, where: str, lo: float, hi: float = math.inf) -> float:
     v = entry[key]
     if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and lo <= v <= hi):
-        raise bad_value(f"{field}.{key}", _short(v), f"a number in [{lo:g}, {hi:g}]", where=where)
+        raise bad_value(f"{field}.{key}", short(v), f"a number in [{lo:g}, {hi:g}]", where=where)
     return float(v)
 
 
 def _model(name: str, entry: dict, field: str, where: str, tables: Mapping[str, AcceptanceModel]) -> AcceptanceModel:
     for key in entry:
         if key not in _KEYS:
-            raise bad_value(f"{field}.{key}", _short(entry[key]), "a key among " + ", ".join(sorted(_KEYS)),
+            raise bad_value(f"{field}.{key}", short(entry[key]), "a key among " + ", ".join(sorted(_KEYS)),
                             where=where)
     forms = [f for f in FORMS if f[0] in entry]
     if len(forms) != 1:
@@ -243,18 +239,18 @@ def _model(name: str, entry: dict, field: str, where: str, tables: Mapping[str, 
     elif form == ("alphas",):
         values = entry["alphas"]
         if not isinstance(values, list) or not values:
-            raise bad_value(f"{field}.alphas", _short(values), "a non-empty list of numbers in [0, 1]", where=where)
+            raise bad_value(f"{field}.alphas", short(values), "a non-empty list of numbers in [0, 1]", where=where)
         alphas = tuple(_number({"alphas": v}, "alphas", field, where, 0.0, 1.0) for v in values)
     elif form == ("alpha_1", "decay"):
         alphas, decay = (_number(entry, "alpha_1", field, where, 0.0, 1.0),), _number(entry, "decay", field, where, 0.0)
     elif form == ("tau", "tau_gamma"):
         gamma = entry["tau_gamma"]
         if not (isinstance(gamma, int) and not isinstance(gamma, bool) and gamma >= 1):
-            raise bad_value(f"{field}.tau_gamma", _short(gamma), "an integer >= 1", where=where)
+            raise bad_value(f"{field}.tau_gamma", short(gamma), "an integer >= 1", where=where)
         alphas = (iid_alpha_from_tau(_number(entry, "tau", field, where, 1.0, gamma + 1.0), gamma),)
     else:
         if entry["table"] not in tables:
-            raise bad_value(f"{field}.table", _short(entry["table"]), sorted(tables), where=where)
+            raise bad_value(f"{field}.table", short(entry["table"]), sorted(tables), where=where)
         base = tables[entry["table"]]
         scale = _number(entry, "scale", field, where, 0.0) if "scale" in entry else 1.0
         alphas = tuple(min(1.0, a * scale) for a in base.alphas)
@@ -265,5 +261,5 @@ def _model(name: str, entry: dict, field: str, where: str, tables: Mapping[str, 
                         where=where)
     convention = entry.get("convention", base.convention if base else "")
     if not isinstance(convention, str):
-        raise bad_value(f"{field}.convention", _short(convention), "a string", where=where)
+        raise bad_value(f"{field}.convention", short(convention), "a string", where=where)
     return AcceptanceModel(name=name, alphas=alphas, decay=decay, source=source, convention=convention)

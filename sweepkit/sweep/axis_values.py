@@ -27,7 +27,7 @@ import numpy as np
 from sweepkit import acceptance as _acceptance
 from sweepkit.catalogue import (device_key, device_names, draft_names, format_names, is_config_path, model_key,
                                 model_names)
-from sweepkit.errors import InputError, bad_value
+from sweepkit.errors import InputError, bad_value, short
 
 RANGE_KEYS = ("start", "stop", "num", "scale")
 MAX_AXIS_VALUES = 1_000_000
@@ -42,17 +42,6 @@ INT_MIN = {"tp": 1, "batch": 1, "context": 1, "gamma": 0}
 INT_MAX = {"tp": 1024, "batch": 1 << 20, "context": 1 << 24, "gamma": 64}
 """Largest value of each integer axis (also for ``sweepkit.evaluate``): beyond them the float32 engine
 loses integer precision or the draft loop grows without use (gamma)."""
-
-
-def short(value: Any) -> Any:
-    """A value short enough for a one-line message."""
-    text = repr(value)
-    return value if len(text) <= 60 else _Raw(text[:57] + "...")
-
-
-class _Raw(str):
-    def __repr__(self) -> str:
-        return str(self)
 
 
 def axis_values(axis: str, value: Any, where: str) -> tuple:

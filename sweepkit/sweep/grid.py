@@ -58,9 +58,9 @@ from typing import Any
 from sweepkit import acceptance as _acceptance
 from sweepkit.catalogue import (devices_file, get_draft, get_model, is_config_path, load_hf_config, load_models_file,
                                 register_model)
-from sweepkit.errors import InputError, bad_value
+from sweepkit.errors import InputError, bad_value, short
 from sweepkit.inputs import read_text
-from sweepkit.sweep.axis_values import INT_MAX, MAX_AXIS_VALUES, axis_values, short
+from sweepkit.sweep.axis_values import INT_MAX, MAX_AXIS_VALUES, axis_values
 from sweepkit.sweep.bands import Bands, parse_bands
 
 AXES = ("device", "model", "draft", "tp", "weight_format", "kv_format", "compute_format",
