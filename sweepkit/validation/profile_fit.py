@@ -96,6 +96,11 @@ def _to_theta(u, lo, hi):
     return lo + (hi - lo) * jax.nn.sigmoid(u)
 
 
+def _kernel_times(start: Profile) -> tuple[float, float]:
+    """The start profile's per-kernel times (``kernel_s``, ``context_kernel_s``; 0 where absent), held in a fit."""
+    return float(start.overheads.get(KERNEL_FIELD, 0.0)), float(start.overheads.get(CONTEXT_KERNEL_FIELD, 0.0))
+
+
 def _efficiency(u, slice_of_row, n_slices, lo, hi, kernel_s: float = 0.0, context_kernel_s: float = 0.0) -> Efficiency:
     """Per-row :class:`Efficiency` from the parameter vector (slices x FIELDS, then FRAMEWORK_FIELDS); the
     per-kernel times ``kernel_s`` and ``context_kernel_s`` are the start profile's, held fixed (data, not fitted)."""
@@ -213,8 +218,6 @@ class FitProblem:
     Attributes:
       slices: the (device, format) slices fitted, in parameter order.  extra: ["token_budget"] or [].
       lo, hi: each parameter's range (lo = hi for a held field).  u0: the start (and prior centre).
-      n_fw: parameters before the token budget (slices x FIELDS, then FRAMEWORK_FIELDS).
-      kernel_s, context_kernel_s: the start profile's per-kernel times (held).
       data: u -> log(model_i / measured_i) per row.  residuals: u -> the stacked residuals whose sum of
         squares is minimised (the data's under the loss, then the prior's).
     """
@@ -224,11 +227,13 @@ class FitProblem:
     lo: np.ndarray
     hi: np.ndarray
     u0: jax.Array
-    n_fw: int
-    kernel_s: float
-    context_kernel_s: float
     data: object
     residuals: object
+
+    @property
+    def n_fw(self) -> int:
+        """Parameters before the token budget (slices x FIELDS, then FRAMEWORK_FIELDS)."""
+        return len(self.slices) * len(FIELDS) + len(FRAMEWORK_FIELDS)
 
 
 def fit_problem(rows: RowInputs, measured, keys: list[tuple[str, str]], start: Profile, *,
@@ -251,8 +256,7 @@ def fit_problem(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
             lo[j] = hi[j] = float(v)
     theta0 += [start.token_budget or float(np.max(np.asarray(rows.token_budget)))] * len(extra)
     n_fw = len(slices) * len(FIELDS) + len(FRAMEWORK_FIELDS)
-    kernel_s = float(start.overheads.get(KERNEL_FIELD, 0.0))
-    context_kernel_s = float(start.overheads.get(CONTEXT_KERNEL_FIELD, 0.0))
+    kernel_s, context_kernel_s = _kernel_times(start)
     u0 = jnp.asarray(_to_u(theta0, lo, hi))
     slice_of_row = jnp.asarray([index[k] for k in keys])
     meas = jnp.asarray(np.asarray(measured, np.float64))
@@ -269,8 +273,7 @@ def fit_problem(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
     def residuals(u):
         return jnp.concatenate([robust(data(u) / ROW_SIGMA, loss), (u - u0) / PRIOR_WIDTH])
 
-    return FitProblem(slices=slices, extra=extra, lo=lo, hi=hi, u0=u0, n_fw=n_fw, kernel_s=kernel_s,
-                      context_kernel_s=context_kernel_s, data=data, residuals=residuals)
+    return FitProblem(slices=slices, extra=extra, lo=lo, hi=hi, u0=u0, data=data, residuals=residuals)
 
 
 def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: Profile, *,
@@ -292,7 +295,7 @@ def fit_profile(rows: RowInputs, measured, keys: list[tuple[str, str]], start: P
         theta = np.asarray(_to_theta(u, prob.lo, prob.hi))
         after = np.asarray(prob.data(u))
     slices, n_fw, extra = prob.slices, prob.n_fw, prob.extra
-    kernel_s, context_kernel_s = prob.kernel_s, prob.context_kernel_s
+    kernel_s, context_kernel_s = _kernel_times(start)
     per = theta[: len(slices) * len(FIELDS)].reshape(len(slices), len(FIELDS))
     fitted_rows = dataclasses.replace(rows, token_budget=jnp.full(rows.token_budget.shape, theta[n_fw])) if extra else rows
     kept = {f: float(start.overheads[f]) for f in (KERNEL_FIELD, CONTEXT_KERNEL_FIELD) if f in start.overheads}
