@@ -15,7 +15,9 @@ positions S = isl + step, one layer's time
 R_b at most the GPU's HBM peak (devices.toml), and prints R_f, R_b, t_row, t_call and the fit's median and largest |error|.
 ``--ratios`` prints instead, per GPU and heads, what an FP8 latent cache does to the kernel's time: the ratio
 t(FP8 KV) / t(BF16 KV) over the table's points measured in both (same heads, rows and cached positions; rows
->= 64, 2,048-16,384 cached), median and range. A cache read at one byte rate for both would give 0.5. docs/validation.md ("The expert
+>= 64, 2,048-16,384 cached), median and range. A cache read at one byte rate for both would give 0.5. Beside
+it, the ratio the shipped TensorRT-LLM profile prices (:func:`priced_ratio`: its attention class, the GPU's
+entry for the DeepSeek checkpoints' format, FP4 on Blackwell and FP8 before). docs/validation.md ("The expert
 imbalance on the busiest EP rank's grouped GEMMs", "Tried, not shipped") quotes its output.
 
 Example:
@@ -74,6 +76,23 @@ def kv_time_ratios(path: Path) -> dict[int, np.ndarray]:
     return {h: np.array([r for hh, r in rows if hh == h]) for h in sorted({h for h, _ in rows})}
 
 
+def priced_ratio(gpu: str, heads: int) -> float:
+    """t(FP8 KV) / t(BF16 KV) of one cached position's decode attention as the shipped TensorRT-LLM profile
+    prices it: max(F / (P a), K kv / (B b_kv)) (sweepkit.costmodel.efficiency.step_time_by_class), F = 2 H
+    (2 d_c + d_r), K = d_c + d_r, with the profile's a and b_kv for ``gpu`` in fp4 (Blackwell) or fp8."""
+    from sweepkit.catalogue import get_device
+    from sweepkit.catalogue.efficiency import profile_for
+
+    dev = get_device(gpu)
+    fields = profile_for("TensorRT-LLM").fields(gpu, "fp4" if dev.speedup("fp4") > dev.speedup("fp8") else "fp8")
+
+    def t(kv_bytes: float) -> float:
+        return max(2.0 * heads * (2 * D_C + D_R) / (dev.peak_flops_per_s * fields["attn_prefill_eff"]),
+                   (D_C + D_R) * kv_bytes / (dev.hbm_bytes_per_s * fields["kv_bw_eff"]))
+
+    return t(1.0) / t(2.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", nargs="*", default=[], help="aiconfigurator_core/systems/data/<gpu> folders")
@@ -91,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.ratios:
             for heads, r in kv_time_ratios(table).items():
                 print(f"{gpu} {heads:3d} heads: t(FP8 KV) / t(BF16 KV) median {np.median(r):.2f}, "
-                      f"{r.min():.2f}-{r.max():.2f} ({len(r)} points)")
+                      f"{r.min():.2f}-{r.max():.2f} ({len(r)} points); priced {priced_ratio(gpu, heads):.2f}")
             continue
         for kv, kv_bytes in KV_BYTES.items():
             (r_f, r_b, t_row, t_call), err = fit(table_rows(table, kv), kv_bytes, get_device(gpu).hbm_bytes_per_s)

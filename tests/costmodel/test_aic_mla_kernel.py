@@ -71,6 +71,14 @@ def test_kv_time_ratios_pair_the_two_caches_point_by_point(tmp_path):
         assert np.allclose(r, 0.5)
 
 
+def test_priced_ratio_lies_between_the_bytes_and_the_flops_bound():
+    # halving the bytes at equal FLOPs: 0.5 where the read binds, 1 where the FLOPs do, never outside
+    mod = _script()
+    for gpu in ("H100", "H200", "B200"):
+        assert mod.priced_ratio(gpu, 1) == 0.5                  # 1 head: 3.8 FLOP a byte, bytes-bound anywhere
+        assert all(0.5 <= mod.priced_ratio(gpu, h) <= 1.0 for h in (16, 64, 128))
+
+
 def test_without_a_folder_it_says_so(capsys):
     assert _script().main([]) == 0
     assert "no --dir given" in capsys.readouterr().out
